@@ -1,0 +1,4 @@
+//! Subcommand implementations. `main.rs` parses arguments and calls into here.
+
+pub mod profiles;
+pub mod run;

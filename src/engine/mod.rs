@@ -1,0 +1,110 @@
+//! I/O engines, modelled on fio's `ioengines.h` ops table: `queue`, `commit`, `reap`, with
+//! capability flags. `psync` completes inside `queue` (like fio's `engines/sync.c`); `null`
+//! completes everything immediately and exists to test the worker loop (`engines/null.c`);
+//! `uring` is one io_uring per worker with registered buffers and files.
+//!
+//! The engine is chosen once, at setup ([`open`]); the hot loop never re-decides.
+//!
+//! Architecture Invariant: engines own their I/O buffers (aligned, allocated once at setup);
+//! the hot path does not allocate.
+
+pub mod buf;
+pub mod null;
+pub mod psync;
+pub mod uring;
+
+use std::os::fd::RawFd;
+
+use thiserror::Error;
+
+use crate::workload::spec::{EngineChoice, Op};
+
+/// One I/O to queue. `buf` indexes the engine's buffer table (`0..iodepth`).
+#[derive(Debug, Clone, Copy)]
+pub struct IoReq {
+    pub op: Op,
+    pub offset: u64,
+    pub len: u32,
+    pub buf: u16,
+    /// Returned unchanged in the completion.
+    pub user_data: u64,
+}
+
+/// A finished I/O. `result` is the byte count (>= 0) or `-errno`.
+#[derive(Debug, Clone, Copy)]
+pub struct Completion {
+    pub user_data: u64,
+    pub result: i32,
+}
+
+#[derive(Debug, Error)]
+pub enum EngineError {
+    #[error("io_uring setup failed: {0}")]
+    UringSetup(std::io::Error),
+    #[error(
+        "io_uring is not available here ({0}); set engine = \"psync\" or leave engine unset to fall back"
+    )]
+    UringRefused(std::io::Error),
+    #[error("registering buffers or files with io_uring failed: {0}")]
+    Register(std::io::Error),
+    #[error("allocating {bytes} bytes of aligned I/O buffers failed")]
+    Alloc { bytes: usize },
+    #[error("submitting I/O failed: {0}")]
+    Submit(std::io::Error),
+    #[error("waiting for completions failed: {0}")]
+    Reap(std::io::Error),
+    #[error("engine queue is full (depth {0})")]
+    QueueFull(u32),
+}
+
+/// Capability flags.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Caps {
+    /// `queue` completes the I/O synchronously; `reap` only returns what `queue` finished.
+    pub sync: bool,
+    /// Uses registered (fixed) buffers and files.
+    pub fixed: bool,
+}
+
+pub trait IoEngine: Send {
+    /// `io_uring`, `psync` or `null`.
+    fn name(&self) -> &'static str;
+    fn caps(&self) -> Caps;
+    /// The buffer for slot `idx`, `max_bs` bytes long and aligned for O_DIRECT (4096).
+    fn buffer(&mut self, idx: u16) -> &mut [u8];
+    /// Queue one I/O. Engines with `caps().sync` perform it here.
+    fn queue(&mut self, req: IoReq) -> Result<(), EngineError>;
+    /// Submit everything queued since the last commit (batched submission).
+    fn commit(&mut self) -> Result<(), EngineError>;
+    /// Wait until at least `min` completions are available (0: don't wait), append them to
+    /// `out`, return how many were appended.
+    fn reap(&mut self, min: usize, out: &mut Vec<Completion>) -> Result<usize, EngineError>;
+}
+
+/// Everything an engine needs at setup.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineSetup {
+    /// Open file descriptor of the target (the caller keeps it open for the engine's life).
+    pub fd: RawFd,
+    pub iodepth: u32,
+    /// Largest block size the job uses; each buffer is this big.
+    pub max_bs: u32,
+}
+
+/// Open the engine for `choice`. `Auto` tries io_uring and falls back to psync when the kernel
+/// refuses it (EPERM, ENOSYS, seccomp), logging why. Explicit `IoUring` makes that an error.
+pub fn open(choice: EngineChoice, setup: EngineSetup) -> Result<Box<dyn IoEngine>, EngineError> {
+    match choice {
+        EngineChoice::Null => Ok(Box::new(null::NullEngine::new(setup)?)),
+        EngineChoice::Psync => Ok(Box::new(psync::PsyncEngine::new(setup)?)),
+        EngineChoice::IoUring => Ok(Box::new(uring::UringEngine::new(setup)?)),
+        EngineChoice::Auto => match uring::UringEngine::new(setup) {
+            Ok(e) => Ok(Box::new(e)),
+            Err(EngineError::UringRefused(err)) => {
+                tracing::warn!(error = %err, "io_uring refused by the kernel; falling back to psync");
+                Ok(Box::new(psync::PsyncEngine::new(setup)?))
+            }
+            Err(e) => Err(e),
+        },
+    }
+}

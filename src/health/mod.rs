@@ -1,0 +1,1 @@
+//! Health poller and the endurance and thermal derivations.

@@ -1,0 +1,15 @@
+//! nvsoak: burn-in daemon for NVMe SSDs. See ARCHITECTURE.md for the map.
+
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod health;
+pub mod http;
+pub mod metrics;
+pub mod nvme;
+pub mod report;
+pub mod safety;
+pub mod state;
+pub mod stats;
+pub mod units;
+pub mod workload;

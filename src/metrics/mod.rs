@@ -1,0 +1,1 @@
+//! Every metric name, help text and unit: maps typed snapshots to Prometheus families.

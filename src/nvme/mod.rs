@@ -1,0 +1,1 @@
+//! NVMe admin passthrough, log-page parsers, discovery and the drive ratings table.

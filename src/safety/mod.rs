@@ -1,0 +1,1 @@
+//! Write-safety checks for block devices.

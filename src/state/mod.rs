@@ -1,0 +1,1 @@
+//! Checkpoint load/save for multi-day runs.

@@ -1,0 +1,267 @@
+//! Per-worker statistics. A worker owns one [`WorkerStats`], records into it on the hot path
+//! without locks or allocation, and every interval sends a [`WorkerReport`] (cumulative counters
+//! plus that interval's HDR histograms) to its target's aggregator.
+//!
+//! Architecture Invariant: nothing in this module allocates in `record_*`.
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use crate::workload::spec::Op;
+
+/// Upper bounds (seconds) of the Prometheus latency histogram: 10 µs to 10 s.
+pub const LAT_BUCKETS: [f64; 19] = [
+    10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3,
+    250e-3, 500e-3, 1.0, 2.5, 5.0, 10.0,
+];
+const LAT_BUCKETS_NS: [u64; 19] = [
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_500_000_000,
+    5_000_000_000,
+    10_000_000_000,
+];
+
+/// Highest latency the HDR histograms track (values above are clamped): 60 s in ns.
+pub const HDR_MAX_NS: u64 = 60_000_000_000;
+
+/// errno values below this get their own counter; others share the last slot.
+pub const ERRNO_SLOTS: usize = 160;
+
+/// I/O error counts by errno, fixed size so that counting never allocates.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ErrnoCounts(pub [u64; ERRNO_SLOTS]);
+
+impl Default for ErrnoCounts {
+    fn default() -> Self {
+        ErrnoCounts([0; ERRNO_SLOTS])
+    }
+}
+
+impl ErrnoCounts {
+    #[inline]
+    pub fn add(&mut self, errno: i32) {
+        let i = (errno.max(0) as usize).min(ERRNO_SLOTS - 1);
+        self.0[i] += 1;
+    }
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+    /// (errno, count) for every non-zero slot. Slot `ERRNO_SLOTS-1` means "that or higher".
+    pub fn iter(&self) -> impl Iterator<Item = (i32, u64)> + '_ {
+        self.0
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(i, c)| (i as i32, *c))
+    }
+    pub fn merge(&mut self, other: &ErrnoCounts) {
+        for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
+            *a += *b;
+        }
+    }
+}
+
+/// Cumulative counters of one op direction.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OpCounters {
+    pub ops: u64,
+    pub bytes: u64,
+    /// Non-cumulative bucket counts for `LAT_BUCKETS` plus a final +Inf slot.
+    pub lat_buckets: [u64; 20],
+    /// Sum of latencies in nanoseconds.
+    pub lat_sum_ns: u64,
+    pub errors: ErrnoCounts,
+}
+
+impl OpCounters {
+    #[inline]
+    pub fn record(&mut self, bytes: u64, lat_ns: u64) {
+        self.ops += 1;
+        self.bytes += bytes;
+        self.lat_sum_ns += lat_ns;
+        // Linear scan over 19 bounds beats a binary search at this size.
+        let mut i = 0;
+        while i < LAT_BUCKETS_NS.len() && lat_ns > LAT_BUCKETS_NS[i] {
+            i += 1;
+        }
+        self.lat_buckets[i] += 1;
+    }
+    pub fn merge(&mut self, o: &OpCounters) {
+        self.ops += o.ops;
+        self.bytes += o.bytes;
+        self.lat_sum_ns += o.lat_sum_ns;
+        for (a, b) in self.lat_buckets.iter_mut().zip(o.lat_buckets.iter()) {
+            *a += *b;
+        }
+        self.errors.merge(&o.errors);
+    }
+}
+
+pub fn new_hdr() -> Histogram<u64> {
+    // 1 µs floor, 60 s ceiling, 3 significant digits. Fixed bounds, so `record` never resizes.
+    // The arguments are constants that satisfy hdrhistogram's rules (low >= 1, high >= 2*low,
+    // sigfig <= 5), so this cannot fail.
+    Histogram::new_with_bounds(1_000, HDR_MAX_NS, 3).expect("constant HDR bounds are valid")
+}
+
+/// Everything a worker records.
+pub struct WorkerStats {
+    pub read: OpCounters,
+    pub write: OpCounters,
+    pub read_hist: Histogram<u64>,
+    pub write_hist: Histogram<u64>,
+}
+
+impl Default for WorkerStats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WorkerStats {
+    pub fn new() -> Self {
+        WorkerStats {
+            read: OpCounters::default(),
+            write: OpCounters::default(),
+            read_hist: new_hdr(),
+            write_hist: new_hdr(),
+        }
+    }
+
+    #[inline]
+    pub fn record(&mut self, op: Op, bytes: u64, lat_ns: u64) {
+        let v = lat_ns.clamp(1_000, HDR_MAX_NS);
+        match op {
+            Op::Read => {
+                self.read.record(bytes, lat_ns);
+                let _ = self.read_hist.record(v);
+            }
+            Op::Write => {
+                self.write.record(bytes, lat_ns);
+                let _ = self.write_hist.record(v);
+            }
+        }
+    }
+
+    #[inline]
+    pub fn record_error(&mut self, op: Op, errno: i32) {
+        match op {
+            Op::Read => self.read.errors.add(errno),
+            Op::Write => self.write.errors.add(errno),
+        }
+    }
+
+    /// Build a report: cumulative counters are copied, interval histograms are handed over and
+    /// replaced by the (reset) recycled ones, so the steady state allocates nothing.
+    pub fn take_report(
+        &mut self,
+        worker: usize,
+        interval: Duration,
+        recycled: Option<(Histogram<u64>, Histogram<u64>)>,
+        done: bool,
+    ) -> WorkerReport {
+        let (mut r, mut w) = recycled.unwrap_or_else(|| (new_hdr(), new_hdr()));
+        r.reset();
+        w.reset();
+        let read_hist = std::mem::replace(&mut self.read_hist, r);
+        let write_hist = std::mem::replace(&mut self.write_hist, w);
+        WorkerReport {
+            worker,
+            interval,
+            read: self.read.clone(),
+            write: self.write.clone(),
+            read_hist,
+            write_hist,
+            done,
+        }
+    }
+}
+
+/// What a worker sends each interval.
+pub struct WorkerReport {
+    pub worker: usize,
+    /// Wall time this report's histograms cover.
+    pub interval: Duration,
+    /// Cumulative since the worker started.
+    pub read: OpCounters,
+    pub write: OpCounters,
+    /// This interval only.
+    pub read_hist: Histogram<u64>,
+    pub write_hist: Histogram<u64>,
+    /// Last report of this worker.
+    pub done: bool,
+}
+
+/// Quantiles the exporter publishes per interval.
+pub const QUANTILES: [(f64, &str); 4] = [
+    (0.50, "0.5"),
+    (0.99, "0.99"),
+    (0.999, "0.999"),
+    (0.9999, "0.9999"),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_upper_inclusive() {
+        let mut c = OpCounters::default();
+        c.record(4096, 10_000); // exactly 10 µs -> first bucket
+        c.record(4096, 10_001); // just above -> second
+        c.record(4096, 20_000_000_000); // 20 s -> +Inf
+        assert_eq!(c.lat_buckets[0], 1);
+        assert_eq!(c.lat_buckets[1], 1);
+        assert_eq!(c.lat_buckets[19], 1);
+        assert_eq!(c.ops, 3);
+        assert_eq!(c.bytes, 3 * 4096);
+    }
+
+    #[test]
+    fn report_hands_over_interval_histogram() {
+        let mut s = WorkerStats::new();
+        s.record(Op::Read, 4096, 100_000);
+        s.record(Op::Read, 4096, 200_000);
+        let r = s.take_report(0, Duration::from_secs(1), None, false);
+        assert_eq!(r.read_hist.len(), 2);
+        assert_eq!(s.read_hist.len(), 0);
+        assert_eq!(r.read.ops, 2);
+        s.record(Op::Read, 4096, 100_000);
+        let r2 = s.take_report(
+            0,
+            Duration::from_secs(1),
+            Some((r.read_hist, r.write_hist)),
+            false,
+        );
+        assert_eq!(r2.read_hist.len(), 1);
+        assert_eq!(r2.read.ops, 3);
+    }
+
+    #[test]
+    fn errno_counts() {
+        let mut e = ErrnoCounts::default();
+        e.add(5);
+        e.add(5);
+        e.add(28);
+        e.add(9999);
+        let v: Vec<_> = e.iter().collect();
+        assert_eq!(v, vec![(5, 2), (28, 1), ((ERRNO_SLOTS - 1) as i32, 1)]);
+        assert_eq!(e.total(), 4);
+    }
+}

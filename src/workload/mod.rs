@@ -1,0 +1,8 @@
+//! The workload model: validated specs, built-in profiles, the per-target scheduler that runs
+//! phases (precondition, sweep, soak), steady-state detection, and the worker hot loop.
+
+pub mod profiles;
+pub mod scheduler;
+pub mod spec;
+pub mod steady;
+pub mod worker;
