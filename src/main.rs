@@ -35,6 +35,44 @@ enum Cmd {
     CheckConfig { path: PathBuf },
     /// List the built-in workload profiles with their definitions.
     Profiles,
+    /// Print the identify summary and SMART log of NVMe controllers (all when none named).
+    Health {
+        /// Output JSON with nvme-cli's smart-log keys plus derived endurance figures.
+        #[arg(long)]
+        json: bool,
+        devices: Vec<String>,
+    },
+    /// Inspect or reset the checkpoint in the state directory.
+    State {
+        #[command(subcommand)]
+        cmd: StateCmd,
+        #[arg(long, short = 'c', global = true)]
+        config: Option<PathBuf>,
+        /// State directory (overrides the config's state.dir).
+        #[arg(long, global = true)]
+        state: Option<PathBuf>,
+    },
+    /// Build a qualification report from sweep results and soak history.
+    Report {
+        /// State directory to read results from.
+        #[arg(long, conflicts_with = "from")]
+        state: Option<PathBuf>,
+        /// Results files (results/<target>.json), possibly from several hosts.
+        #[arg(long, num_args = 1..)]
+        from: Vec<PathBuf>,
+        #[arg(long, default_value = "html")]
+        format: String,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum StateCmd {
+    /// Print the checkpoint.
+    Show,
+    /// Move the checkpoint aside so the next run starts over.
+    Reset,
 }
 
 fn main() -> ExitCode {
@@ -47,6 +85,17 @@ fn main() -> ExitCode {
         } => nvsoak::cli::run::main(config, listen, web_config),
         Cmd::CheckConfig { path } => nvsoak::cli::run::check_config(&path),
         Cmd::Profiles => nvsoak::cli::profiles::main(),
+        Cmd::Health { json, devices } => nvsoak::cli::health::main(json, &devices),
+        Cmd::State { cmd, config, state } => match cmd {
+            StateCmd::Show => nvsoak::cli::state::show(config.as_deref(), state.as_deref()),
+            StateCmd::Reset => nvsoak::cli::state::reset(config.as_deref(), state.as_deref()),
+        },
+        Cmd::Report {
+            state,
+            from,
+            format,
+            out,
+        } => nvsoak::cli::report::main(state.as_deref(), &from, &format, out.as_deref()),
     };
     match res {
         Ok(code) => code,

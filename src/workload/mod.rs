@@ -2,6 +2,7 @@
 //! phases (precondition, sweep, soak), steady-state detection, and the worker hot loop.
 
 pub mod profiles;
+pub mod results;
 pub mod scheduler;
 pub mod spec;
 pub mod steady;
