@@ -1,1 +1,34 @@
 //! Health poller and the endurance and thermal derivations.
+//!
+//! The poller runs on tokio, does its ioctls in `spawn_blocking`, and publishes an immutable
+//! snapshot that each scrape reads. The workload side tells it what nvsoak itself did to each
+//! device through [`HostIoSource`], for the accounting check and throttling cost.
+
+use std::path::PathBuf;
+
+/// What nvsoak's own workload did to one block device, cumulative since the daemon started.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostIo {
+    /// The target's block device path as configured (e.g. `/dev/nvme0n1`).
+    pub path: PathBuf,
+    pub read_bytes: u64,
+    pub written_bytes: u64,
+    pub read_ops: u64,
+    pub write_ops: u64,
+    /// IOPS (reads + writes) over the last stats interval.
+    pub iops: f64,
+}
+
+/// Implemented by the workload scheduler; called by the poller at each poll.
+pub trait HostIoSource: Send + Sync {
+    fn host_io(&self) -> Vec<HostIo>;
+}
+
+/// A source with no workload (used by `nvsoak health` and tests).
+pub struct NoHostIo;
+
+impl HostIoSource for NoHostIo {
+    fn host_io(&self) -> Vec<HostIo> {
+        Vec::new()
+    }
+}
