@@ -1,1 +1,983 @@
-//! (being written)
+//! The per-target scheduler: one plain OS thread per target that opens the target, runs its
+//! phases in order (precondition, sweep, soak; looping when asked), spawns the job's worker
+//! threads for each run segment, aggregates their interval reports, evaluates steady state and
+//! publishes a [`TargetSnapshot`] that scrapes read.
+//!
+//! Architecture Invariant: the scheduler never touches the I/O hot path; it only sees worker
+//! reports, once per stats interval.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hdrhistogram::Histogram;
+use thiserror::Error;
+
+use crate::health::{HostIo, HostIoSource};
+use crate::stats::{OpCounters, QUANTILES, WorkerReport, new_hdr};
+use crate::workload::results::{SteadyOutcome, SweepPoint, SweepResult, TargetResults};
+use crate::workload::spec::{
+    Access, BlockSizeMix, JobSpec, PhaseSpec, RateLimit, Skew, SteadyConfig, TargetSpec,
+};
+use crate::workload::steady::{SteadyDetector, SteadyStatus};
+use crate::workload::worker::{self, ExitReason, WorkerPlan};
+
+#[derive(Debug, Error)]
+pub enum TargetError {
+    #[error("target {target}: {path}: {source}")]
+    Open {
+        target: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "target {target}: preallocating {size} bytes for {path} failed: {source} (is the file system full?)"
+    )]
+    Prealloc {
+        target: String,
+        path: PathBuf,
+        size: u64,
+        source: std::io::Error,
+    },
+    #[error("target {target}: {reason}")]
+    Refused { target: String, reason: String },
+    #[error("target {target}: worker failed: {reason}")]
+    Worker { target: String, reason: String },
+    #[error("target {target}: region of {path} is empty (size {size} bytes)")]
+    EmptyRegion {
+        target: String,
+        path: PathBuf,
+        size: u64,
+    },
+}
+
+/// Interval and cumulative figures of one job on one target.
+#[derive(Debug, Clone, Default)]
+pub struct JobStats {
+    /// Cumulative since the daemon started (monotonic: segments add to it).
+    pub read: OpCounters,
+    pub write: OpCounters,
+    pub read_iops: f64,
+    pub write_iops: f64,
+    pub read_bw: f64,
+    pub write_bw: f64,
+    /// Seconds, per `QUANTILES`, over the last interval. `None` when the interval had no ops.
+    pub read_q: Option<[f64; 4]>,
+    pub write_q: Option<[f64; 4]>,
+    pub steady: Option<SteadyStatus>,
+    pub sweep: Option<SweepResult>,
+}
+
+/// What a scrape sees of one target.
+#[derive(Debug, Clone, Default)]
+pub struct TargetSnapshot {
+    pub name: String,
+    pub path: String,
+    pub is_block: bool,
+    pub engine: Option<String>,
+    pub phase_index: usize,
+    pub phase: String,
+    pub profile: String,
+    pub running: bool,
+    pub up: bool,
+    /// Why the target stopped, when it did.
+    pub stop_reason: Option<String>,
+    pub jobs: BTreeMap<String, JobStats>,
+    /// IOPS (reads + writes) of the last interval, all jobs.
+    pub iops: f64,
+    pub started_at: f64,
+}
+
+impl TargetSnapshot {
+    pub fn totals(&self) -> (OpCounters, OpCounters) {
+        let mut r = OpCounters::default();
+        let mut w = OpCounters::default();
+        for j in self.jobs.values() {
+            r.merge(&j.read);
+            w.merge(&j.write);
+        }
+        (r, w)
+    }
+}
+
+pub type SharedSnapshot = Arc<RwLock<TargetSnapshot>>;
+
+/// A running target.
+pub struct TargetHandle {
+    pub name: String,
+    pub snapshot: SharedSnapshot,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TargetHandle {
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+    /// Stop and wait for the target's workers to drain.
+    pub fn join(mut self) {
+        self.request_stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+}
+
+/// Options shared by every target.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub stats_interval: Duration,
+    /// Where `results/<target>.json` is written.
+    pub state_dir: PathBuf,
+}
+
+fn now_unix() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn read_snapshot(s: &SharedSnapshot) -> TargetSnapshot {
+    match s.read() {
+        Ok(g) => g.clone(),
+        Err(p) => p.into_inner().clone(),
+    }
+}
+
+fn with_snapshot(s: &SharedSnapshot, f: impl FnOnce(&mut TargetSnapshot)) {
+    match s.write() {
+        Ok(mut g) => f(&mut g),
+        Err(p) => f(&mut p.into_inner()),
+    }
+}
+
+/// Open (and for files create and preallocate) the target. Returns the fd, the usable size, and
+/// whether it is a block device.
+pub fn open_target(spec: &TargetSpec, writes: bool) -> Result<(OwnedFd, u64, bool), TargetError> {
+    let open_err = |source| TargetError::Open {
+        target: spec.name.clone(),
+        path: spec.path.clone(),
+        source,
+    };
+    let is_block = std::fs::metadata(&spec.path)
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false);
+    if is_block && writes {
+        crate::safety::check_writable(
+            &spec.path,
+            spec.allow_destroy.as_deref(),
+            spec.force_overwrite_signatures,
+        )
+        .map_err(|e| TargetError::Refused {
+            target: spec.name.clone(),
+            reason: e.to_string(),
+        })?;
+    }
+    let mut oo = OpenOptions::new();
+    oo.read(true);
+    if writes || !is_block {
+        oo.write(true);
+    }
+    if !is_block {
+        oo.create(true);
+        if let Some(dir) = spec.path.parent() {
+            if !dir.as_os_str().is_empty() {
+                std::fs::create_dir_all(dir).map_err(open_err)?;
+            }
+        }
+    }
+    if spec.direct {
+        oo.custom_flags(libc::O_DIRECT);
+    }
+    let mut f: File = oo.open(&spec.path).map_err(open_err)?;
+    let size = if is_block {
+        f.seek(SeekFrom::End(0)).map_err(open_err)?
+    } else {
+        let size = spec.size.unwrap_or(0);
+        let cur = f.metadata().map_err(open_err)?.len();
+        if cur < size || !fully_allocated(&f, size) {
+            preallocate(&f, size).map_err(|source| TargetError::Prealloc {
+                target: spec.name.clone(),
+                path: spec.path.clone(),
+                size,
+                source,
+            })?;
+        }
+        size
+    };
+    Ok((OwnedFd::from(f), size, is_block))
+}
+
+fn fully_allocated(f: &File, size: u64) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    f.metadata()
+        .map(|m| m.blocks() * 512 >= size)
+        .unwrap_or(false)
+}
+
+fn preallocate(f: &File, size: u64) -> std::io::Result<()> {
+    use std::os::fd::AsFd;
+    if size == 0 {
+        return Ok(());
+    }
+    let len = i64::try_from(size).map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+    nix::fcntl::posix_fallocate(f.as_fd(), 0, len).map_err(std::io::Error::from)
+}
+
+/// Whether any phase of the plan writes.
+pub fn plan_writes(spec: &TargetSpec) -> bool {
+    spec.phases.iter().any(|p| match p {
+        PhaseSpec::Precondition { .. } => true,
+        PhaseSpec::Sweep { job, .. } => job.read_pct < 100,
+        PhaseSpec::Soak { jobs, .. } => jobs.iter().any(|j| j.read_pct < 100),
+    })
+}
+
+/// Start a target: opens it on the calling thread (so refusals surface at start), then runs its
+/// plan on a new thread.
+pub fn start(
+    spec: TargetSpec,
+    opts: RunOptions,
+    global_stop: Arc<AtomicBool>,
+) -> Result<TargetHandle, TargetError> {
+    let (fd, size, is_block) = open_target(&spec, plan_writes(&spec))?;
+    let align: u64 = 1 << 20;
+    let mut region_len = ((size as f64 * spec.region.0) as u64).min(size);
+    if region_len >= align {
+        region_len -= region_len % align;
+    } else {
+        region_len -= region_len % 4096;
+    }
+    if region_len == 0 {
+        return Err(TargetError::EmptyRegion {
+            target: spec.name.clone(),
+            path: spec.path.clone(),
+            size,
+        });
+    }
+    let snapshot: SharedSnapshot = Arc::new(RwLock::new(TargetSnapshot {
+        name: spec.name.clone(),
+        path: spec.path.display().to_string(),
+        is_block,
+        up: true,
+        running: true,
+        started_at: now_unix(),
+        ..Default::default()
+    }));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut runner = Runner {
+        spec: spec.clone(),
+        fd: Arc::new(fd),
+        region_len,
+        opts,
+        snapshot: snapshot.clone(),
+        stop: stop.clone(),
+        global_stop,
+        results: TargetResults {
+            version: 1,
+            host: hostname(),
+            target: spec.name.clone(),
+            path: spec.path.display().to_string(),
+            ..Default::default()
+        },
+        max_iops: BTreeMap::new(),
+        segment_counter: 0,
+    };
+    let thread = std::thread::Builder::new()
+        .name(format!("sched-{}", spec.name))
+        .spawn(move || runner.run())
+        .map_err(|source| TargetError::Open {
+            target: spec.name.clone(),
+            path: spec.path.clone(),
+            source,
+        })?;
+    Ok(TargetHandle {
+        name: spec.name,
+        snapshot,
+        stop,
+        thread: Some(thread),
+    })
+}
+
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// What one run segment measured.
+#[derive(Debug, Clone, Default)]
+struct SegmentOutcome {
+    ops: u64,
+    bytes: u64,
+    errors: u64,
+    secs: f64,
+    lat_avg_us: f64,
+    q_us: [f64; 4],
+    /// Why it ended early, if it did.
+    fatal: Option<String>,
+}
+
+struct Segment<'a> {
+    job: &'a JobSpec,
+    rate_iops: Option<f64>,
+    duration: Option<Duration>,
+    limit_bytes_per_worker: Option<u64>,
+}
+
+struct Runner {
+    spec: TargetSpec,
+    fd: Arc<OwnedFd>,
+    region_len: u64,
+    opts: RunOptions,
+    snapshot: SharedSnapshot,
+    stop: Arc<AtomicBool>,
+    global_stop: Arc<AtomicBool>,
+    results: TargetResults,
+    /// Max IOPS measured per job name (sweep uncontrolled runs and calibrations).
+    max_iops: BTreeMap<String, f64>,
+    segment_counter: u64,
+}
+
+impl Runner {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst) || self.global_stop.load(Ordering::SeqCst)
+    }
+
+    fn run(&mut self) {
+        let mut loop_count = 0u64;
+        'plan: loop {
+            for (i, phase) in self.spec.phases.clone().iter().enumerate() {
+                if self.stopping() {
+                    break 'plan;
+                }
+                with_snapshot(&self.snapshot, |s| {
+                    s.phase_index = i;
+                    s.phase = phase.kind().to_string();
+                });
+                let r = match phase {
+                    PhaseSpec::Precondition {
+                        passes,
+                        block_size,
+                        iodepth,
+                        workers,
+                    } => self.precondition(*passes, *block_size, *iodepth, *workers),
+                    PhaseSpec::Sweep {
+                        job,
+                        max_duration,
+                        point_duration,
+                        points,
+                    } => self.sweep(job, *max_duration, *point_duration, points),
+                    PhaseSpec::Soak {
+                        jobs,
+                        duration,
+                        rotate,
+                        steady,
+                    } => self.soak(jobs, *duration, *rotate, steady),
+                };
+                if let Err(reason) = r {
+                    tracing::error!(target_name = %self.spec.name, %reason, "target stopped");
+                    with_snapshot(&self.snapshot, |s| {
+                        s.up = false;
+                        s.stop_reason = Some(reason);
+                    });
+                    break 'plan;
+                }
+            }
+            loop_count += 1;
+            if !self.spec.loop_phases || self.stopping() {
+                break;
+            }
+            tracing::info!(target_name = %self.spec.name, loop_count, "plan finished; looping");
+        }
+        with_snapshot(&self.snapshot, |s| {
+            s.running = false;
+            s.iops = 0.0;
+            for j in s.jobs.values_mut() {
+                j.read_iops = 0.0;
+                j.write_iops = 0.0;
+                j.read_bw = 0.0;
+                j.write_bw = 0.0;
+            }
+        });
+        self.save_results();
+        tracing::info!(target_name = %self.spec.name, "target finished");
+    }
+
+    fn precondition(
+        &mut self,
+        passes: u32,
+        bs: u32,
+        iodepth: u32,
+        workers: u32,
+    ) -> Result<(), String> {
+        let job = JobSpec {
+            name: "precondition".into(),
+            description: format!(
+                "SNIA workload-independent preconditioning: {passes} sequential pass(es) of {} writes",
+                crate::units::format_size(bs as u64)
+            ),
+            read_pct: 0,
+            bs: BlockSizeMix::single(bs),
+            access: Access::Sequential,
+            iodepth,
+            workers,
+            rate: None,
+        };
+        let stripe = self.region_len / workers.max(1) as u64;
+        let stripe = stripe - stripe % bs as u64;
+        let out = self.run_segment(
+            Segment {
+                job: &job,
+                rate_iops: None,
+                duration: None,
+                limit_bytes_per_worker: Some(stripe * passes as u64),
+            },
+            &mut |_, _| {},
+        )?;
+        if let Some(f) = out.fatal {
+            return Err(f);
+        }
+        Ok(())
+    }
+
+    fn sweep(
+        &mut self,
+        job: &JobSpec,
+        max_duration: Duration,
+        point_duration: Duration,
+        points: &[u32],
+    ) -> Result<(), String> {
+        let mut result = SweepResult {
+            profile: job.name.clone(),
+            block_size: job.bs.mean(),
+            read_pct: job.read_pct,
+            started: now_unix(),
+            ..Default::default()
+        };
+        let uncontrolled = JobSpec {
+            rate: None,
+            ..job.clone()
+        };
+        let max = self.run_segment(
+            Segment {
+                job: &uncontrolled,
+                rate_iops: None,
+                duration: Some(max_duration),
+                limit_bytes_per_worker: None,
+            },
+            &mut |_, _| {},
+        )?;
+        if let Some(f) = max.fatal {
+            return Err(f);
+        }
+        let max_iops = max.ops as f64 / max.secs.max(1e-9);
+        self.max_iops.insert(job.name.clone(), max_iops);
+        result.max_iops = max_iops;
+        result.points.push(point_from(0, 0.0, &max));
+        self.publish_sweep(job, &result);
+        for &pct in points {
+            if self.stopping() {
+                break;
+            }
+            let target_iops = max_iops * pct as f64 / 100.0;
+            let o = self.run_segment(
+                Segment {
+                    job,
+                    rate_iops: Some(target_iops.max(1.0)),
+                    duration: Some(point_duration),
+                    limit_bytes_per_worker: None,
+                },
+                &mut |_, _| {},
+            )?;
+            if let Some(f) = o.fatal {
+                return Err(f);
+            }
+            result.points.push(point_from(pct, target_iops, &o));
+            self.publish_sweep(job, &result);
+        }
+        result.finished = Some(now_unix());
+        self.publish_sweep(job, &result);
+        Ok(())
+    }
+
+    fn publish_sweep(&mut self, job: &JobSpec, result: &SweepResult) {
+        with_snapshot(&self.snapshot, |s| {
+            s.jobs.entry(job.name.clone()).or_default().sweep = Some(result.clone());
+        });
+        if let Some(r) = self
+            .results
+            .sweeps
+            .iter_mut()
+            .find(|r| r.started == result.started)
+        {
+            *r = result.clone();
+        } else {
+            self.results.sweeps.push(result.clone());
+        }
+        self.save_results();
+    }
+
+    fn soak(
+        &mut self,
+        jobs: &[JobSpec],
+        duration: Option<Duration>,
+        rotate: Option<Duration>,
+        steady: &SteadyConfig,
+    ) -> Result<(), String> {
+        let start = Instant::now();
+        let mut detectors: BTreeMap<String, (SteadyDetector, u64, Instant)> = BTreeMap::new();
+        let mut idx = 0usize;
+        loop {
+            if self.stopping() {
+                return Ok(());
+            }
+            let remaining = duration.map(|d| d.saturating_sub(start.elapsed()));
+            if remaining == Some(Duration::ZERO) {
+                return Ok(());
+            }
+            let job = &jobs[idx % jobs.len()];
+            idx += 1;
+            let seg_dur = match (remaining, rotate.filter(|_| jobs.len() > 1)) {
+                (Some(r), Some(rot)) => Some(r.min(rot)),
+                (Some(r), None) => Some(r),
+                (None, Some(rot)) => Some(rot),
+                (None, None) => None,
+            };
+            let rate_iops = self.resolve_rate(job)?;
+            let name = job.name.clone();
+            let det = detectors
+                .entry(name.clone())
+                .or_insert_with(|| (SteadyDetector::new(steady.clone()), 0, Instant::now()));
+            // A rotation restarts the round clock for this job.
+            det.1 = 0;
+            det.2 = Instant::now();
+            let round = steady.round;
+            let snapshot = self.snapshot.clone();
+            let mut on_interval = |ops_delta: u64, now: Instant| {
+                det.1 += ops_delta;
+                let el = now.duration_since(det.2);
+                if el >= round {
+                    let iops = det.1 as f64 / el.as_secs_f64();
+                    let st = det.0.push_round(iops, now_unix());
+                    det.1 = 0;
+                    det.2 = now;
+                    with_snapshot(&snapshot, |s| {
+                        s.jobs.entry(name.clone()).or_default().steady = Some(st);
+                    });
+                }
+            };
+            let o = self.run_segment(
+                Segment {
+                    job,
+                    rate_iops,
+                    duration: seg_dur,
+                    limit_bytes_per_worker: None,
+                },
+                &mut on_interval,
+            )?;
+            if let Some(st) = read_snapshot(&self.snapshot)
+                .jobs
+                .get(&job.name)
+                .and_then(|j| j.steady.clone())
+            {
+                self.record_steady(&job.name, &st);
+            }
+            if let Some(f) = o.fatal {
+                return Err(f);
+            }
+        }
+    }
+
+    fn record_steady(&mut self, profile: &str, st: &SteadyStatus) {
+        let out = SteadyOutcome {
+            profile: profile.to_string(),
+            reached: st.reached,
+            round: st.since_round.map(|r| r as u64),
+            since: st.since_time,
+            window: st.window.clone(),
+            average: st.average,
+            range_ratio: st.range_ratio,
+            slope_excursion_ratio: st.slope_excursion_ratio,
+        };
+        if let Some(e) = self
+            .results
+            .steady
+            .iter_mut()
+            .find(|e| e.profile == profile)
+        {
+            *e = out;
+        } else {
+            self.results.steady.push(out);
+        }
+        self.save_results();
+    }
+
+    /// Turn a job's rate limit into total IOPS for the job.
+    fn resolve_rate(&mut self, job: &JobSpec) -> Result<Option<f64>, String> {
+        Ok(match &job.rate {
+            None => None,
+            Some(RateLimit::Iops(v)) => Some(*v),
+            Some(RateLimit::BytesPerSec(b)) => Some(b / job.bs.mean().max(512.0)),
+            Some(RateLimit::PercentOfMax(p)) => {
+                let max = match self.max_iops.get(&job.name) {
+                    Some(m) => *m,
+                    None => {
+                        // No sweep measured this job here: calibrate with a short uncontrolled run.
+                        let cal = JobSpec {
+                            rate: None,
+                            ..job.clone()
+                        };
+                        let d = (self.opts.stats_interval * 5).max(Duration::from_secs(5));
+                        tracing::info!(target_name = %self.spec.name, job = %job.name, secs = d.as_secs_f64(),
+                            "calibrating maximum IOPS for a percentage rate limit");
+                        let o = self.run_segment(
+                            Segment {
+                                job: &cal,
+                                rate_iops: None,
+                                duration: Some(d),
+                                limit_bytes_per_worker: None,
+                            },
+                            &mut |_, _| {},
+                        )?;
+                        if let Some(f) = o.fatal {
+                            return Err(f);
+                        }
+                        let m = o.ops as f64 / o.secs.max(1e-9);
+                        self.max_iops.insert(job.name.clone(), m);
+                        m
+                    }
+                };
+                Some((max * p / 100.0).max(1.0))
+            }
+        })
+    }
+
+    /// Run one job with its workers until the duration passes, every worker hits its byte limit,
+    /// or the target is stopped. `on_interval(ops_delta, now)` runs after each stats interval.
+    fn run_segment(
+        &mut self,
+        seg: Segment<'_>,
+        on_interval: &mut dyn FnMut(u64, Instant),
+    ) -> Result<SegmentOutcome, String> {
+        let job = seg.job;
+        let workers = job.workers.max(1) as usize;
+        self.segment_counter += 1;
+        with_snapshot(&self.snapshot, |s| {
+            s.profile = job.name.clone();
+            s.jobs.entry(job.name.clone()).or_default();
+        });
+        let (tx, rx) = mpsc::channel::<WorkerReport>();
+        let seg_stop = Arc::new(AtomicBool::new(false));
+        let mut handles = Vec::with_capacity(workers);
+        let base_seed = seed_for(&self.spec.name, self.segment_counter);
+        for i in 0..workers {
+            let plan = WorkerPlan {
+                index: i,
+                job: job.clone(),
+                fd: self.fd.clone(),
+                region_start: 0,
+                region_len: self.region_len,
+                engine: self.spec.engine,
+                rate_iops: seg.rate_iops.map(|r| r / workers as f64),
+                limit_bytes: seg.limit_bytes_per_worker,
+                seed: base_seed.wrapping_add(i as u64),
+                report_interval: self.opts.stats_interval,
+                stop: seg_stop.clone(),
+            };
+            match worker::spawn(plan, tx.clone()) {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    seg_stop.store(true, Ordering::SeqCst);
+                    for h in handles {
+                        let _ = h.join();
+                    }
+                    return Err(format!("spawning worker thread failed: {e}"));
+                }
+            }
+        }
+        drop(tx);
+
+        let base = read_snapshot(&self.snapshot)
+            .jobs
+            .get(&job.name)
+            .map(|j| (j.read.clone(), j.write.clone()))
+            .unwrap_or_default();
+        let mut last: Vec<Option<(OpCounters, OpCounters)>> = vec![None; workers];
+        let mut engine: Option<&'static str> = None;
+        let mut seg_read_hist: Histogram<u64> = new_hdr();
+        let mut seg_write_hist: Histogram<u64> = new_hdr();
+        let mut iv_read_hist: Histogram<u64> = new_hdr();
+        let mut iv_write_hist: Histogram<u64> = new_hdr();
+        let started = Instant::now();
+        let mut last_tick = started;
+        let mut last_ops = 0u64;
+        let mut last_rb = 0u64;
+        let mut last_wb = 0u64;
+        let mut last_rops = 0u64;
+        let mut last_wops = 0u64;
+        let mut done = vec![false; workers];
+        let mut stop_sent = false;
+        let interval = self.opts.stats_interval;
+        let mut fatal: Option<String> = None;
+
+        loop {
+            let now = Instant::now();
+            let deadline_hit = seg
+                .duration
+                .is_some_and(|d| now.duration_since(started) >= d);
+            if !stop_sent && (deadline_hit || self.stopping() || fatal.is_some()) {
+                seg_stop.store(true, Ordering::SeqCst);
+                stop_sent = true;
+            }
+            let wait = interval.saturating_sub(now.duration_since(last_tick));
+            let wait = match seg.duration {
+                Some(d) if !stop_sent => wait.min(d.saturating_sub(now.duration_since(started))),
+                _ => wait,
+            }
+            .max(Duration::from_millis(1));
+            match rx.recv_timeout(wait.min(Duration::from_millis(100))) {
+                Ok(r) => {
+                    if engine.is_none() {
+                        engine = Some(r.engine);
+                    }
+                    let _ = iv_read_hist.add(&r.read_hist);
+                    let _ = iv_write_hist.add(&r.write_hist);
+                    if r.worker < workers {
+                        if r.done {
+                            done[r.worker] = true;
+                        }
+                        last[r.worker] = Some((r.read, r.write));
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {}
+            }
+            let all_done = done.iter().all(|d| *d)
+                || handles
+                    .iter()
+                    .all(|h: &std::thread::JoinHandle<_>| h.is_finished())
+                    && rx.try_recv().is_err();
+            let now = Instant::now();
+            if now.duration_since(last_tick) >= interval || all_done {
+                // Aggregate cumulative counters of this segment.
+                let mut sr = OpCounters::default();
+                let mut sw = OpCounters::default();
+                for (r, w) in last.iter().flatten() {
+                    sr.merge(r);
+                    sw.merge(w);
+                }
+                let el = now.duration_since(last_tick).as_secs_f64().max(1e-9);
+                let ops = sr.ops + sw.ops;
+                let d_ops = ops - last_ops.min(ops);
+                let rq = quantiles(&iv_read_hist);
+                let wq = quantiles(&iv_write_hist);
+                let (rops, wops, rb, wb) = (sr.ops, sw.ops, sr.bytes, sw.bytes);
+                let mut tr = base.0.clone();
+                tr.merge(&sr);
+                let mut tw = base.1.clone();
+                tw.merge(&sw);
+                let name = job.name.clone();
+                let eng = engine;
+                with_snapshot(&self.snapshot, |s| {
+                    if let Some(e) = eng {
+                        s.engine = Some(e.to_string());
+                    }
+                    let j = s.jobs.entry(name).or_default();
+                    j.read = tr;
+                    j.write = tw;
+                    j.read_iops = (rops - last_rops.min(rops)) as f64 / el;
+                    j.write_iops = (wops - last_wops.min(wops)) as f64 / el;
+                    j.read_bw = (rb - last_rb.min(rb)) as f64 / el;
+                    j.write_bw = (wb - last_wb.min(wb)) as f64 / el;
+                    j.read_q = rq;
+                    j.write_q = wq;
+                    s.iops = j.read_iops + j.write_iops;
+                });
+                if let Some(max) = self.spec.max_errors {
+                    let all: u64 = read_snapshot(&self.snapshot)
+                        .jobs
+                        .values()
+                        .map(|j| j.read.errors.total() + j.write.errors.total())
+                        .sum();
+                    if all >= max && fatal.is_none() {
+                        fatal = Some(format!(
+                            "stopped after {all} I/O errors (max_errors = {max})"
+                        ));
+                    }
+                }
+                on_interval(d_ops, now);
+                let _ = seg_read_hist.add(&iv_read_hist);
+                let _ = seg_write_hist.add(&iv_write_hist);
+                iv_read_hist.reset();
+                iv_write_hist.reset();
+                last_ops = ops;
+                last_rops = rops;
+                last_wops = wops;
+                last_rb = rb;
+                last_wb = wb;
+                last_tick = now;
+            }
+            if all_done {
+                break;
+            }
+        }
+        let mut worker_fatal = None;
+        for h in handles {
+            match h.join() {
+                Ok(Ok(exit)) => {
+                    if let ExitReason::Fatal(m) = exit.reason {
+                        worker_fatal = Some(m);
+                    }
+                }
+                Ok(Err(e)) => worker_fatal = Some(e.to_string()),
+                Err(_) => worker_fatal = Some("worker thread panicked".into()),
+            }
+        }
+        let secs = started.elapsed().as_secs_f64();
+        let mut sr = OpCounters::default();
+        let mut sw = OpCounters::default();
+        for (r, w) in last.iter().flatten() {
+            sr.merge(r);
+            sw.merge(w);
+        }
+        let ops = sr.ops + sw.ops;
+        let mut all_hist = seg_read_hist;
+        let _ = all_hist.add(&seg_write_hist);
+        let q = quantiles(&all_hist).unwrap_or([0.0; 4]);
+        Ok(SegmentOutcome {
+            ops,
+            bytes: sr.bytes + sw.bytes,
+            errors: sr.errors.total() + sw.errors.total(),
+            secs,
+            lat_avg_us: if ops > 0 {
+                (sr.lat_sum_ns + sw.lat_sum_ns) as f64 / ops as f64 / 1000.0
+            } else {
+                0.0
+            },
+            q_us: q.map(|s| s * 1e6),
+            fatal: fatal.or(worker_fatal),
+        })
+    }
+
+    fn save_results(&self) {
+        let dir = self.opts.state_dir.join("results");
+        let path = dir.join(format!("{}.json", self.spec.name));
+        let r = (|| -> std::io::Result<()> {
+            std::fs::create_dir_all(&dir)?;
+            let data = serde_json::to_vec_pretty(&self.results)?;
+            write_atomic(&path, &data)
+        })();
+        if let Err(e) = r {
+            tracing::warn!(path = %path.display(), error = %e, "writing results failed");
+        }
+    }
+}
+
+/// temp file, fsync, rename, fsync the directory.
+pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(d) = path.parent() {
+        if let Ok(df) = File::open(d) {
+            let _ = df.sync_all();
+        }
+    }
+    Ok(())
+}
+
+fn point_from(pct: u32, target_iops: f64, o: &SegmentOutcome) -> SweepPoint {
+    let iops = o.ops as f64 / o.secs.max(1e-9);
+    SweepPoint {
+        pct,
+        target_iops,
+        iops,
+        bytes_per_sec: o.bytes as f64 / o.secs.max(1e-9),
+        lat_avg_us: o.lat_avg_us,
+        lat_p50_us: o.q_us[0],
+        lat_p99_us: o.q_us[1],
+        lat_p999_us: o.q_us[2],
+        lat_p9999_us: o.q_us[3],
+        duration_secs: o.secs,
+        errors: o.errors,
+    }
+}
+
+fn quantiles(h: &Histogram<u64>) -> Option<[f64; 4]> {
+    if h.is_empty() {
+        return None;
+    }
+    let mut q = [0.0; 4];
+    for (i, (p, _)) in QUANTILES.iter().enumerate() {
+        q[i] = h.value_at_quantile(*p) as f64 / 1e9;
+    }
+    Some(q)
+}
+
+fn seed_for(name: &str, counter: u64) -> u64 {
+    // FNV-1a of the target name, mixed with the segment counter: reproducible per plan.
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in name.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h ^ counter.wrapping_mul(0x9E3779B97F4A7C15)
+}
+
+/// The workload side of the accounting check: what nvsoak did to each block-device target.
+pub struct TargetsHostIo(pub Vec<SharedSnapshot>);
+
+impl HostIoSource for TargetsHostIo {
+    fn host_io(&self) -> Vec<HostIo> {
+        self.0
+            .iter()
+            .map(read_snapshot)
+            .filter(|s| s.is_block)
+            .map(|s| {
+                let (r, w) = s.totals();
+                HostIo {
+                    path: PathBuf::from(&s.path),
+                    read_bytes: r.bytes,
+                    written_bytes: w.bytes,
+                    read_ops: r.ops,
+                    write_ops: w.ops,
+                    iops: s.iops,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Used by `skew` descriptions in tests and the status page.
+pub fn describe_access(a: &Access) -> String {
+    match a {
+        Access::Sequential => "sequential".into(),
+        Access::Random {
+            skew: Skew::Uniform,
+        } => "random".into(),
+        Access::Random {
+            skew: Skew::Zipf { theta },
+        } => format!("random zipf:{theta}"),
+        Access::Random {
+            skew: Skew::HotBand { fraction, access },
+        } => format!("random hotband:{}%:{}%", fraction * 100.0, access * 100.0),
+    }
+}

@@ -15,3 +15,249 @@ pub fn shm_dir() -> tempfile::TempDir {
         .or_else(|_| tempfile::tempdir())
         .expect("creating a scratch directory")
 }
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A free port on 127.0.0.1 (bound and released; good enough for tests that start at once).
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("binding an ephemeral port");
+    l.local_addr().expect("local addr").port()
+}
+
+/// Plain HTTP/1.1 GET over a fresh connection. Returns (status, body).
+pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = match text.find("\r\n\r\n") {
+        Some(i) => text[i + 4..].to_string(),
+        None => String::new(),
+    };
+    // Undo chunked transfer encoding if the server used it.
+    let head = &text[..text.find("\r\n\r\n").unwrap_or(0)];
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return Ok((status, dechunk(&body)));
+    }
+    Ok((status, body))
+}
+
+fn dechunk(b: &str) -> String {
+    let mut out = String::new();
+    let mut rest = b;
+    while let Some(i) = rest.find("\r\n") {
+        let n = usize::from_str_radix(rest[..i].trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        let start = i + 2;
+        if start + n > rest.len() {
+            break;
+        }
+        out.push_str(&rest[start..start + n]);
+        rest = &rest[(start + n + 2).min(rest.len())..];
+    }
+    out
+}
+
+/// One sample of the Prometheus text format.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub value: f64,
+}
+
+/// Parse the Prometheus text exposition format (enough for our own output).
+pub fn parse_metrics(text: &str) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (name_labels, value) = match line.rfind(' ') {
+            Some(i) => (&line[..i], &line[i + 1..]),
+            None => continue,
+        };
+        let value: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            v => match v.parse() {
+                Ok(x) => x,
+                Err(_) => continue,
+            },
+        };
+        let (name, labels) = match name_labels.find('{') {
+            Some(i) => {
+                let inner = name_labels[i + 1..].trim_end_matches('}');
+                let mut m = BTreeMap::new();
+                let mut rest = inner;
+                while let Some(eq) = rest.find("=\"") {
+                    let k = rest[..eq].trim_start_matches(',').trim().to_string();
+                    let after = &rest[eq + 2..];
+                    let mut end = 0;
+                    let bytes = after.as_bytes();
+                    while end < bytes.len()
+                        && !(bytes[end] == b'"' && (end == 0 || bytes[end - 1] != b'\\'))
+                    {
+                        end += 1;
+                    }
+                    m.insert(k, after[..end].replace("\\\"", "\"").replace("\\\\", "\\"));
+                    rest = &after[(end + 1).min(after.len())..];
+                }
+                (name_labels[..i].to_string(), m)
+            }
+            None => (name_labels.to_string(), BTreeMap::new()),
+        };
+        out.push(Sample {
+            name,
+            labels,
+            value,
+        });
+    }
+    out
+}
+
+/// Samples named `name` whose labels include every pair in `want`.
+pub fn find<'a>(samples: &'a [Sample], name: &str, want: &[(&str, &str)]) -> Vec<&'a Sample> {
+    samples
+        .iter()
+        .filter(|s| {
+            s.name == name
+                && want
+                    .iter()
+                    .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .collect()
+}
+
+/// Sum of the values of matching samples (0 when none).
+pub fn sum(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> f64 {
+    find(samples, name, want).iter().map(|s| s.value).sum()
+}
+
+/// A running `nvsoak run` process, killed on drop.
+pub struct Daemon {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    /// Start `nvsoak run --config <dir>/nvsoak.toml` with `config` (TOML; `{dir}` is replaced by
+    /// the scratch directory) listening on a free port.
+    pub fn start(config: &str) -> Daemon {
+        Self::start_with(config, &[])
+    }
+
+    pub fn start_with(config: &str, extra_args: &[&str]) -> Daemon {
+        let dir = shm_dir();
+        let port = free_port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+        let cfg = config.replace("{dir}", &dir.path().display().to_string());
+        let cfg_path = dir.path().join("nvsoak.toml");
+        std::fs::write(&cfg_path, cfg).expect("writing config");
+        let child = Command::new(bin())
+            .arg("run")
+            .arg("--config")
+            .arg(&cfg_path)
+            .arg("--web.listen-address")
+            .arg(addr.to_string())
+            .args(extra_args)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting nvsoak");
+        let d = Daemon { child, addr, dir };
+        d.wait_http(Duration::from_secs(20));
+        d
+    }
+
+    fn wait_http(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok((200, _)) = http_get(self.addr, "/healthz") {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "nvsoak did not serve /healthz on {} within {timeout:?}",
+            self.addr
+        );
+    }
+
+    pub fn scrape(&self) -> Vec<Sample> {
+        let (code, body) = http_get(self.addr, "/metrics").expect("scraping /metrics");
+        assert_eq!(code, 200, "/metrics answered {code}: {body}");
+        parse_metrics(&body)
+    }
+
+    pub fn scrape_text(&self) -> String {
+        http_get(self.addr, "/metrics")
+            .expect("scraping /metrics")
+            .1
+    }
+
+    /// Scrape until `pred` holds or `timeout` passes; returns the last scrape.
+    pub fn scrape_until(&self, timeout: Duration, pred: impl Fn(&[Sample]) -> bool) -> Vec<Sample> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let s = self.scrape();
+            if pred(&s) || Instant::now() >= deadline {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// SIGTERM, then wait; returns (exit status, time to exit, stderr).
+    pub fn terminate(mut self) -> (std::process::ExitStatus, Duration, String) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let t0 = Instant::now();
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = t0 + Duration::from_secs(15);
+        let status = loop {
+            if let Some(st) = self.child.try_wait().expect("waiting for nvsoak") {
+                break st;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                break self.child.wait().expect("waiting for nvsoak");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let el = t0.elapsed();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        (status, el, err)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,305 @@
+//! Workload and daemon metric families, built from target snapshots at scrape time.
+
+use prometheus::proto::MetricFamily;
+
+use super::{Family, push};
+use crate::stats::{LAT_BUCKETS, OpCounters, QUANTILES};
+use crate::workload::scheduler::TargetSnapshot;
+
+/// Facts about the daemon itself.
+#[derive(Debug, Clone)]
+pub struct DaemonInfo {
+    pub version: &'static str,
+    pub revision: &'static str,
+    pub uptime_secs: f64,
+}
+
+/// Soak totals carried across restarts (from the checkpoint plus this run).
+#[derive(Debug, Clone, Default)]
+pub struct SoakTotals {
+    pub target: String,
+    pub read_bytes: u64,
+    pub written_bytes: u64,
+    pub errors: u64,
+    pub elapsed_secs: f64,
+}
+
+pub fn errno_name(e: i32) -> String {
+    let n = nix::errno::Errno::from_raw(e);
+    if n == nix::errno::Errno::UnknownErrno {
+        format!("E{e}")
+    } else {
+        format!("{n:?}")
+    }
+}
+
+pub fn families(
+    targets: &[TargetSnapshot],
+    soak: &[SoakTotals],
+    d: &DaemonInfo,
+) -> Vec<MetricFamily> {
+    let mut out = Vec::new();
+
+    let mut build = Family::gauge(
+        "nvsoak_build_info",
+        "nvsoak build information; value is always 1.",
+    );
+    build.add(&[("version", d.version), ("revision", d.revision)], 1.0);
+    push(&mut out, build);
+    let mut up = Family::gauge("nvsoak_uptime_seconds", "Seconds since the daemon started.");
+    up.add(&[], d.uptime_secs);
+    push(&mut out, up);
+
+    let mut engine = Family::gauge(
+        "nvsoak_engine_info",
+        "I/O engine the target's workers use (io_uring, psync or null); value is always 1.",
+    );
+    let mut phase = Family::gauge(
+        "nvsoak_phase_info",
+        "Current phase (precondition, sweep, soak) and profile of each target; value is always 1.",
+    );
+    let mut running = Family::gauge(
+        "nvsoak_phase_running",
+        "1 while a phase of the target's plan runs, 0 once the plan finished or stopped.",
+    );
+    let mut tup = Family::gauge(
+        "nvsoak_target_up",
+        "1 unless the target was stopped by errors, a refusal or a vanished device.",
+    );
+    for t in targets {
+        if let Some(e) = &t.engine {
+            engine.add(&[("target", &t.name), ("engine", e)], 1.0);
+        }
+        if !t.phase.is_empty() {
+            phase.add(
+                &[
+                    ("target", &t.name),
+                    ("phase", &t.phase),
+                    ("profile", &t.profile),
+                ],
+                1.0,
+            );
+        }
+        running.add(&[("target", &t.name)], if t.running { 1.0 } else { 0.0 });
+        tup.add(&[("target", &t.name)], if t.up { 1.0 } else { 0.0 });
+    }
+    push(&mut out, engine);
+    push(&mut out, phase);
+    push(&mut out, running);
+    push(&mut out, tup);
+
+    for (op, name) in [(0usize, "read"), (1, "write")] {
+        let sel = |j: &crate::workload::scheduler::JobStats| -> OpCounters {
+            if op == 0 {
+                j.read.clone()
+            } else {
+                j.write.clone()
+            }
+        };
+        let mut ops = Family::counter(
+            &format!("nvsoak_{name}_ops_total"),
+            &format!("Completed {name} I/Os."),
+        );
+        let mut bytes = Family::counter(
+            &format!("nvsoak_{name}_bytes_total"),
+            &format!("Bytes transferred by completed {name} I/Os."),
+        );
+        let mut lat = Family::histogram(
+            &format!("nvsoak_{name}_latency_seconds"),
+            &format!("Completion latency of {name} I/Os, submit to reap."),
+        );
+        let mut q = Family::gauge(
+            &format!("nvsoak_{name}_latency_quantile_seconds"),
+            &format!(
+                "{name} latency quantiles over the last stats interval, from HDR histograms (absent when the interval had no {name}s)."
+            ),
+        );
+        let mut iops = Family::gauge(
+            &format!("nvsoak_{name}_iops"),
+            &format!("{name} I/Os per second over the last stats interval."),
+        );
+        let mut bw = Family::gauge(
+            &format!("nvsoak_{name}_bandwidth_bytes_per_second"),
+            &format!("{name} bytes per second over the last stats interval."),
+        );
+        for t in targets {
+            for (job, j) in &t.jobs {
+                let c = sel(j);
+                let l = [("target", t.name.as_str()), ("job", job.as_str())];
+                ops.add(&l, c.ops as f64);
+                bytes.add(&l, c.bytes as f64);
+                lat.add_histogram(&l, &LAT_BUCKETS, &c.lat_buckets, c.lat_sum_ns as f64 / 1e9);
+                let qv = if op == 0 { j.read_q } else { j.write_q };
+                if let Some(qv) = qv {
+                    for (i, (_, label)) in QUANTILES.iter().enumerate() {
+                        q.add(
+                            &[("target", &t.name), ("job", job), ("quantile", label)],
+                            qv[i],
+                        );
+                    }
+                }
+                let (i, b) = if op == 0 {
+                    (j.read_iops, j.read_bw)
+                } else {
+                    (j.write_iops, j.write_bw)
+                };
+                iops.add(&l, i);
+                bw.add(&l, b);
+            }
+        }
+        push(&mut out, ops);
+        push(&mut out, bytes);
+        push(&mut out, lat);
+        push(&mut out, q);
+        push(&mut out, iops);
+        push(&mut out, bw);
+    }
+
+    let mut errs = Family::counter(
+        "nvsoak_io_errors_total",
+        "Failed I/Os by op and errno; the workload continues unless max_errors is reached.",
+    );
+    for t in targets {
+        for (job, j) in &t.jobs {
+            for (op, c) in [("read", &j.read), ("write", &j.write)] {
+                for (e, n) in c.errors.iter() {
+                    let en = errno_name(e);
+                    errs.add(
+                        &[
+                            ("target", &t.name),
+                            ("job", job),
+                            ("op", op),
+                            ("errno", &en),
+                        ],
+                        n as f64,
+                    );
+                }
+            }
+        }
+    }
+    push(&mut out, errs);
+
+    steady_families(targets, &mut out);
+    sweep_families(targets, &mut out);
+
+    let mut sr = Family::gauge(
+        "nvsoak_soak_read_bytes",
+        "Bytes read by the soak, carried across restarts through the checkpoint.",
+    );
+    let mut sw = Family::gauge(
+        "nvsoak_soak_written_bytes",
+        "Bytes written by the soak, carried across restarts through the checkpoint.",
+    );
+    let mut se = Family::gauge(
+        "nvsoak_soak_errors",
+        "I/O errors of the soak, carried across restarts through the checkpoint.",
+    );
+    let mut st = Family::gauge(
+        "nvsoak_soak_elapsed_seconds",
+        "Time the soak has run, carried across restarts through the checkpoint.",
+    );
+    for s in soak {
+        let l = [("target", s.target.as_str())];
+        sr.add(&l, s.read_bytes as f64);
+        sw.add(&l, s.written_bytes as f64);
+        se.add(&l, s.errors as f64);
+        st.add(&l, s.elapsed_secs);
+    }
+    push(&mut out, sr);
+    push(&mut out, sw);
+    push(&mut out, se);
+    push(&mut out, st);
+    out
+}
+
+fn steady_families(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {
+    let mut reached = Family::gauge(
+        "nvsoak_steady_state_reached",
+        "1 when the job's IOPS meets the steady-state criterion over the window (SNIA PTS by default).",
+    );
+    let mut since = Family::gauge(
+        "nvsoak_steady_state_since_timestamp_seconds",
+        "Unix time at which steady state was reached (present only while reached).",
+    );
+    let mut rounds = Family::gauge(
+        "nvsoak_steady_state_rounds",
+        "Steady-state rounds completed by the job.",
+    );
+    let mut avg = Family::gauge(
+        "nvsoak_steady_state_window_average_iops",
+        "Average IOPS of the rounds in the steady-state window.",
+    );
+    let mut range = Family::gauge(
+        "nvsoak_steady_state_range_ratio",
+        "Range (max - min) of the window's rounds divided by their average (SNIA limit 0.2).",
+    );
+    let mut slope = Family::gauge(
+        "nvsoak_steady_state_slope_excursion_ratio",
+        "Excursion of the least-squares line across the window divided by the average (SNIA limit 0.1).",
+    );
+    for t in targets {
+        for (job, j) in &t.jobs {
+            if let Some(s) = &j.steady {
+                let l = [("target", t.name.as_str()), ("job", job.as_str())];
+                reached.add(&l, if s.reached { 1.0 } else { 0.0 });
+                if s.reached {
+                    if let Some(ts) = s.since_time {
+                        since.add(&l, ts);
+                    }
+                }
+                rounds.add(&l, s.rounds as f64);
+                avg.add(&l, s.average);
+                range.add(&l, s.range_ratio);
+                slope.add(&l, s.slope_excursion_ratio);
+            }
+        }
+    }
+    for f in [reached, since, rounds, avg, range, slope] {
+        push(out, f);
+    }
+}
+
+fn sweep_families(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {
+    let mut max = Family::gauge(
+        "nvsoak_sweep_max_iops",
+        "IOPS of the sweep's uncontrolled run (the 100% reference).",
+    );
+    let mut iops = Family::gauge(
+        "nvsoak_sweep_point_iops",
+        "Achieved IOPS at each sweep point (point = percent of the measured maximum).",
+    );
+    let mut tgt = Family::gauge(
+        "nvsoak_sweep_point_target_iops",
+        "Requested IOPS at each sweep point.",
+    );
+    let mut lavg = Family::gauge(
+        "nvsoak_sweep_point_latency_average_seconds",
+        "Average latency at each sweep point.",
+    );
+    let mut lp99 = Family::gauge(
+        "nvsoak_sweep_point_latency_p99_seconds",
+        "99th percentile latency at each sweep point.",
+    );
+    for t in targets {
+        for (job, j) in &t.jobs {
+            if let Some(s) = &j.sweep {
+                max.add(&[("target", &t.name), ("job", job)], s.max_iops);
+                for p in s.points.iter().filter(|p| p.pct > 0) {
+                    let pt = p.pct.to_string();
+                    let l = [
+                        ("target", t.name.as_str()),
+                        ("job", job.as_str()),
+                        ("point", pt.as_str()),
+                    ];
+                    iops.add(&l, p.iops);
+                    tgt.add(&l, p.target_iops);
+                    lavg.add(&l, p.lat_avg_us / 1e6);
+                    lp99.add(&l, p.lat_p99_us / 1e6);
+                }
+            }
+        }
+    }
+    for f in [max, iops, tgt, lavg, lp99] {
+        push(out, f);
+    }
+}
