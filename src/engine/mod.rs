@@ -19,7 +19,7 @@ use thiserror::Error;
 
 use crate::workload::spec::{EngineChoice, Op};
 
-/// One I/O to queue. `buf` indexes the engine's buffer table (`0..iodepth`).
+/// One I/O to queue. `buf` indexes the engine's buffer table (`0..EngineSetup::buffers`).
 #[derive(Debug, Clone, Copy)]
 pub struct IoReq {
     pub op: Op,
@@ -77,8 +77,27 @@ pub trait IoEngine: Send {
     /// Submit everything queued since the last commit (batched submission).
     fn commit(&mut self) -> Result<(), EngineError>;
     /// Wait until at least `min` completions are available (0: don't wait), append them to
-    /// `out`, return how many were appended.
+    /// `out`, return how many were appended. With `min > 0` this also submits whatever is
+    /// queued (one `io_uring_enter` for both), so a caller about to wait need not `commit` first.
+    ///
+    /// `out` must have spare capacity for every I/O in flight; engines never grow it.
     fn reap(&mut self, min: usize, out: &mut Vec<Completion>) -> Result<usize, EngineError>;
+    /// Submit what is queued and wait up to `timeout` for at least one completion. Used by the
+    /// rate limiter when it is ahead of schedule. Sync engines have nothing in flight, so the
+    /// default just sleeps.
+    fn reap_timeout(
+        &mut self,
+        timeout: std::time::Duration,
+        out: &mut Vec<Completion>,
+    ) -> Result<usize, EngineError> {
+        self.commit()?;
+        let n = self.reap(0, out)?;
+        if n > 0 {
+            return Ok(n);
+        }
+        std::thread::sleep(timeout);
+        self.reap(0, out)
+    }
 }
 
 /// Everything an engine needs at setup.
@@ -86,7 +105,11 @@ pub trait IoEngine: Send {
 pub struct EngineSetup {
     /// Open file descriptor of the target (the caller keeps it open for the engine's life).
     pub fd: RawFd,
+    /// Most I/Os the caller keeps in flight.
     pub iodepth: u32,
+    /// Number of I/O buffers (at least `iodepth`; the worker uses `2 * iodepth` for mixed jobs
+    /// so that reads never overwrite the data pattern of write buffers).
+    pub buffers: u32,
     /// Largest block size the job uses; each buffer is this big.
     pub max_bs: u32,
 }

@@ -12,7 +12,7 @@ pub struct NullEngine {
 impl NullEngine {
     pub fn new(s: EngineSetup) -> Result<Self, EngineError> {
         Ok(NullEngine {
-            bufs: AlignedBufs::new(s.iodepth as usize, s.max_bs as usize)?,
+            bufs: AlignedBufs::new(s.buffers.max(s.iodepth) as usize, s.max_bs as usize)?,
             done: Vec::with_capacity(s.iodepth as usize),
             depth: s.iodepth,
         })

@@ -17,7 +17,7 @@ impl PsyncEngine {
     pub fn new(s: EngineSetup) -> Result<Self, EngineError> {
         Ok(PsyncEngine {
             fd: s.fd,
-            bufs: AlignedBufs::new(s.iodepth as usize, s.max_bs as usize)?,
+            bufs: AlignedBufs::new(s.buffers.max(s.iodepth) as usize, s.max_bs as usize)?,
             done: Vec::with_capacity(s.iodepth as usize),
             depth: s.iodepth,
         })

@@ -126,6 +126,11 @@ pub struct WorkerStats {
     pub write: OpCounters,
     pub read_hist: Histogram<u64>,
     pub write_hist: Histogram<u64>,
+    /// Engine the worker runs (`io_uring`, `psync`, `null`); copied into every report.
+    pub engine: &'static str,
+    /// I/Os handed to the engine so far (cumulative). After the final drain it equals
+    /// completed plus failed I/Os of both directions.
+    pub submitted: u64,
 }
 
 impl Default for WorkerStats {
@@ -141,6 +146,8 @@ impl WorkerStats {
             write: OpCounters::default(),
             read_hist: new_hdr(),
             write_hist: new_hdr(),
+            engine: "none",
+            submitted: 0,
         }
     }
 
@@ -183,6 +190,8 @@ impl WorkerStats {
         let write_hist = std::mem::replace(&mut self.write_hist, w);
         WorkerReport {
             worker,
+            engine: self.engine,
+            submitted: self.submitted,
             interval,
             read: self.read.clone(),
             write: self.write.clone(),
@@ -196,6 +205,11 @@ impl WorkerStats {
 /// What a worker sends each interval.
 pub struct WorkerReport {
     pub worker: usize,
+    /// Engine the worker runs (`io_uring`, `psync`, `null`).
+    pub engine: &'static str,
+    /// I/Os handed to the engine, cumulative. In the final report (`done`) this equals
+    /// `read.ops + write.ops + read.errors.total() + write.errors.total()`: nothing was lost.
+    pub submitted: u64,
     /// Wall time this report's histograms cover.
     pub interval: Duration,
     /// Cumulative since the worker started.
