@@ -1,1 +1,792 @@
 //! Write-safety checks for block devices.
+//!
+//! Before any block device is opened for writing, the daemon calls [`check_writable`]. It
+//! refuses unless all of these hold, and each refusal names the check that failed:
+//!
+//! - (a) **named**: the target's `allow_destroy` names the device's serial or WWN, or, only for
+//!   devices that have neither (loop, null_blk), its exact device path (both canonicalised);
+//! - (c) **not in use**: neither the device nor any of its partitions is mounted
+//!   (`/proc/self/mountinfo`, matched by major:minor and by source path) or an active swap area
+//!   (`/proc/swaps`), none has holders (`/sys/class/block/<dev>/holders/*`: device-mapper, LVM,
+//!   md), and none is claimed exclusively by the kernel or another program (an `O_EXCL`
+//!   read-only open fails with EBUSY);
+//! - (b) **blank**: libblkid finds no partition table, filesystem, RAID, LVM, swap, crypto or
+//!   other signature on it.
+//!
+//! `force_overwrite_signatures = true` (only together with a matching `allow_destroy`) overrides
+//! (b), and never (a) or (c). The signatures found are then returned in
+//! [`DeviceIdentity::signatures`] so the caller can log what it is about to destroy.
+//!
+//! Architecture Invariant: this module never writes. Every device it opens is opened
+//! `O_RDONLY` (libblkid opens it read-only as well).
+
+use std::fmt;
+use std::fs;
+use std::io;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use thiserror::Error;
+
+mod probe;
+
+/// Who a block device is: its kernel name and the identifiers that survive re-enumeration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeviceIdentity {
+    /// The device node, canonicalised (`/dev/disk/by-id/...` resolved to `/dev/nvme0n1`).
+    pub path: PathBuf,
+    /// Kernel name, e.g. `loop3`, `nvme0n1`, `sda1`.
+    pub kernel_name: String,
+    /// Kernel name of the whole disk when this is a partition.
+    pub parent: Option<String>,
+    pub major: u32,
+    pub minor: u32,
+    pub serial: Option<String>,
+    pub wwn: Option<String>,
+    pub model: Option<String>,
+    /// Signatures libblkid found. Filled by [`check_writable`] only, and non-empty only when
+    /// `force_overwrite_signatures` let them pass: the caller logs them before writing.
+    pub signatures: Vec<Signature>,
+}
+
+impl DeviceIdentity {
+    /// The stable identifier to record and to compare on reopen: the WWN, else the serial.
+    pub fn stable_id(&self) -> Option<&str> {
+        self.wwn.as_deref().or(self.serial.as_deref())
+    }
+
+    /// True if `other` is the same physical device: same WWN or serial when either has one,
+    /// else the same kernel name and device numbers (loop, null_blk).
+    pub fn same_device(&self, other: &DeviceIdentity) -> bool {
+        match (self.stable_id(), other.stable_id()) {
+            (Some(a), Some(b)) => {
+                self.wwn == other.wwn && self.serial == other.serial && !a.is_empty() && a == b
+            }
+            (None, None) => {
+                self.kernel_name == other.kernel_name
+                    && (self.major, self.minor) == (other.major, other.minor)
+            }
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for DeviceIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}", self.path.display(), self.kernel_name)?;
+        if let Some(m) = &self.model {
+            write!(f, ", model {m}")?;
+        }
+        if let Some(s) = &self.serial {
+            write!(f, ", serial {s}")?;
+        }
+        if let Some(w) = &self.wwn {
+            write!(f, ", WWN {w}")?;
+        }
+        write!(f, ")")
+    }
+}
+
+/// What kind of on-disk structure a signature belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SignatureKind {
+    Filesystem,
+    PartitionTable,
+    /// mdraid and other software/firmware RAID members.
+    Raid,
+    /// LVM physical volume.
+    Lvm,
+    Swap,
+    /// LUKS and other encrypted volumes.
+    Crypto,
+    Other,
+}
+
+/// One signature found by libblkid: `TYPE`/`UUID`/`LABEL` for superblocks, `PTTYPE`/`PTUUID`
+/// for partition tables.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Signature {
+    pub kind: SignatureKind,
+    /// libblkid's `TYPE` (`ext4`, `xfs`, `LVM2_member`, `linux_raid_member`, `swap`) or
+    /// `PTTYPE` (`gpt`, `dos`).
+    pub type_name: String,
+    pub uuid: Option<String>,
+    pub label: Option<String>,
+}
+
+impl fmt::Display for Signature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = &self.type_name;
+        match self.kind {
+            SignatureKind::Filesystem => write!(f, "{} {t} filesystem", article(t))?,
+            SignatureKind::PartitionTable => {
+                let name = match t.as_str() {
+                    "dos" => "dos (MBR)".to_string(),
+                    "gpt" => "GPT".to_string(),
+                    _ => t.clone(),
+                };
+                write!(f, "a {name} partition table")?
+            }
+            SignatureKind::Raid if t == "linux_raid_member" => {
+                write!(f, "an mdraid member signature (linux_raid_member)")?
+            }
+            SignatureKind::Raid => write!(f, "a RAID member signature ({t})")?,
+            SignatureKind::Lvm => write!(f, "an LVM physical volume ({t})")?,
+            SignatureKind::Swap => write!(f, "a swap area")?,
+            SignatureKind::Crypto => write!(f, "an encrypted volume ({t})")?,
+            SignatureKind::Other => write!(f, "a {t} signature")?,
+        }
+        let mut extra = Vec::new();
+        if let Some(u) = &self.uuid {
+            if self.kind == SignatureKind::PartitionTable {
+                extra.push(format!("PTUUID {u}"));
+            } else {
+                extra.push(format!("UUID {u}"));
+            }
+        }
+        if let Some(l) = &self.label {
+            extra.push(format!("LABEL {l}"));
+        }
+        if !extra.is_empty() {
+            write!(f, " ({})", extra.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+fn article(word: &str) -> &'static str {
+    match word.chars().next().map(|c| c.to_ascii_lowercase()) {
+        Some('a' | 'e' | 'i' | 'o' | 'u' | 'x') => "an",
+        _ => "a",
+    }
+}
+
+/// Joins signatures for a message: `an ext4 filesystem (UUID ...) and a GPT partition table`.
+fn describe_signatures(sigs: &[Signature]) -> String {
+    let parts: Vec<String> = sigs.iter().map(|s| s.to_string()).collect();
+    match parts.len() {
+        0 => "no signature".into(),
+        1 => parts[0].clone(),
+        _ => {
+            let (last, rest) = parts.split_last().expect("len > 1");
+            format!("{} and {last}", rest.join(", "))
+        }
+    }
+}
+
+/// Why a block device may not be written. Every variant names the device and the check.
+#[derive(Debug, Error)]
+pub enum SafetyError {
+    #[error("cannot check {}: {source}; check the target path", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{} is not a block device; only block devices go through the write-safety checks", path.display())]
+    NotBlockDevice { path: PathBuf },
+    #[error("cannot identify {}: {reason}", path.display())]
+    Identify { path: PathBuf, reason: String },
+    /// Check (a): `allow_destroy` is missing or names something else.
+    #[error("refusing to write {}: {reason}; see allow_destroy in README", path.display())]
+    NotAllowed { path: PathBuf, reason: String },
+    /// Check (c): the device or one of its partitions is mounted.
+    #[error("refusing to write {}: {what} is mounted on {mountpoint}; unmount it first", path.display())]
+    Mounted {
+        path: PathBuf,
+        /// The device or partition that is mounted, e.g. `/dev/loop3` or `/dev/sda1`.
+        what: String,
+        mountpoint: String,
+    },
+    /// Check (c): the device or one of its partitions is an active swap area.
+    #[error("refusing to write {}: {what} is an active swap area; swapoff it first", path.display())]
+    ActiveSwap { path: PathBuf, what: String },
+    /// Check (c): the device or one of its partitions has holders.
+    #[error("refusing to write {}: {what} is held by {} (device-mapper, LVM or md); stop or remove the holders first", path.display(), holders.join(", "))]
+    Held {
+        path: PathBuf,
+        what: String,
+        holders: Vec<String>,
+    },
+    /// Check (c): an exclusive open failed with EBUSY.
+    #[error("refusing to write {}: {what} is in use (claimed exclusively by the kernel or another program); stop whatever uses it first", path.display())]
+    Busy { path: PathBuf, what: String },
+    /// Check (b): libblkid found a signature.
+    #[error("refusing to write {}: it holds {}{}; see allow_destroy in README (wipe it with wipefs, or set force_overwrite_signatures = true to destroy it anyway)", path.display(), describe_signatures(signatures), if *ambiguous { " (libblkid reports conflicting signatures)" } else { "" })]
+    Signature {
+        path: PathBuf,
+        signatures: Vec<Signature>,
+        ambiguous: bool,
+    },
+    /// Check (b) could not run.
+    #[error("refusing to write {}: libblkid could not probe it for signatures: {reason}", path.display())]
+    Probe { path: PathBuf, reason: String },
+}
+
+impl SafetyError {
+    /// The check that refused, for logs and tests: `allow_destroy`, `mounted`, `swap`,
+    /// `holders`, `busy`, `signature`, `probe`, or `identify`.
+    pub fn check(&self) -> &'static str {
+        match self {
+            SafetyError::Io { .. }
+            | SafetyError::NotBlockDevice { .. }
+            | SafetyError::Identify { .. } => "identify",
+            SafetyError::NotAllowed { .. } => "allow_destroy",
+            SafetyError::Mounted { .. } => "mounted",
+            SafetyError::ActiveSwap { .. } => "swap",
+            SafetyError::Held { .. } => "holders",
+            SafetyError::Busy { .. } => "busy",
+            SafetyError::Signature { .. } => "signature",
+            SafetyError::Probe { .. } => "probe",
+        }
+    }
+}
+
+/// True if `path` exists and is a block device (following symlinks).
+pub fn is_block_device(path: &Path) -> bool {
+    fs::metadata(path)
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false)
+}
+
+fn sysfs_string(p: &Path) -> Option<String> {
+    let raw = fs::read(p).ok()?;
+    let s = String::from_utf8_lossy(&raw);
+    let s = s.trim_matches(|c: char| c.is_whitespace() || c == '\0');
+    if s.is_empty() {
+        None
+    } else {
+        Some(s.to_string())
+    }
+}
+
+/// The serial from a SCSI VPD page 80h (Unit Serial Number): 4-byte header, then ASCII.
+fn vpd_pg80_serial(p: &Path) -> Option<String> {
+    let raw = fs::read(p).ok()?;
+    if raw.len() < 4 || raw[1] != 0x80 {
+        return None;
+    }
+    let len = u16::from_be_bytes([raw[2], raw[3]]) as usize;
+    let body = raw.get(4..4 + len.min(raw.len() - 4))?;
+    let s = String::from_utf8_lossy(body);
+    let s = s.trim_matches(|c: char| c.is_whitespace() || c == '\0');
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+fn first_of(dirs: &[PathBuf], names: &[&str]) -> Option<String> {
+    for d in dirs {
+        for n in names {
+            if let Some(v) = sysfs_string(&d.join(n)) {
+                return Some(v);
+            }
+        }
+    }
+    None
+}
+
+/// Identify a block device from sysfs: resolve symlinks to the device node, map its
+/// major:minor through `/sys/dev/block/`, and read the serial, WWN and model of the disk (for a
+/// partition, of its whole disk; for an NVMe namespace, of its controller).
+pub fn identify(path: &Path) -> Result<DeviceIdentity, SafetyError> {
+    let canon = fs::canonicalize(path).map_err(|source| SafetyError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let meta = fs::metadata(&canon).map_err(|source| SafetyError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if !meta.file_type().is_block_device() {
+        return Err(SafetyError::NotBlockDevice {
+            path: path.to_path_buf(),
+        });
+    }
+    let rdev = meta.rdev();
+    let (major, minor) = (libc::major(rdev), libc::minor(rdev));
+    let sys = fs::canonicalize(format!("/sys/dev/block/{major}:{minor}")).map_err(|e| {
+        SafetyError::Identify {
+            path: path.to_path_buf(),
+            reason: format!("/sys/dev/block/{major}:{minor}: {e}; is sysfs mounted?"),
+        }
+    })?;
+    let kernel_name = sys
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| SafetyError::Identify {
+            path: path.to_path_buf(),
+            reason: format!("{} has no name", sys.display()),
+        })?;
+    // For a partition, the identifiers live on the whole disk (the parent directory).
+    let is_partition = sys.join("partition").exists();
+    let disk = if is_partition {
+        sys.parent().map(Path::to_path_buf).unwrap_or(sys.clone())
+    } else {
+        sys.clone()
+    };
+    let parent = is_partition
+        .then(|| disk.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .flatten();
+    // NVMe namespace: `device` is the controller (serial, model); with native multipath it may
+    // be the subsystem, whose controllers sit one level further.
+    let dev_dir = disk.join("device");
+    let search = vec![
+        disk.clone(),
+        dev_dir.clone(),
+        dev_dir.join("device"),
+        disk.join("../device"),
+    ];
+    let serial =
+        first_of(&search, &["serial"]).or_else(|| vpd_pg80_serial(&dev_dir.join("vpd_pg80")));
+    let wwn = first_of(&[disk.clone(), dev_dir.clone()], &["wwid"])
+        .or_else(|| first_of(std::slice::from_ref(&disk), &["wwn"]));
+    let model = first_of(&search, &["model"]);
+    Ok(DeviceIdentity {
+        path: canon,
+        kernel_name,
+        parent,
+        major,
+        minor,
+        serial,
+        wwn,
+        model,
+        signatures: Vec::new(),
+    })
+}
+
+/// WWN forms differ between tools (`naa.5000c500...`, `0x5000c500...`, `eui.0025...`): compare
+/// case-insensitively with those prefixes removed.
+fn normalise_wwn(s: &str) -> String {
+    let l = s.trim().to_ascii_lowercase();
+    for p in ["naa.", "eui.", "t10.", "nvme.", "0x"] {
+        if let Some(rest) = l.strip_prefix(p) {
+            return rest.to_string();
+        }
+    }
+    l
+}
+
+/// Check (a).
+fn check_allowed(id: &DeviceIdentity, allow: Option<&str>) -> Result<(), SafetyError> {
+    let path = id.path.clone();
+    let names = match (&id.serial, &id.wwn) {
+        (None, None) => None,
+        _ => Some(
+            [
+                id.serial.as_ref().map(|s| format!("serial \"{s}\"")),
+                id.wwn.as_ref().map(|w| format!("WWN \"{w}\"")),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(" or "),
+        ),
+    };
+    let Some(allow) = allow.map(str::trim).filter(|a| !a.is_empty()) else {
+        let reason = match &names {
+            Some(n) => format!(
+                "its contents would be destroyed and allow_destroy is not set; set allow_destroy to its {n}"
+            ),
+            None => format!(
+                "its contents would be destroyed and allow_destroy is not set; it has no serial or WWN, so set allow_destroy to its exact path \"{}\"",
+                id.path.display()
+            ),
+        };
+        return Err(SafetyError::NotAllowed { path, reason });
+    };
+    if let Some(s) = &id.serial
+        && s == allow
+    {
+        return Ok(());
+    }
+    if let Some(w) = &id.wwn
+        && (w == allow || normalise_wwn(w) == normalise_wwn(allow))
+    {
+        return Ok(());
+    }
+    match names {
+        Some(n) => {
+            let reason = if allow.starts_with('/') {
+                format!(
+                    "allow_destroy names a path (\"{allow}\"), but a device with a serial or WWN must be named by it; set allow_destroy to its {n}"
+                )
+            } else {
+                format!("allow_destroy (\"{allow}\") does not name it; its {n}")
+            };
+            Err(SafetyError::NotAllowed { path, reason })
+        }
+        None => {
+            let allowed_path = fs::canonicalize(allow).unwrap_or_else(|_| PathBuf::from(allow));
+            if allow.starts_with('/') && allowed_path == id.path {
+                Ok(())
+            } else {
+                Err(SafetyError::NotAllowed {
+                    path,
+                    reason: format!(
+                        "allow_destroy (\"{allow}\") does not name it; it has no serial or WWN, so allow_destroy must be its exact path \"{}\"",
+                        id.path.display()
+                    ),
+                })
+            }
+        }
+    }
+}
+
+/// One block device to check for use: the device itself or one of its partitions.
+struct Node {
+    name: String,
+    dev_path: PathBuf,
+    sys: PathBuf,
+    major: u32,
+    minor: u32,
+}
+
+fn parse_devno(s: &str) -> Option<(u32, u32)> {
+    let (a, b) = s.trim().split_once(':')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+/// The device and its partitions (subdirectories of its sysfs directory with a `partition`
+/// file).
+fn nodes_of(id: &DeviceIdentity) -> Result<Vec<Node>, SafetyError> {
+    let sys = fs::canonicalize(format!("/sys/dev/block/{}:{}", id.major, id.minor)).map_err(
+        |source| SafetyError::Io {
+            path: id.path.clone(),
+            source,
+        },
+    )?;
+    let mut nodes = vec![Node {
+        name: id.kernel_name.clone(),
+        dev_path: id.path.clone(),
+        sys: sys.clone(),
+        major: id.major,
+        minor: id.minor,
+    }];
+    if let Ok(rd) = fs::read_dir(&sys) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if !p.join("partition").exists() {
+                continue;
+            }
+            let Some((major, minor)) = sysfs_string(&p.join("dev")).and_then(|d| parse_devno(&d))
+            else {
+                continue;
+            };
+            let name = e.file_name().to_string_lossy().into_owned();
+            nodes.push(Node {
+                dev_path: PathBuf::from("/dev").join(&name),
+                name,
+                sys: p,
+                major,
+                minor,
+            });
+        }
+    }
+    Ok(nodes)
+}
+
+/// Undo the octal escapes (`\040` for space) of /proc/self/mountinfo and /proc/swaps.
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = (b[i + 1] - b'0') as u32 * 64
+                + (b[i + 2] - b'0') as u32 * 8
+                + (b[i + 3] - b'0') as u32;
+            out.push(v as u8);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A mount from /proc/self/mountinfo: device numbers, mount point and source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MountEntry {
+    pub major: u32,
+    pub minor: u32,
+    pub mountpoint: String,
+    pub source: String,
+}
+
+/// Parse /proc/self/mountinfo text (`36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw`).
+pub fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        if fields.len() < 5 {
+            continue;
+        }
+        let Some((major, minor)) = parse_devno(fields[2]) else {
+            continue;
+        };
+        let source = fields
+            .iter()
+            .position(|f| *f == "-")
+            .and_then(|i| fields.get(i + 2))
+            .map(|s| unescape_octal(s))
+            .unwrap_or_default();
+        out.push(MountEntry {
+            major,
+            minor,
+            mountpoint: unescape_octal(fields[4]),
+            source,
+        });
+    }
+    out
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (fs::canonicalize(a), fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
+/// Check (c): mounts, swap, holders and exclusive claims of the device and its partitions.
+fn check_not_in_use(id: &DeviceIdentity) -> Result<(), SafetyError> {
+    let nodes = nodes_of(id)?;
+    let path = id.path.clone();
+    let mountinfo =
+        fs::read_to_string("/proc/self/mountinfo").map_err(|source| SafetyError::Io {
+            path: PathBuf::from("/proc/self/mountinfo"),
+            source,
+        })?;
+    let mounts = parse_mountinfo(&mountinfo);
+    for n in &nodes {
+        // By device numbers, and by source path (btrfs reports an anonymous device number).
+        if let Some(m) = mounts.iter().find(|m| {
+            (m.major, m.minor) == (n.major, n.minor)
+                || (m.source.starts_with('/') && same_file(Path::new(&m.source), &n.dev_path))
+        }) {
+            return Err(SafetyError::Mounted {
+                path,
+                what: n.dev_path.display().to_string(),
+                mountpoint: m.mountpoint.clone(),
+            });
+        }
+    }
+    if let Ok(swaps) = fs::read_to_string("/proc/swaps") {
+        for line in swaps.lines().skip(1) {
+            let Some(f) = line.split_whitespace().next() else {
+                continue;
+            };
+            let f = unescape_octal(f);
+            for n in &nodes {
+                let devno = fs::metadata(&f).ok().map(|m| m.rdev());
+                let matches = devno
+                    .map(|d| (libc::major(d), libc::minor(d)) == (n.major, n.minor))
+                    .unwrap_or(false)
+                    || same_file(Path::new(&f), &n.dev_path);
+                if matches {
+                    return Err(SafetyError::ActiveSwap {
+                        path,
+                        what: n.dev_path.display().to_string(),
+                    });
+                }
+            }
+        }
+    }
+    for n in &nodes {
+        let mut holders: Vec<String> = fs::read_dir(n.sys.join("holders"))
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !holders.is_empty() {
+            holders.sort();
+            // Name dm devices by their dm name where known (`vg-lv` rather than `dm-0`).
+            let holders = holders
+                .into_iter()
+                .map(
+                    |h| match sysfs_string(&n.sys.join("holders").join(&h).join("dm/name")) {
+                        Some(dm) => format!("{h} ({dm})"),
+                        None => h,
+                    },
+                )
+                .collect();
+            return Err(SafetyError::Held {
+                path,
+                what: n.name.clone(),
+                holders,
+            });
+        }
+    }
+    for n in &nodes {
+        // An O_EXCL open of a block device fails with EBUSY while anything holds an exclusive
+        // claim on it (a mount, swap, dm, md, another nvsoak). Read-only: nothing is written.
+        let dev = if n.name == id.kernel_name {
+            id.path.clone()
+        } else {
+            n.dev_path.clone()
+        };
+        match fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_EXCL | libc::O_CLOEXEC)
+            .open(&dev)
+        {
+            Ok(f) => drop(f),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                return Err(SafetyError::Busy {
+                    path,
+                    what: dev.display().to_string(),
+                });
+            }
+            // A partition without a node in /dev cannot be opened by anyone else through
+            // it either; the sysfs checks above cover it.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && dev != id.path => {}
+            Err(source) => return Err(SafetyError::Io { path: dev, source }),
+        }
+    }
+    Ok(())
+}
+
+/// Run all write-safety checks on a block device (see the module docs). On success, returns
+/// its identity; `signatures` lists what `force_overwrite_signatures` let through, which the
+/// caller must log before writing.
+pub fn check_writable(
+    path: &Path,
+    allow_destroy: Option<&str>,
+    force_overwrite_signatures: bool,
+) -> Result<DeviceIdentity, SafetyError> {
+    let mut id = identify(path)?;
+    check_allowed(&id, allow_destroy)?;
+    check_not_in_use(&id)?;
+    let found = probe::signatures(&id.path).map_err(|reason| SafetyError::Probe {
+        path: id.path.clone(),
+        reason,
+    })?;
+    if !found.signatures.is_empty() || found.ambiguous {
+        if !force_overwrite_signatures {
+            return Err(SafetyError::Signature {
+                path: id.path.clone(),
+                signatures: found.signatures,
+                ambiguous: found.ambiguous,
+            });
+        }
+        id.signatures = found.signatures;
+    }
+    Ok(id)
+}
+
+/// Probe a device or image file for signatures with libblkid (read-only). Exposed for
+/// `nvsoak` diagnostics and tests.
+pub fn probe_signatures(path: &Path) -> Result<Vec<Signature>, SafetyError> {
+    probe::signatures(path)
+        .map(|f| f.signatures)
+        .map_err(|reason| SafetyError::Probe {
+            path: path.to_path_buf(),
+            reason,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_parsing_and_unescape() {
+        let t = "36 35 98:0 /mnt1 /mnt\\040two rw,noatime master:1 - ext3 /dev/root rw,errors=continue\n\
+                 37 35 0:45 / /srv rw shared:2 - btrfs /dev/sdb1 rw\n";
+        let m = parse_mountinfo(t);
+        assert_eq!(m.len(), 2);
+        assert_eq!((m[0].major, m[0].minor), (98, 0));
+        assert_eq!(m[0].mountpoint, "/mnt two");
+        assert_eq!(m[0].source, "/dev/root");
+        assert_eq!(m[1].source, "/dev/sdb1");
+    }
+
+    #[test]
+    fn wwn_forms_compare_equal() {
+        assert_eq!(
+            normalise_wwn("naa.5000C500ABCDEF"),
+            normalise_wwn("0x5000c500abcdef")
+        );
+        assert_ne!(normalise_wwn("eui.1234"), normalise_wwn("eui.12345"));
+    }
+
+    #[test]
+    fn signature_messages() {
+        let s = Signature {
+            kind: SignatureKind::Filesystem,
+            type_name: "ext4".into(),
+            uuid: Some("1234".into()),
+            label: None,
+        };
+        assert_eq!(s.to_string(), "an ext4 filesystem (UUID 1234)");
+        let e = SafetyError::Signature {
+            path: "/dev/loop3".into(),
+            signatures: vec![s],
+            ambiguous: false,
+        };
+        assert!(
+            e.to_string()
+                .starts_with("refusing to write /dev/loop3: it holds an ext4 filesystem (UUID 1234); see allow_destroy in README"),
+            "{e}"
+        );
+        let pt = Signature {
+            kind: SignatureKind::PartitionTable,
+            type_name: "gpt".into(),
+            uuid: Some("ab".into()),
+            label: None,
+        };
+        assert_eq!(pt.to_string(), "a GPT partition table (PTUUID ab)");
+    }
+
+    fn ident(serial: Option<&str>, wwn: Option<&str>) -> DeviceIdentity {
+        DeviceIdentity {
+            path: "/dev/nvme9n1".into(),
+            kernel_name: "nvme9n1".into(),
+            parent: None,
+            major: 259,
+            minor: 9,
+            serial: serial.map(String::from),
+            wwn: wwn.map(String::from),
+            model: None,
+            signatures: vec![],
+        }
+    }
+
+    #[test]
+    fn allow_destroy_matching() {
+        let d = ident(Some("S4EWNX0N123456"), Some("eui.0025385b91b0d1e2"));
+        assert!(check_allowed(&d, Some("S4EWNX0N123456")).is_ok());
+        assert!(check_allowed(&d, Some("eui.0025385b91b0d1e2")).is_ok());
+        assert!(check_allowed(&d, Some("0x0025385B91B0D1E2")).is_ok());
+        let e = check_allowed(&d, Some("S4EWNX0N999999")).unwrap_err();
+        assert_eq!(e.check(), "allow_destroy");
+        assert!(e.to_string().contains("S4EWNX0N123456"), "{e}");
+        // A device with a serial is never allowed by its path.
+        let e = check_allowed(&d, Some("/dev/nvme9n1")).unwrap_err();
+        assert!(e.to_string().contains("names a path"), "{e}");
+        assert!(check_allowed(&d, None).is_err());
+        assert!(check_allowed(&d, Some("")).is_err());
+        // No serial or WWN: only the exact path.
+        let d = ident(None, None);
+        assert!(check_allowed(&d, Some("/dev/nvme9n1")).is_ok());
+        assert!(check_allowed(&d, Some("nvme9n1")).is_err());
+        assert!(check_allowed(&d, Some("/dev/nvme9n2")).is_err());
+    }
+
+    #[test]
+    fn same_device_rules() {
+        let a = ident(Some("S1"), None);
+        let mut b = ident(Some("S1"), None);
+        b.kernel_name = "nvme1n1".into();
+        assert!(a.same_device(&b));
+        assert!(!a.same_device(&ident(Some("S2"), None)));
+        assert!(!a.same_device(&ident(None, None)));
+        assert!(ident(None, None).same_device(&ident(None, None)));
+    }
+}
