@@ -1,1 +1,627 @@
-//! (being written)
+//! Engines and the worker loop on real O_DIRECT files in /dev/shm. Every engine (io_uring,
+//! psync, and null for the loop itself) runs the same matrix: bytes written equal the plan,
+//! nothing outside the region changes, every I/O is aligned and inside the region (checked by
+//! a recording engine wrapper), random distributions have their shape, the rate limit holds,
+//! the read/write and block-size mixes hold, errors are counted, and stop drains.
+
+use std::fs::OpenOptions;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nvsoak::engine::{self, Caps, Completion, EngineError, EngineSetup, IoEngine, IoReq};
+use nvsoak::stats::WorkerReport;
+use nvsoak::workload::spec::{Access, BlockSizeMix, EngineChoice, JobSpec, Op, Skew};
+use nvsoak::workload::worker::{
+    self, ExitReason, WorkerExit, WorkerPlan, aligned_region, job_align, stripe_bounds,
+};
+
+use crate::common::shm_dir;
+
+const MARKER: u8 = 0xA5;
+
+/// Forwards to a real engine and keeps every request it saw.
+struct Recorder {
+    inner: Box<dyn IoEngine>,
+    local: Vec<IoReq>,
+    sink: Arc<Mutex<Vec<IoReq>>>,
+}
+
+impl IoEngine for Recorder {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn caps(&self) -> Caps {
+        self.inner.caps()
+    }
+    fn buffer(&mut self, idx: u16) -> &mut [u8] {
+        self.inner.buffer(idx)
+    }
+    fn queue(&mut self, req: IoReq) -> Result<(), EngineError> {
+        self.local.push(req);
+        self.inner.queue(req)
+    }
+    fn commit(&mut self) -> Result<(), EngineError> {
+        self.inner.commit()
+    }
+    fn reap(&mut self, min: usize, out: &mut Vec<Completion>) -> Result<usize, EngineError> {
+        self.inner.reap(min, out)
+    }
+    fn reap_timeout(
+        &mut self,
+        timeout: Duration,
+        out: &mut Vec<Completion>,
+    ) -> Result<usize, EngineError> {
+        self.inner.reap_timeout(timeout, out)
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.sink.lock() {
+            s.append(&mut self.local);
+        }
+    }
+}
+
+fn make_file(dir: &Path, len: usize) -> std::path::PathBuf {
+    let p = dir.join("target.dat");
+    let mut f = std::fs::File::create(&p).expect("create target file");
+    f.write_all(&vec![MARKER; len])
+        .expect("prefill with marker");
+    f.sync_all().expect("sync");
+    p
+}
+
+fn open_direct(p: &Path, write: bool) -> Arc<OwnedFd> {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_DIRECT)
+        .open(p)
+        .expect("O_DIRECT open in /dev/shm");
+    Arc::new(OwnedFd::from(f))
+}
+
+fn read_all(p: &Path) -> Vec<u8> {
+    let mut v = Vec::new();
+    let mut f = std::fs::File::open(p).expect("open for read-back");
+    f.seek(SeekFrom::Start(0)).unwrap();
+    f.read_to_end(&mut v).expect("read back");
+    v
+}
+
+fn job(read_pct: u8, bs: &[(u32, u32)], access: Access, iodepth: u32, workers: u32) -> JobSpec {
+    JobSpec {
+        name: "test".into(),
+        description: "integration test job".into(),
+        read_pct,
+        bs: BlockSizeMix {
+            entries: bs.to_vec(),
+        },
+        access,
+        iodepth,
+        workers,
+        rate: None,
+    }
+}
+
+fn random(skew: Skew) -> Access {
+    Access::Random { skew }
+}
+
+struct Run {
+    exit: WorkerExit,
+    reports: Vec<WorkerReport>,
+    reqs: Vec<IoReq>,
+}
+
+impl Run {
+    fn last(&self) -> &WorkerReport {
+        self.reports.last().expect("at least the final report")
+    }
+}
+
+struct Spec {
+    job: JobSpec,
+    index: usize,
+    fd: Arc<OwnedFd>,
+    region: (u64, u64),
+    engine: EngineChoice,
+    rate: Option<f64>,
+    limit: Option<u64>,
+    /// Stop after this long (None: run to the limit).
+    run_for: Option<Duration>,
+}
+
+fn run(s: Spec) -> Run {
+    let stop = Arc::new(AtomicBool::new(false));
+    let plan = WorkerPlan {
+        index: s.index,
+        job: s.job,
+        fd: s.fd,
+        region_start: s.region.0,
+        region_len: s.region.1,
+        engine: s.engine,
+        rate_iops: s.rate,
+        limit_bytes: s.limit,
+        seed: 0x1234 + s.index as u64,
+        report_interval: Duration::from_millis(200),
+        stop: stop.clone(),
+    };
+    let sink = Arc::new(Mutex::new(Vec::new()));
+    let sink2 = sink.clone();
+    let choice = s.engine;
+    let factory: worker::EngineFactory = Box::new(move |setup: EngineSetup| {
+        let inner = engine::open(choice, setup)?;
+        Ok(Box::new(Recorder {
+            inner,
+            local: Vec::with_capacity(1 << 16),
+            sink: sink2,
+        }) as Box<dyn IoEngine>)
+    });
+    let (tx, rx) = mpsc::channel();
+    let h = worker::spawn_with_engine(plan, factory, tx).expect("spawn worker");
+    if let Some(d) = s.run_for {
+        std::thread::sleep(d);
+        stop.store(true, Ordering::SeqCst);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !h.is_finished() {
+        assert!(Instant::now() < deadline, "worker did not finish in 30 s");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let exit = h
+        .join()
+        .expect("worker thread panicked")
+        .expect("worker setup");
+    let reports: Vec<WorkerReport> = rx.try_iter().collect();
+    let reqs = std::mem::take(&mut *sink.lock().unwrap());
+    Run {
+        exit,
+        reports,
+        reqs,
+    }
+}
+
+fn check_inside(reqs: &[IoReq], region: (u64, u64), align: u64) {
+    let (s, l) = aligned_region(region.0, region.1, align);
+    assert!(!reqs.is_empty());
+    for r in reqs {
+        assert_eq!(
+            r.offset % align,
+            0,
+            "offset {} not aligned to {align}",
+            r.offset
+        );
+        assert_eq!(r.len % 512, 0, "length {} not a multiple of 512", r.len);
+        assert!(
+            r.offset >= s && r.offset + r.len as u64 <= s + l,
+            "I/O {}+{} outside region {s}+{l}",
+            r.offset,
+            r.len
+        );
+    }
+}
+
+fn check_drained(r: &Run) {
+    let last = r.last();
+    assert!(last.done, "final report is marked done");
+    let finished =
+        last.read.ops + last.write.ops + last.read.errors.total() + last.write.errors.total();
+    assert_eq!(
+        last.submitted, finished,
+        "submitted I/Os all completed or failed"
+    );
+    assert_eq!(last.submitted as usize, r.reqs.len());
+}
+
+fn precondition_writes_exactly_the_plan(engine: EngineChoice) {
+    let dir = shm_dir();
+    let file_len = 2 << 20;
+    let p = make_file(dir.path(), file_len);
+    let fd = open_direct(&p, true);
+    // Unaligned region end: the last partial block is never touched.
+    let region = (256 * 1024u64, (1 << 20) + 6000);
+    let bs = 16 * 1024;
+    let workers = 3;
+    let j = job(0, &[(bs, 1)], Access::Sequential, 8, workers);
+    let align = job_align(&j);
+    let passes = 2;
+    let mut total = 0;
+    let mut all = Vec::new();
+    for i in 0..workers as usize {
+        let (ss, sl) = stripe_bounds(region.0, region.1, workers, i, align);
+        let r = run(Spec {
+            job: j.clone(),
+            index: i,
+            fd: fd.clone(),
+            region,
+            engine,
+            rate: None,
+            limit: Some(sl * passes),
+            run_for: None,
+        });
+        assert_eq!(r.exit.reason, ExitReason::LimitReached);
+        assert_eq!(r.exit.engine, engine_name(engine));
+        check_drained(&r);
+        assert_eq!(
+            r.last().write.bytes,
+            sl * passes,
+            "worker {i} wrote its plan"
+        );
+        assert_eq!(r.last().read.ops, 0);
+        assert_eq!(r.last().write.errors.total(), 0);
+        // The stripe was walked twice, in order, from its start.
+        assert_eq!(r.reqs[0].offset, ss);
+        for w in r.reqs.windows(2) {
+            let next = w[0].offset + w[0].len as u64;
+            assert!(w[1].offset == next || (next == ss + sl && w[1].offset == ss));
+        }
+        check_inside(&r.reqs, (ss, sl), align);
+        assert!(r.reqs.iter().all(|q| q.op == Op::Write));
+        total += r.last().write.bytes;
+        all.extend(r.reqs);
+    }
+    let (rs, rl) = aligned_region(region.0, region.1, align);
+    assert_eq!(total, rl * passes);
+    check_inside(&all, region, align);
+
+    let data = read_all(&p);
+    assert_eq!(data.len(), file_len);
+    let (a, b) = (rs as usize, (rs + rl) as usize);
+    if engine == EngineChoice::Null {
+        assert!(
+            data.iter().all(|&x| x == MARKER),
+            "the null engine touches nothing"
+        );
+        return;
+    }
+    assert!(
+        data[..a].iter().all(|&x| x == MARKER),
+        "bytes before the region are intact"
+    );
+    assert!(
+        data[b..].iter().all(|&x| x == MARKER),
+        "bytes after the region are intact"
+    );
+    for (k, blk) in data[a..b].chunks(512).enumerate() {
+        assert!(
+            blk.iter().any(|&x| x != 0),
+            "block {k} of the region is all zero"
+        );
+        assert!(
+            blk.iter().any(|&x| x != MARKER),
+            "block {k} of the region was not written"
+        );
+    }
+}
+
+fn random_read(engine: EngineChoice, skew: Skew, ios: u64) -> (Run, (u64, u64)) {
+    let dir = shm_dir();
+    let p = make_file(dir.path(), 2 << 20);
+    let fd = open_direct(&p, true);
+    let region = (128 * 1024u64, 1 << 20);
+    let r = run(Spec {
+        job: job(100, &[(4096, 1)], random(skew), 16, 1),
+        index: 0,
+        fd,
+        region,
+        engine,
+        rate: None,
+        limit: Some(ios * 4096),
+        run_for: None,
+    });
+    assert_eq!(r.exit.reason, ExitReason::LimitReached);
+    check_drained(&r);
+    check_inside(&r.reqs, region, 4096);
+    assert_eq!(r.reqs.len() as u64, ios);
+    if engine != EngineChoice::Null {
+        assert_eq!(r.last().read.bytes, ios * 4096);
+    }
+    (r, region)
+}
+
+fn block_counts(reqs: &[IoReq], region: (u64, u64)) -> Vec<u64> {
+    let mut c = vec![0u64; (region.1 / 4096) as usize];
+    for q in reqs {
+        c[((q.offset - region.0) / 4096) as usize] += 1;
+    }
+    c
+}
+
+fn uniform_covers_the_region(engine: EngineChoice) {
+    let (r, region) = random_read(engine, Skew::Uniform, 40_000);
+    let c = block_counts(&r.reqs, region);
+    // 256 blocks, ~156 hits each: every block is hit, none is wildly over-represented.
+    assert!(c.iter().all(|&x| x > 0), "every block is hit");
+    let max = *c.iter().max().unwrap();
+    assert!(max < 300, "max hits {max}");
+}
+
+fn zipf_is_skewed(engine: EngineChoice) {
+    let (r, region) = random_read(engine, Skew::Zipf { theta: 0.99 }, 40_000);
+    let mut c = block_counts(&r.reqs, region);
+    c.sort_unstable_by(|a, b| b.cmp(a));
+    let top: u64 = c[..c.len() / 10].iter().sum();
+    let share = top as f64 / r.reqs.len() as f64;
+    assert!(share > 0.35, "top 10% of blocks got {share:.3} of the I/Os");
+    // Scrambled: the hottest blocks are not simply the first ones.
+    let raw = block_counts(&r.reqs, region);
+    let first: u64 = raw[..raw.len() / 10].iter().sum();
+    assert!(first < top, "hot blocks are spread over the region");
+}
+
+fn hot_band_honours_its_fraction(engine: EngineChoice) {
+    let (r, region) = random_read(
+        engine,
+        Skew::HotBand {
+            fraction: 0.2,
+            access: 0.8,
+        },
+        40_000,
+    );
+    let band_end = region.0 + (region.1 as f64 * 0.2).ceil() as u64;
+    let hot = r.reqs.iter().filter(|q| q.offset < band_end).count();
+    let f = hot as f64 / r.reqs.len() as f64;
+    assert!((f - 0.8).abs() < 0.03, "hot band got {f:.3}");
+}
+
+fn rate_limit_holds(engine: EngineChoice) {
+    let dir = shm_dir();
+    let p = make_file(dir.path(), 1 << 20);
+    let fd = open_direct(&p, true);
+    let t = Instant::now();
+    let r = run(Spec {
+        job: job(100, &[(4096, 1)], random(Skew::Uniform), 8, 1),
+        index: 0,
+        fd,
+        region: (0, 1 << 20),
+        engine,
+        rate: Some(2000.0),
+        limit: None,
+        run_for: Some(Duration::from_secs(2)),
+    });
+    let secs = t.elapsed().as_secs_f64();
+    assert_eq!(r.exit.reason, ExitReason::Stopped);
+    check_drained(&r);
+    let iops = r.reqs.len() as f64 / secs;
+    assert!(
+        (1400.0..=2200.0).contains(&iops),
+        "rate limit 2000 IOPS gave {iops:.0}"
+    );
+    // Paced, not bursty: no 200 ms report interval carries much more than its share.
+    for rep in &r.reports {
+        let ops = rep.read_hist.len() as f64;
+        let expect = 2000.0 * rep.interval.as_secs_f64();
+        assert!(
+            ops <= expect * 1.2 + 16.0,
+            "{ops} I/Os in {:?}",
+            rep.interval
+        );
+    }
+}
+
+fn mixes_hold(engine: EngineChoice) {
+    let dir = shm_dir();
+    let p = make_file(dir.path(), 2 << 20);
+    let fd = open_direct(&p, true);
+    let region = (0, 2 << 20);
+    let mix = [(4096, 60), (8192, 30), (16384, 10)];
+    let n = 30_000u64;
+    let r = run(Spec {
+        job: job(70, &mix, random(Skew::Uniform), 16, 1),
+        index: 0,
+        fd,
+        region,
+        engine,
+        rate: None,
+        limit: Some(n * 6144), // mean block size 6.5 KiB: about 28k I/Os
+        run_for: None,
+    });
+    check_drained(&r);
+    check_inside(&r.reqs, region, 4096);
+    let total = r.reqs.len() as f64;
+    assert!(total > 20_000.0);
+    let reads = r.reqs.iter().filter(|q| q.op == Op::Read).count() as f64;
+    assert!(
+        (reads / total - 0.7).abs() < 0.02,
+        "read share {:.3}",
+        reads / total
+    );
+    for (bs, w) in mix {
+        let got = r.reqs.iter().filter(|q| q.len == bs).count() as f64 / total;
+        assert!((got - w as f64 / 100.0).abs() < 0.02, "bs {bs}: {got:.3}");
+    }
+    // Reads and writes use separate buffers in mixed jobs.
+    let rb: std::collections::HashSet<u16> = r
+        .reqs
+        .iter()
+        .filter(|q| q.op == Op::Read)
+        .map(|q| q.buf)
+        .collect();
+    assert!(
+        r.reqs
+            .iter()
+            .filter(|q| q.op == Op::Write)
+            .all(|q| !rb.contains(&q.buf))
+    );
+    if engine != EngineChoice::Null {
+        let last = r.last();
+        assert_eq!(last.read.ops + last.write.ops, r.reqs.len() as u64);
+        let wbytes: u64 = r
+            .reqs
+            .iter()
+            .filter(|q| q.op == Op::Write)
+            .map(|q| q.len as u64)
+            .sum();
+        assert_eq!(last.write.bytes, wbytes);
+    }
+}
+
+fn stop_drains(engine: EngineChoice) {
+    let dir = shm_dir();
+    let p = make_file(dir.path(), 4 << 20);
+    let fd = open_direct(&p, true);
+    let r = run(Spec {
+        job: job(50, &[(4096, 1)], random(Skew::Uniform), 32, 1),
+        index: 0,
+        fd,
+        region: (0, 4 << 20),
+        engine,
+        rate: None,
+        limit: None,
+        run_for: Some(Duration::from_millis(300)),
+    });
+    assert_eq!(r.exit.reason, ExitReason::Stopped);
+    check_drained(&r);
+    assert!(r.last().read.ops > 100 && r.last().write.ops > 100);
+    // Interval reports came on time and are cumulative.
+    assert!(r.reports.len() >= 2);
+    for w in r.reports.windows(2) {
+        assert!(w[1].read.ops >= w[0].read.ops);
+    }
+    assert!(r.reports.iter().all(|x| x.engine == engine_name(engine)));
+}
+
+fn errors_are_counted_and_backed_off(engine: EngineChoice) {
+    let dir = shm_dir();
+    let p = make_file(dir.path(), 1 << 20);
+    // Read-only fd: every write fails with EBADF.
+    let fd = open_direct(&p, false);
+    let r = run(Spec {
+        job: job(0, &[(4096, 1)], random(Skew::Uniform), 8, 1),
+        index: 0,
+        fd,
+        region: (0, 1 << 20),
+        engine,
+        rate: None,
+        limit: None,
+        run_for: Some(Duration::from_millis(400)),
+    });
+    check_drained(&r);
+    let last = r.last();
+    assert_eq!(last.write.ops, 0);
+    let errs: Vec<(i32, u64)> = last.write.errors.iter().collect();
+    assert_eq!(errs.len(), 1);
+    assert_eq!(errs[0].0, libc::EBADF);
+    assert!(errs[0].1 > 0);
+    // Backing off 1, 2, 4, ... 100 ms: a few hundred attempts at most, not a spinning core.
+    assert!(
+        errs[0].1 < 8 * 40,
+        "{} failed attempts in 400 ms",
+        errs[0].1
+    );
+    assert!(read_all(&p).iter().all(|&x| x == MARKER));
+}
+
+fn engine_name(e: EngineChoice) -> &'static str {
+    match e {
+        EngineChoice::IoUring | EngineChoice::Auto => "io_uring",
+        EngineChoice::Psync => "psync",
+        EngineChoice::Null => "null",
+    }
+}
+
+macro_rules! matrix {
+    ($m:ident, $e:expr) => {
+        mod $m {
+            use super::*;
+            #[test]
+            fn precondition_writes_exactly_the_plan() {
+                super::precondition_writes_exactly_the_plan($e);
+            }
+            #[test]
+            fn uniform_covers_the_region() {
+                super::uniform_covers_the_region($e);
+            }
+            #[test]
+            fn zipf_is_skewed() {
+                super::zipf_is_skewed($e);
+            }
+            #[test]
+            fn hot_band_honours_its_fraction() {
+                super::hot_band_honours_its_fraction($e);
+            }
+            #[test]
+            fn rate_limit_holds() {
+                super::rate_limit_holds($e);
+            }
+            #[test]
+            fn mixes_hold() {
+                super::mixes_hold($e);
+            }
+            #[test]
+            fn stop_drains() {
+                super::stop_drains($e);
+            }
+        }
+    };
+}
+
+matrix!(io_uring, EngineChoice::IoUring);
+matrix!(psync, EngineChoice::Psync);
+matrix!(null, EngineChoice::Null);
+
+#[test]
+fn io_uring_errors_are_counted_and_backed_off() {
+    errors_are_counted_and_backed_off(EngineChoice::IoUring);
+}
+
+#[test]
+fn psync_errors_are_counted_and_backed_off() {
+    errors_are_counted_and_backed_off(EngineChoice::Psync);
+}
+
+#[test]
+fn auto_picks_io_uring_here() {
+    let dir = shm_dir();
+    let p = make_file(dir.path(), 1 << 16);
+    let fd = open_direct(&p, true);
+    let r = run(Spec {
+        job: job(100, &[(4096, 1)], random(Skew::Uniform), 4, 1),
+        index: 0,
+        fd,
+        region: (0, 1 << 16),
+        engine: EngineChoice::Auto,
+        rate: None,
+        limit: Some(64 * 4096),
+        run_for: None,
+    });
+    assert_eq!(r.exit.engine, "io_uring");
+    assert_eq!(r.last().engine, "io_uring");
+}
+
+#[test]
+fn region_too_small_is_a_setup_error() {
+    let dir = shm_dir();
+    let p = make_file(dir.path(), 1 << 16);
+    let fd = open_direct(&p, true);
+    let (tx, _rx) = mpsc::channel();
+    let plan = WorkerPlan {
+        index: 0,
+        job: job(100, &[(65536, 1)], random(Skew::Uniform), 4, 1),
+        fd,
+        region_start: 4096,
+        region_len: 65536,
+        engine: EngineChoice::Psync,
+        rate_iops: None,
+        limit_bytes: None,
+        seed: 1,
+        report_interval: Duration::from_secs(1),
+        stop: Arc::new(AtomicBool::new(false)),
+    };
+    let h = worker::spawn(plan, tx).unwrap();
+    let e = h
+        .join()
+        .unwrap()
+        .expect_err("region cannot hold 64 KiB aligned blocks");
+    let msg = e.to_string();
+    assert!(msg.contains("65536-byte block"), "{msg}");
+    assert!(msg.contains("enlarge"), "{msg}");
+}
