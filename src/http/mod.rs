@@ -1,1 +1,492 @@
-//! HTTP server: /metrics, / (status page), /healthz.
+//! HTTP server: `/metrics`, `/` (status page), `/healthz`, over plain HTTP or TLS, with
+//! optional basic auth, configured by an exporter-toolkit web config file ([`webconfig`]).
+//!
+//! Limits that keep a scrape working while slow, idle or garbage clients hold connections:
+//! - request headers: at most [`MAX_HEADER_BYTES`], else 431;
+//! - the whole request head must arrive within [`HEADER_READ_TIMEOUT`] (also the idle keep-alive
+//!   timeout), and a TLS handshake within [`HANDSHAKE_TIMEOUT`];
+//! - at most `max_connections` connections. A new connection over the cap evicts the oldest
+//!   connection that is not serving a request (idle, slow or still handshaking), so a flood of
+//!   idle sockets cannot lock out Prometheus. Only when every connection is mid-request is the
+//!   new one closed at once.
+//!
+//! Architecture Invariant: this module knows nothing about metrics or drives; it serves what an
+//! [`App`] returns.
+
+pub mod auth;
+pub mod webconfig;
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use thiserror::Error;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, watch};
+
+pub use webconfig::WebConfig;
+
+/// Largest accepted request head (request line plus headers).
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// Time a client has to send a complete request head, and to start the next one on keep-alive.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time a client has to complete the TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time a connection asked to close (eviction, shutdown) gets to finish its response.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(5);
+/// Default connection cap.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+
+/// Content type of the Prometheus text exposition format.
+pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// What the server serves. Implemented by the daemon; the methods are synchronous and cheap and
+/// run on a blocking thread.
+pub trait App: Send + Sync + 'static {
+    /// Prometheus text exposition for `/metrics`.
+    fn metrics(&self) -> String;
+    /// HTML for `/`.
+    fn status_page(&self) -> String;
+    /// `/healthz`: 200 "ok" when true, 503 otherwise.
+    fn healthz(&self) -> bool {
+        true
+    }
+}
+
+/// Where and how to serve.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    pub listen: SocketAddr,
+    /// exporter-toolkit web config file (TLS, basic auth); `None` serves plain HTTP, no auth.
+    pub web_config: Option<PathBuf>,
+    /// Connection cap (0 means [`DEFAULT_MAX_CONNECTIONS`]).
+    pub max_connections: usize,
+}
+
+#[derive(Debug, Error)]
+pub enum HttpError {
+    #[error(
+        "cannot listen on {addr}: {source}; pick a free address with --web.listen-address or exporter.listen"
+    )]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("web config {file}: {key}: {reason}")]
+    WebConfig {
+        file: String,
+        key: String,
+        reason: String,
+    },
+    #[error("accepting connections on {addr}: {source}")]
+    Accept {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A bound server, ready to [`run`](Server::run).
+pub struct Server {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    app: Arc<dyn App>,
+    web: WebConfig,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    max_connections: usize,
+    conns: Mutex<Tracker>,
+}
+
+#[derive(Default)]
+struct Tracker {
+    next_id: u64,
+    /// Live connections by id; lower ids are older.
+    live: BTreeMap<u64, ConnHandle>,
+}
+
+#[derive(Clone)]
+struct ConnHandle {
+    /// Requests in flight on this connection, counted until the response body has been written.
+    busy: Arc<AtomicUsize>,
+    close: Arc<Notify>,
+}
+
+/// Binds the listener now (port 0 picks a free port) and loads and validates the web config.
+pub async fn bind(opts: ServerOptions, app: Arc<dyn App>) -> Result<Server, HttpError> {
+    let web = match &opts.web_config {
+        Some(p) => webconfig::load(p)?,
+        None => WebConfig::default(),
+    };
+    let listener = TcpListener::bind(opts.listen)
+        .await
+        .map_err(|source| HttpError::Bind {
+            addr: opts.listen,
+            source,
+        })?;
+    let local_addr = listener.local_addr().map_err(|source| HttpError::Bind {
+        addr: opts.listen,
+        source,
+    })?;
+    let tls = web.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+    let max_connections = if opts.max_connections == 0 {
+        DEFAULT_MAX_CONNECTIONS
+    } else {
+        opts.max_connections
+    };
+    Ok(Server {
+        listener,
+        local_addr,
+        shared: Arc::new(Shared {
+            app,
+            web,
+            tls,
+            max_connections,
+            conns: Mutex::new(Tracker::default()),
+        }),
+    })
+}
+
+impl Server {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Whether the server speaks TLS.
+    pub fn is_tls(&self) -> bool {
+        self.shared.tls.is_some()
+    }
+
+    /// Serves until `shutdown` completes, then asks every connection to close and waits up to
+    /// [`CLOSE_GRACE`] for them.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), HttpError> {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut tasks = tokio::task::JoinSet::new();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                accepted = self.listener.accept() => {
+                    let (stream, peer) = match accepted {
+                        Ok(x) => x,
+                        Err(e) if is_transient_accept_error(&e) => {
+                            tracing::warn!(error = %e, "accept failed; retrying");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                        Err(source) => return Err(HttpError::Accept { addr: self.local_addr, source }),
+                    };
+                    let Some((id, handle)) = self.shared.admit() else {
+                        tracing::debug!(%peer, "connection cap reached and every connection is busy; closing");
+                        drop(stream);
+                        continue;
+                    };
+                    let shared = self.shared.clone();
+                    let stop = stop_rx.clone();
+                    tasks.spawn(async move {
+                        shared.clone().serve_conn(stream, peer, handle, stop).await;
+                        shared.release(id);
+                    });
+                }
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            }
+        }
+        drop(self.listener);
+        let _ = stop_tx.send(true);
+        let drain = async { while tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(CLOSE_GRACE + Duration::from_secs(1), drain)
+            .await
+            .is_err()
+        {
+            tasks.abort_all();
+        }
+        Ok(())
+    }
+}
+
+fn is_transient_accept_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        ConnectionAborted | ConnectionReset | Interrupted | WouldBlock
+    ) || matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
+impl Shared {
+    /// Registers a new connection, evicting the oldest non-busy one when at the cap.
+    fn admit(&self) -> Option<(u64, ConnHandle)> {
+        let mut t = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        if t.live.len() >= self.max_connections {
+            let victim = t
+                .live
+                .iter()
+                .find(|(_, h)| h.busy.load(Ordering::Acquire) == 0)
+                .map(|(&id, h)| (id, h.clone()));
+            let (vid, vh) = victim?;
+            vh.close.notify_one();
+            t.live.remove(&vid);
+        }
+        let id = t.next_id;
+        t.next_id += 1;
+        let h = ConnHandle {
+            busy: Arc::new(AtomicUsize::new(0)),
+            close: Arc::new(Notify::new()),
+        };
+        t.live.insert(id, h.clone());
+        Some((id, h))
+    }
+
+    fn release(&self, id: u64) {
+        let mut t = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        t.live.remove(&id);
+    }
+
+    async fn serve_conn(
+        self: Arc<Self>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        handle: ConnHandle,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let _ = stream.set_nodelay(true);
+        let closing = async {
+            tokio::select! {
+                _ = handle.close.notified() => {}
+                _ = stop.wait_for(|s| *s) => {}
+            }
+        };
+        tokio::pin!(closing);
+        match self.tls.clone() {
+            None => {
+                self.serve_http(TokioIo::new(stream), peer, handle.busy.clone(), closing)
+                    .await
+            }
+            Some(acceptor) => {
+                let setup = async {
+                    let mut first = [0u8; 1];
+                    match stream.peek(&mut first).await {
+                        Ok(0) | Err(_) => return None,
+                        Ok(_) => {}
+                    }
+                    if first[0] != 0x16 {
+                        // Not a TLS handshake record: most likely plain HTTP. Answer in plain
+                        // text, as Go's TLS server does, and close.
+                        let mut s = stream;
+                        let _ = s
+                            .write_all(b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+                            .await;
+                        let _ = s.shutdown().await;
+                        return None;
+                    }
+                    match acceptor.accept(stream).await {
+                        Ok(s) => Some(s),
+                        Err(e) => {
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            None
+                        }
+                    }
+                };
+                let tls = tokio::select! {
+                    r = tokio::time::timeout(HANDSHAKE_TIMEOUT, setup) => r.ok().flatten(),
+                    _ = &mut closing => None,
+                };
+                if let Some(s) = tls {
+                    self.serve_http(TokioIo::new(s), peer, handle.busy.clone(), closing)
+                        .await;
+                }
+            }
+        }
+    }
+
+    async fn serve_http<I>(
+        self: &Arc<Self>,
+        io: I,
+        peer: SocketAddr,
+        busy: Arc<AtomicUsize>,
+        mut closing: std::pin::Pin<&mut impl Future<Output = ()>>,
+    ) where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
+        let shared = self.clone();
+        let in_flight = busy.clone();
+        let svc = hyper::service::service_fn(move |req| {
+            let shared = shared.clone();
+            let guard = BusyGuard::new(in_flight.clone());
+            async move {
+                let resp = shared.handle(req).await;
+                Ok::<_, Infallible>(resp.map(|body| TrackedBody {
+                    body,
+                    _guard: guard,
+                }))
+            }
+        });
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .max_buf_size(2 * MAX_HEADER_BYTES)
+            .max_header_size(MAX_HEADER_BYTES)
+            .keep_alive(true);
+        let conn = builder.serve_connection(io, svc);
+        tokio::pin!(conn);
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
+                }
+                return;
+            }
+            _ = closing.as_mut() => {}
+        }
+        if busy.load(Ordering::Acquire) == 0 {
+            // Idle, or still sending its request head: nothing to finish, close now.
+            return;
+        }
+        conn.as_mut().graceful_shutdown();
+        let _ = tokio::time::timeout(CLOSE_GRACE, conn).await;
+    }
+
+    async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        let mut resp = self.route(req).await;
+        for (n, v) in &self.web.headers {
+            resp.headers_mut().insert(n.clone(), v.clone());
+        }
+        resp
+    }
+
+    async fn route(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        if let Some(auth) = &self.web.auth {
+            let creds = req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| auth::BasicAuth::parse_header(v.as_bytes()));
+            let allowed = match creds {
+                None => false,
+                Some((user, password)) => match auth.check_cached(&user, &password) {
+                    Some(v) => v == auth::Verdict::Allowed,
+                    None => {
+                        let auth = auth.clone();
+                        tokio::task::spawn_blocking(move || auth.check(&user, &password))
+                            .await
+                            .map(|v| v == auth::Verdict::Allowed)
+                            .unwrap_or(false)
+                    }
+                },
+            };
+            if !allowed {
+                let mut r = text(StatusCode::UNAUTHORIZED, "Unauthorized\n");
+                r.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"nvsoak\", charset=\"UTF-8\""),
+                );
+                return r;
+            }
+        }
+        let path = req.uri().path();
+        if !matches!(path, "/" | "/metrics" | "/healthz") {
+            return text(StatusCode::NOT_FOUND, "Not Found\n");
+        }
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n");
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return r;
+        }
+        let app = self.app.clone();
+        match path {
+            "/metrics" => match tokio::task::spawn_blocking(move || app.metrics()).await {
+                Ok(body) => with_type(StatusCode::OK, METRICS_CONTENT_TYPE, body),
+                Err(_) => text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "metrics collection failed\n",
+                ),
+            },
+            "/healthz" => match tokio::task::spawn_blocking(move || app.healthz()).await {
+                Ok(true) => text(StatusCode::OK, "ok\n"),
+                _ => text(StatusCode::SERVICE_UNAVAILABLE, "unhealthy\n"),
+            },
+            _ => match tokio::task::spawn_blocking(move || app.status_page()).await {
+                Ok(body) => with_type(StatusCode::OK, "text/html; charset=utf-8", body),
+                Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "status page failed\n"),
+            },
+        }
+    }
+}
+
+/// Counts a request as in flight from its arrival until hyper drops its response body (after
+/// writing it, or when the connection dies).
+struct BusyGuard(Arc<AtomicUsize>);
+
+impl BusyGuard {
+    fn new(c: Arc<AtomicUsize>) -> Self {
+        c.fetch_add(1, Ordering::AcqRel);
+        BusyGuard(c)
+    }
+}
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response body that holds a [`BusyGuard`].
+struct TrackedBody {
+    body: Full<Bytes>,
+    _guard: BusyGuard,
+}
+
+impl hyper::body::Body for TrackedBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+fn with_type(
+    status: StatusCode,
+    content_type: &'static str,
+    body: String,
+) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    with_type(status, "text/plain; charset=utf-8", body.to_string())
+}
