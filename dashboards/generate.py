@@ -1,0 +1,530 @@
+#!/usr/bin/env python3
+"""Generates the Grafana dashboards in dashboards/grafana/ (provisionable JSON files).
+
+Run `python3 dashboards/generate.py` after editing; scripts/test-ops checks the JSON is current.
+Queries use only metric names nvsoak exports (and the recording rules in
+dashboards/rules/nvsoak-recording.yml); tests/it/ops.rs evaluates every one against a real
+Prometheus scraping a real nvsoak.
+
+Note: nvsoak's workload label `job` becomes `exported_job` in Prometheus (it collides with the
+scrape job label), so the queries group by `exported_job`.
+"""
+
+import json
+import os
+
+DS = {"type": "prometheus", "uid": "${datasource}"}
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Selectors with the template variables.
+W = 'instance=~"$instance", target=~"$target"'
+D = 'instance=~"$instance", device=~"$device"'
+
+
+class Layout:
+    def __init__(self):
+        self.y = 0
+        self.x = 0
+        self.row_h = 0
+        self.next_id = 1
+
+    def place(self, w, h):
+        if self.x + w > 24:
+            self.x = 0
+            self.y += self.row_h
+            self.row_h = 0
+        pos = {"x": self.x, "y": self.y, "w": w, "h": h}
+        self.x += w
+        self.row_h = max(self.row_h, h)
+        return pos
+
+    def newline(self):
+        if self.x:
+            self.x = 0
+            self.y += self.row_h
+            self.row_h = 0
+
+    def id(self):
+        i = self.next_id
+        self.next_id += 1
+        return i
+
+
+def target(ref, expr, legend="", instant=False, fmt=None):
+    t = {"datasource": DS, "refId": ref, "expr": expr, "legendFormat": legend or "__auto"}
+    if instant:
+        t["instant"] = True
+        t["range"] = False
+    else:
+        t["range"] = True
+    if fmt:
+        t["format"] = fmt
+    return t
+
+
+def refs(queries, instant=False, fmt=None):
+    out = []
+    for i, q in enumerate(queries):
+        expr, legend = q if isinstance(q, tuple) else (q, "")
+        out.append(target(chr(ord("A") + i), expr, legend, instant, fmt))
+    return out
+
+
+def row(lay, title):
+    lay.newline()
+    p = {"type": "row", "title": title, "collapsed": False, "id": lay.id(), "gridPos": lay.place(24, 1), "panels": []}
+    lay.newline()
+    return p
+
+
+def timeseries(lay, title, queries, unit="short", w=12, h=8, desc="", thresholds=None, stack=False):
+    p = {
+        "type": "timeseries",
+        "title": title,
+        "description": desc,
+        "id": lay.id(),
+        "gridPos": lay.place(w, h),
+        "datasource": DS,
+        "targets": refs(queries),
+        "fieldConfig": {
+            "defaults": {
+                "unit": unit,
+                "custom": {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10 if stack else 0,
+                           "stacking": {"mode": "normal" if stack else "none"}},
+            },
+            "overrides": [],
+        },
+        "options": {"legend": {"displayMode": "table", "placement": "bottom", "calcs": ["lastNotNull", "max"]},
+                    "tooltip": {"mode": "multi", "sort": "desc"}},
+    }
+    if thresholds:
+        p["fieldConfig"]["defaults"]["thresholds"] = thresholds
+        p["fieldConfig"]["defaults"]["custom"]["thresholdsStyle"] = {"mode": "line"}
+    return p
+
+
+def steps(*pairs):
+    s = [{"color": "green", "value": None}]
+    for value, color in pairs:
+        s.append({"color": color, "value": value})
+    return {"mode": "absolute", "steps": s}
+
+
+def stat(lay, title, queries, unit="short", w=6, h=4, desc="", thresholds=None, instant=True):
+    p = {
+        "type": "stat",
+        "title": title,
+        "description": desc,
+        "id": lay.id(),
+        "gridPos": lay.place(w, h),
+        "datasource": DS,
+        "targets": refs(queries, instant=instant),
+        "fieldConfig": {"defaults": {"unit": unit, "thresholds": thresholds or steps()}, "overrides": []},
+        "options": {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                    "colorMode": "value", "graphMode": "none", "textMode": "auto"},
+    }
+    return p
+
+
+def gauge(lay, title, queries, unit="percentunit", w=6, h=6, desc="", thresholds=None, mx=1):
+    p = stat(lay, title, queries, unit, w, h, desc, thresholds)
+    p["type"] = "gauge"
+    p["fieldConfig"]["defaults"]["min"] = 0
+    p["fieldConfig"]["defaults"]["max"] = mx
+    p["options"] = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                    "showThresholdMarkers": True}
+    return p
+
+
+def table(lay, title, queries, w=24, h=8, desc="", sort_by=None, rename=None, exclude=(), units=None):
+    """Instant queries in table format, merged into one row per label set."""
+    excl = {"Time": True, "__name__": True, "job": True}
+    for e in exclude:
+        excl[e] = True
+    p = {
+        "type": "table",
+        "title": title,
+        "description": desc,
+        "id": lay.id(),
+        "gridPos": lay.place(w, h),
+        "datasource": DS,
+        "targets": refs(queries, instant=True, fmt="table"),
+        "transformations": [
+            {"id": "merge", "options": {}},
+            {"id": "organize", "options": {"excludeByName": excl, "renameByName": rename or {}}},
+        ],
+        "fieldConfig": {"defaults": {"custom": {"align": "auto"}}, "overrides": []},
+        "options": {"showHeader": True, "cellHeight": "sm"},
+    }
+    for field, unit in (units or {}).items():
+        p["fieldConfig"]["overrides"].append(
+            {"matcher": {"id": "byName", "options": field}, "properties": [{"id": "unit", "value": unit}]})
+    if sort_by:
+        p["options"]["sortBy"] = [{"displayName": sort_by, "desc": True}]
+    return p
+
+
+def heatmap(lay, title, expr, w=12, h=8, desc=""):
+    return {
+        "type": "heatmap",
+        "title": title,
+        "description": desc,
+        "id": lay.id(),
+        "gridPos": lay.place(w, h),
+        "datasource": DS,
+        "targets": [dict(target("A", expr, "{{le}}"), format="heatmap")],
+        "options": {"calculate": False, "yAxis": {"unit": "s"}, "cellGap": 1,
+                    "color": {"mode": "scheme", "scheme": "Oranges", "exponent": 0.5},
+                    "filterValues": {"le": 1e-9}, "rowsFrame": {"layout": "auto"}},
+        "fieldConfig": {"defaults": {}, "overrides": []},
+    }
+
+
+def xychart(lay, title, x_expr, y_expr, y_unit, w=12, h=8, desc=""):
+    """Sweep curve: one point per sweep step, IOPS on x against latency on y."""
+    return {
+        "type": "xychart",
+        "title": title,
+        "description": desc,
+        "id": lay.id(),
+        "gridPos": lay.place(w, h),
+        "datasource": DS,
+        "targets": refs([x_expr, y_expr], instant=True, fmt="table"),
+        "transformations": [{"id": "merge", "options": {}},
+                            {"id": "organize", "options": {"renameByName": {"Value #A": "IOPS", "Value #B": "latency"}}}],
+        "fieldConfig": {"defaults": {"custom": {"show": "points+lines", "pointSize": {"fixed": 6}}},
+                        "overrides": [{"matcher": {"id": "byName", "options": "latency"},
+                                       "properties": [{"id": "unit", "value": y_unit}]}]},
+        "options": {"dims": {"x": "IOPS"}, "seriesMapping": "auto", "legend": {"showLegend": True}},
+    }
+
+
+def variables(with_device=True, with_target=True):
+    def q(name, label, query, multi=True):
+        return {
+            "name": name, "label": label, "type": "query", "datasource": DS,
+            "query": {"query": query, "refId": name}, "definition": query,
+            "refresh": 2, "includeAll": True, "multi": multi, "allValue": ".*",
+            "current": {"selected": True, "text": ["All"], "value": ["$__all"]}, "sort": 1,
+        }
+    v = [{"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
+          "current": {}, "hide": 0, "refresh": 1}]
+    v.append(q("instance", "Host", "label_values(nvsoak_build_info, instance)"))
+    if with_device:
+        v.append(q("device", "Device", 'label_values(nvme_info{instance=~"$instance"}, device)'))
+    if with_target:
+        v.append(q("target", "Target", 'label_values(nvsoak_target_up{instance=~"$instance"}, target)'))
+    return v
+
+
+def dashboard(uid, title, panels, tags, desc, with_device=True, with_target=True):
+    return {
+        "uid": uid,
+        "title": title,
+        "description": desc,
+        "tags": tags,
+        "timezone": "",
+        "editable": True,
+        "graphTooltip": 1,
+        "refresh": "30s",
+        "schemaVersion": 39,
+        "version": 1,
+        "time": {"from": "now-6h", "to": "now"},
+        "templating": {"list": variables(with_device, with_target)},
+        "annotations": {"list": [{"builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                                  "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)",
+                                  "name": "Annotations & Alerts", "type": "dashboard"}]},
+        "links": [{"title": "nvsoak dashboards", "type": "dashboards", "tags": ["nvsoak"], "asDropdown": True}],
+        "panels": panels,
+    }
+
+
+def zero_base(by):
+    """`or` fallback so an error panel shows 0 rather than no data for error-free targets."""
+    return f" or on ({by}) max by ({by}) (nvsoak_target_up{{{W}}}) * 0"
+
+
+def device_detail():
+    lay = Layout()
+    P = []
+    P.append(row(lay, "Workload"))
+    P.append(timeseries(lay, "IOPS per job", [
+        (f"sum by (instance, target, exported_job) (rate(nvsoak_read_ops_total{{{W}}}[$__rate_interval]))", "{{target}} {{exported_job}} read"),
+        (f"sum by (instance, target, exported_job) (rate(nvsoak_write_ops_total{{{W}}}[$__rate_interval]))", "{{target}} {{exported_job}} write"),
+    ], unit="iops", desc="Completed I/Os per second, from nvsoak_{read,write}_ops_total."))
+    P.append(timeseries(lay, "Bandwidth per job", [
+        (f"sum by (instance, target, exported_job) (rate(nvsoak_read_bytes_total{{{W}}}[$__rate_interval]))", "{{target}} {{exported_job}} read"),
+        (f"sum by (instance, target, exported_job) (rate(nvsoak_write_bytes_total{{{W}}}[$__rate_interval]))", "{{target}} {{exported_job}} write"),
+    ], unit="Bps"))
+    P.append(timeseries(lay, "Latency quantiles (per stats interval, HDR)", [
+        (f"nvsoak_read_latency_quantile_seconds{{{W}}}", "{{target}} {{exported_job}} read p{{quantile}}"),
+        (f"nvsoak_write_latency_quantile_seconds{{{W}}}", "{{target}} {{exported_job}} write p{{quantile}}"),
+    ], unit="s", desc="p50, p99, p99.9 and p99.99 of each stats interval, computed by nvsoak from HDR histograms."))
+    P.append(timeseries(lay, "p99 latency (from the histogram)", [
+        (f"histogram_quantile(0.99, sum by (instance, target, le) (rate(nvsoak_read_latency_seconds_bucket{{{W}}}[$__rate_interval])))", "{{target}} read p99"),
+        (f"histogram_quantile(0.99, sum by (instance, target, le) (rate(nvsoak_write_latency_seconds_bucket{{{W}}}[$__rate_interval])))", "{{target}} write p99"),
+        (f"sum by (instance, target) (rate(nvsoak_read_latency_seconds_sum{{{W}}}[$__rate_interval])) / sum by (instance, target) (rate(nvsoak_read_latency_seconds_count{{{W}}}[$__rate_interval]))", "{{target}} read mean"),
+    ], unit="s"))
+    P.append(heatmap(lay, "Read latency heatmap",
+                     f"sum by (le) (rate(nvsoak_read_latency_seconds_bucket{{{W}}}[$__rate_interval]))"))
+    P.append(heatmap(lay, "Write latency heatmap",
+                     f"sum by (le) (rate(nvsoak_write_latency_seconds_bucket{{{W}}}[$__rate_interval]))"))
+    P.append(timeseries(lay, "Interval IOPS and bandwidth (gauges)", [
+        (f"nvsoak_read_iops{{{W}}}", "{{target}} {{exported_job}} read IOPS"),
+        (f"nvsoak_write_iops{{{W}}}", "{{target}} {{exported_job}} write IOPS"),
+    ], unit="iops", w=12, desc="The last stats interval's IOPS as nvsoak measured it (steady-state detection uses these)."))
+    P.append(timeseries(lay, "Interval bandwidth (gauges)", [
+        (f"nvsoak_read_bandwidth_bytes_per_second{{{W}}}", "{{target}} {{exported_job}} read"),
+        (f"nvsoak_write_bandwidth_bytes_per_second{{{W}}}", "{{target}} {{exported_job}} write"),
+    ], unit="Bps", w=12))
+
+    P.append(row(lay, "Phase and steady state"))
+    P.append(table(lay, "Phase", [
+        f"max by (instance, target, phase, profile) (nvsoak_phase_info{{{W}}})",
+        f"max by (instance, target) (nvsoak_phase_running{{{W}}})",
+        f"max by (instance, target) (nvsoak_target_up{{{W}}})",
+        f"max by (instance, target, engine) (nvsoak_engine_info{{{W}}})",
+    ], w=12, h=6, rename={"Value #B": "running", "Value #C": "up"}, exclude=("Value #A", "Value #D")))
+    P.append(table(lay, "Steady state", [
+        f"max by (instance, target, exported_job) (nvsoak_steady_state_reached{{{W}}})",
+        f"max by (instance, target, exported_job) (nvsoak_steady_state_rounds{{{W}}})",
+        f"max by (instance, target, exported_job) (nvsoak_steady_state_window_average_iops{{{W}}})",
+        f"max by (instance, target, exported_job) (nvsoak_steady_state_range_ratio{{{W}}})",
+        f"max by (instance, target, exported_job) (nvsoak_steady_state_slope_excursion_ratio{{{W}}})",
+    ], w=12, h=6, rename={"Value #A": "reached", "Value #B": "rounds", "Value #C": "window avg IOPS",
+                           "Value #D": "range / avg (≤ 0.2)", "Value #E": "slope excursion / avg (≤ 0.1)"},
+        units={"range / avg (≤ 0.2)": "percentunit", "slope excursion / avg (≤ 0.1)": "percentunit"}))
+    P.append(timeseries(lay, "Steady-state window", [
+        (f"nvsoak_steady_state_range_ratio{{{W}}}", "{{target}} {{exported_job}} range/avg"),
+        (f"nvsoak_steady_state_slope_excursion_ratio{{{W}}}", "{{target}} {{exported_job}} slope excursion/avg"),
+    ], unit="percentunit", thresholds=steps((0.1, "orange"), (0.2, "red")),
+        desc="SNIA PTS steady state: range within 20% and slope excursion within 10% of the window average."))
+    P.append(timeseries(lay, "Steady-state window average IOPS", [
+        (f"nvsoak_steady_state_window_average_iops{{{W}}}", "{{target}} {{exported_job}}"),
+        (f"nvsoak_steady_state_reached{{{W}}} * on (instance, target, exported_job) nvsoak_steady_state_window_average_iops{{{W}}}", "{{target}} {{exported_job}} (reached)"),
+    ], unit="iops"))
+
+    P.append(row(lay, "Sweep"))
+    P.append(xychart(lay, "Sweep: IOPS against average latency",
+                     f"max by (instance, target, exported_job, point) (nvsoak_sweep_point_iops{{{W}}})",
+                     f"max by (instance, target, exported_job, point) (nvsoak_sweep_point_latency_average_seconds{{{W}}})", "s"))
+    P.append(xychart(lay, "Sweep: IOPS against p99 latency",
+                     f"max by (instance, target, exported_job, point) (nvsoak_sweep_point_iops{{{W}}})",
+                     f"max by (instance, target, exported_job, point) (nvsoak_sweep_point_latency_p99_seconds{{{W}}})", "s"))
+    P.append(table(lay, "Sweep points", [
+        f"max by (instance, target, exported_job, point) (nvsoak_sweep_point_target_iops{{{W}}})",
+        f"max by (instance, target, exported_job, point) (nvsoak_sweep_point_iops{{{W}}})",
+        f"max by (instance, target, exported_job, point) (nvsoak_sweep_point_latency_average_seconds{{{W}}})",
+        f"max by (instance, target, exported_job, point) (nvsoak_sweep_point_latency_p99_seconds{{{W}}})",
+    ], w=16, h=8, rename={"Value #A": "target IOPS", "Value #B": "IOPS", "Value #C": "avg latency", "Value #D": "p99 latency"},
+        units={"avg latency": "s", "p99 latency": "s"}))
+    P.append(stat(lay, "Sweep maximum IOPS", [(f"nvsoak_sweep_max_iops{{{W}}}", "{{target}} {{exported_job}}")],
+                  unit="iops", w=8, h=8))
+
+    P.append(row(lay, "Errors and soak totals"))
+    P.append(timeseries(lay, "I/O errors", [
+        (f"sum by (instance, target, op, errno) (increase(nvsoak_io_errors_total{{{W}}}[$__rate_interval]))" + zero_base("instance, target"),
+         "{{target}} {{op}} {{errno}}"),
+    ], desc="Failed I/Os per op and errno (0 when none)."))
+    P.append(timeseries(lay, "Verify errors", [
+        (f"sum by (instance, target, kind) (nvsoak_verify_errors_total{{{W}}})" + zero_base("instance, target"),
+         "{{target}} {{kind}}"),
+    ], desc="Blocks that failed verification: wrong_offset, stale_generation, bad_checksum, unreadable."))
+    P.append(stat(lay, "Soak written", [(f"nvsoak_soak_written_bytes{{{W}}}", "{{target}}")], unit="bytes"))
+    P.append(stat(lay, "Soak read", [(f"nvsoak_soak_read_bytes{{{W}}}", "{{target}}")], unit="bytes"))
+    P.append(stat(lay, "Soak elapsed", [(f"nvsoak_soak_elapsed_seconds{{{W}}}", "{{target}}")], unit="s"))
+    P.append(stat(lay, "Soak errors", [(f"nvsoak_soak_errors{{{W}}}", "{{target}}")],
+                  thresholds=steps((1, "red"))))
+
+    P.append(row(lay, "Drive identity and temperature"))
+    P.append(table(lay, "Drive", [
+        f"max by (instance, device, model, serial, firmware) (nvme_info{{{D}}})",
+        f"max by (instance, device) (nvme_total_capacity_bytes{{{D}}})",
+        f"max by (instance, device) (nvme_up{{{D}}})",
+    ], h=5, rename={"Value #B": "capacity", "Value #C": "up"}, exclude=("Value #A",), units={"capacity": "bytes"}))
+    P.append(timeseries(lay, "Temperature against WCTEMP and CCTEMP", [
+        (f"nvme_temperature_celsius{{{D}}}", "{{device}} composite"),
+        (f"nvme_temperature_sensor_celsius{{{D}}}", "{{device}} sensor {{sensor}}"),
+        (f"nvme_warning_temperature_threshold_celsius{{{D}}}", "{{device}} WCTEMP"),
+        (f"nvme_critical_temperature_threshold_celsius{{{D}}}", "{{device}} CCTEMP"),
+    ], unit="celsius"))
+    P.append(timeseries(lay, "Thermal throttling", [
+        (f"nvsoak_thermal_throttling{{{D}}}", "{{device}} throttling"),
+        (f"sum by (instance, device, level) (rate(nvme_thermal_management_seconds_total{{{D}}}[$__rate_interval]))", "{{device}} TMT{{level}} time fraction"),
+        (f"increase(nvsoak_thermal_throttle_events_total{{{D}}}[$__rate_interval])", "{{device}} throttle events"),
+        (f"sum by (instance, device, level) (increase(nvme_thermal_transitions_total{{{D}}}[$__rate_interval]))", "{{device}} TMT{{level}} transitions"),
+    ], desc="1 while the drive throttles (thermal management time increasing or composite ≥ WCTEMP); TMT time fraction per level."))
+    P.append(timeseries(lay, "IOPS while throttled and not", [
+        (f"nvsoak_throttled_iops{{{D}}}", "{{device}} throttled"),
+        (f"nvsoak_unthrottled_iops{{{D}}}", "{{device}} unthrottled"),
+    ], unit="iops"))
+    P.append(timeseries(lay, "Time above WCTEMP and CCTEMP", [
+        (f"increase(nvme_warning_temperature_seconds_total{{{D}}}[$__rate_interval])", "{{device}} above WCTEMP"),
+        (f"increase(nvme_critical_temperature_seconds_total{{{D}}}[$__rate_interval])", "{{device}} above CCTEMP"),
+    ], unit="s"))
+
+    P.append(row(lay, "Wear and endurance"))
+    P.append(gauge(lay, "Percentage used", [(f"nvme_percentage_used_ratio{{{D}}}", "{{device}}")],
+                   thresholds=steps((0.8, "orange"), (0.9, "red"))))
+    P.append(gauge(lay, "Endurance consumed (of rated TBW)", [(f"nvsoak_endurance_consumed_ratio{{{D}}}", "{{device}}")],
+                   thresholds=steps((0.8, "orange"), (0.9, "red"))))
+    P.append(stat(lay, "Projected wear-out", [(f"nvsoak_projected_wearout_days{{{D}}}", "{{device}} ({{basis}})")],
+                  unit="d", h=6, thresholds={"mode": "absolute", "steps": [
+                      {"color": "red", "value": None}, {"color": "orange", "value": 365}, {"color": "green", "value": 1825}]}))
+    P.append(timeseries(lay, "Available spare", [
+        (f"nvme_available_spare_ratio{{{D}}}", "{{device}} spare"),
+        (f"nvme_available_spare_threshold_ratio{{{D}}}", "{{device}} threshold"),
+    ], unit="percentunit", w=6, h=6))
+    P.append(timeseries(lay, "Bytes written against rated TBW", [
+        (f"nvme_data_written_bytes_total{{{D}}}", "{{device}} written (SMART)"),
+        (f"nvsoak_rated_endurance_bytes{{{D}}}", "{{device}} rated TBW"),
+    ], unit="bytes"))
+    P.append(timeseries(lay, "Observed against rated DWPD", [
+        (f"nvsoak_observed_dwpd{{{D}}}", "{{device}} observed ({{window}})"),
+        (f"nvsoak_rated_dwpd{{{D}}}", "{{device}} rated"),
+    ]))
+    P.append(timeseries(lay, "Host I/O (SMART)", [
+        (f"rate(nvme_data_written_bytes_total{{{D}}}[$__rate_interval])", "{{device}} written"),
+        (f"rate(nvme_data_read_bytes_total{{{D}}}[$__rate_interval])", "{{device}} read"),
+    ], unit="Bps", w=8))
+    P.append(timeseries(lay, "Host commands (SMART)", [
+        (f"rate(nvme_host_write_commands_total{{{D}}}[$__rate_interval])", "{{device}} write commands"),
+        (f"rate(nvme_host_read_commands_total{{{D}}}[$__rate_interval])", "{{device}} read commands"),
+    ], unit="iops", w=8))
+    P.append(timeseries(lay, "Controller busy", [
+        (f"rate(nvme_controller_busy_seconds_total{{{D}}}[$__rate_interval])", "{{device}}"),
+    ], unit="percentunit", w=8))
+
+    P.append(row(lay, "Errors and accounting"))
+    P.append(timeseries(lay, "Media errors and error log entries", [
+        (f"increase(nvme_media_errors_total{{{D}}}[$__rate_interval])", "{{device}} media errors"),
+        (f"increase(nvme_error_log_entries_total{{{D}}}[$__rate_interval])", "{{device}} error log entries"),
+        (f"increase(nvme_unsafe_shutdowns_total{{{D}}}[$__rate_interval])", "{{device}} unsafe shutdowns"),
+    ], w=8))
+    P.append(table(lay, "Error log status codes (newest entries)", [
+        f"sum by (instance, device, status) (nvme_error_log_status_total{{{D}}})",
+    ], w=8, h=8, rename={"Value": "entries"}))
+    P.append(stat(lay, "Power", [
+        (f"nvme_power_on_seconds_total{{{D}}}", "{{device}} power-on"),
+    ], unit="s", w=4, h=8))
+    P.append(stat(lay, "Power cycles", [
+        (f"nvme_power_cycles_total{{{D}}}", "{{device}}"),
+    ], w=4, h=8))
+    P.append(timeseries(lay, "SMART against host accounting", [
+        (f"nvsoak_accounting_host_written_bytes{{{D}}}", "{{device}} host wrote (nvsoak)"),
+        (f"nvsoak_accounting_drive_written_bytes{{{D}}}", "{{device}} drive counted (SMART)"),
+    ], unit="bytes", desc="Bytes nvsoak wrote to the drive against what its SMART Data Units Written counted over the same period."))
+    P.append(timeseries(lay, "Accounting ratio and write amplification", [
+        (f"nvsoak_accounting_ratio{{{D}}}", "{{device}} SMART / host"),
+        (f"nvsoak_write_amplification_ratio{{{D}}}", "{{device}} write amplification (OCP)"),
+    ], thresholds=steps((1.05, "orange"), (1.2, "red")), desc="1.0 means the drive counted what was written; write amplification needs the OCP C0h log."))
+
+    P.append(row(lay, "OCP C0h and health polling"))
+    P.append(timeseries(lay, "Physical media (OCP)", [
+        (f"rate(nvme_ocp_physical_media_written_bytes_total{{{D}}}[$__rate_interval])", "{{device}} NAND written"),
+        (f"rate(nvme_ocp_physical_media_read_bytes_total{{{D}}}[$__rate_interval])", "{{device}} NAND read"),
+    ], unit="Bps", w=8))
+    P.append(timeseries(lay, "Bad blocks and recoveries (OCP)", [
+        (f"nvme_ocp_bad_user_nand_blocks{{{D}}}", "{{device}} bad user NAND blocks"),
+        (f"nvme_ocp_bad_system_nand_blocks{{{D}}}", "{{device}} bad system NAND blocks"),
+        (f"increase(nvme_ocp_xor_recovery_total{{{D}}}[$__rate_interval])", "{{device}} XOR recoveries"),
+        (f"increase(nvme_ocp_uncorrectable_read_errors_total{{{D}}}[$__rate_interval])", "{{device}} uncorrectable reads"),
+        (f"increase(nvme_ocp_pcie_correctable_errors_total{{{D}}}[$__rate_interval])", "{{device}} PCIe correctable"),
+    ], w=8))
+    P.append(timeseries(lay, "OCP throttling and endurance estimate", [
+        (f"nvme_ocp_thermal_throttling_status{{{D}}}", "{{device}} throttling status"),
+        (f"increase(nvme_ocp_thermal_throttling_events_total{{{D}}}[$__rate_interval])", "{{device}} throttling events"),
+        (f"nvme_ocp_endurance_estimate_bytes{{{D}}} / 1e15", "{{device}} endurance estimate (PB)"),
+    ], w=8))
+    P.append(timeseries(lay, "Health poll", [
+        (f"time() - nvsoak_health_poll_timestamp_seconds{{{D}}}", "{{device}} age of last poll"),
+        (f"nvsoak_health_poll_duration_seconds{{{D}}}", "{{device}} poll duration"),
+    ], unit="s"))
+    P.append(timeseries(lay, "Health poll errors", [
+        (f"sum by (instance, device, log) (increase(nvsoak_health_poll_errors_total{{{D}}}[$__rate_interval]))", "{{device}} {{log}}"),
+    ]))
+    P.append(timeseries(lay, "Daemon", [
+        ('nvsoak_uptime_seconds{instance=~"$instance"}', "{{instance}} uptime"),
+    ], unit="s", w=12, h=6))
+    P.append(table(lay, "Build", ['max by (instance, version, revision) (nvsoak_build_info{instance=~"$instance"})'],
+                   w=12, h=6, exclude=("Value",)))
+    return dashboard("nvsoak-device", "nvsoak / Device detail", P, ["nvsoak"],
+                     "One drive and its soak targets: workload, latency, steady state, sweep, temperature, wear, errors.")
+
+
+def fleet():
+    lay = Layout()
+    P = []
+    I = 'instance=~"$instance"'
+    P.append(stat(lay, "Drives", [f"count(nvme_info{{{I}}}) or vector(0)"], w=4))
+    P.append(stat(lay, "Targets", [f"count(nvsoak_target_up{{{I}}})"], w=4))
+    P.append(stat(lay, "Drives with a critical warning", [f"count(nvme_critical_warning{{{I}}} > 0) or vector(0)"],
+                  w=4, thresholds=steps((1, "red"))))
+    P.append(stat(lay, "Targets with verify errors", [f"count(nvsoak:verify_errors:total{{{I}}} > 0) or vector(0)"],
+                  w=4, thresholds=steps((1, "red"))))
+    P.append(stat(lay, "Fleet IOPS", [f"sum(nvsoak:iops:rate1m{{{I}}})"], unit="iops", w=4))
+    P.append(stat(lay, "Fleet bandwidth", [f"sum(nvsoak:bandwidth_bytes:rate1m{{{I}}})"], unit="Bps", w=4))
+
+    P.append(table(lay, "Drives, worst first", [
+        f"nvme:drive_badness:score{{{I}}}",
+        f"max by (instance, device, model, serial, firmware) (nvme_info{{{I}}})",
+        f"max by (instance, device) (nvme_percentage_used_ratio{{{I}}})",
+        f"max by (instance, device) (nvsoak_endurance_consumed_ratio{{{I}}})",
+        f"nvme:temperature_max:celsius{{{I}}}",
+        f"max by (instance, device) (nvsoak_thermal_throttling{{{I}}})",
+        f"nvme:media_errors:increase1h{{{I}}}",
+        f"nvme:error_log_entries:increase1h{{{I}}}",
+        f"max by (instance, device) (nvme_critical_warning{{{I}}})",
+        f"max by (instance, device) (nvme_up{{{I}}})",
+    ], h=10, sort_by="badness",
+        desc="One row per drive across all hosts, sorted by nvme:drive_badness:score (down, critical warning, spare, media errors, throttling, error log, wear).",
+        rename={"Value #A": "badness", "Value #C": "percentage used", "Value #D": "TBW consumed",
+                "Value #E": "hottest °C", "Value #F": "throttling", "Value #G": "media errors 1h",
+                "Value #H": "error log 1h", "Value #I": "critical warning", "Value #J": "up"},
+        exclude=("Value #B",), units={"percentage used": "percentunit", "TBW consumed": "percentunit", "hottest °C": "celsius"}))
+    P.append(table(lay, "Soak targets, worst first", [
+        f"nvsoak:target_badness:score{{{I}}}",
+        f"max by (instance, target, phase, profile) (nvsoak_phase_info{{{I}}})",
+        f"max by (instance, target) (nvsoak_steady_state_reached{{{I}}})",
+        f"nvsoak:iops:rate1m{{{I}}}",
+        f"nvsoak:read_latency_seconds:p99_1m{{{I}}}",
+        f"nvsoak:write_latency_seconds:p99_1m{{{I}}}",
+        f"nvsoak:io_errors:increase1h{{{I}}}",
+        f"nvsoak:verify_errors:total{{{I}}}",
+        f"nvsoak:stalled{{{I}}}",
+        f"max by (instance, target) (nvsoak_target_up{{{I}}})",
+    ], h=10, sort_by="badness",
+        desc="One row per soak target across all hosts, sorted by nvsoak:target_badness:score (down, verify errors, stalled, I/O errors).",
+        rename={"Value #A": "badness", "Value #C": "steady state", "Value #D": "IOPS", "Value #E": "read p99",
+                "Value #F": "write p99", "Value #G": "I/O errors 1h", "Value #H": "verify errors",
+                "Value #I": "stalled", "Value #J": "up"},
+        exclude=("Value #B",), units={"read p99": "s", "write p99": "s", "IOPS": "iops"}))
+    P.append(timeseries(lay, "IOPS per host", [(f"sum by (instance) (nvsoak:iops:rate1m{{{I}}})", "{{instance}}")],
+                        unit="iops", w=8))
+    P.append(timeseries(lay, "Hottest temperature per drive", [(f"nvme:temperature_max:celsius{{{I}}}", "{{instance}} {{device}}")],
+                        unit="celsius", w=8))
+    P.append(timeseries(lay, "SMART write rate per drive", [(f"nvme:data_written_bytes:rate1h{{{I}}}", "{{instance}} {{device}}")],
+                        unit="Bps", w=8))
+    P.append(timeseries(lay, "p99 latency per target", [
+        (f"nvsoak:read_latency_seconds:p99_1m{{{I}}}", "{{instance}} {{target}} read"),
+        (f"nvsoak:write_latency_seconds:p99_1m{{{I}}}", "{{instance}} {{target}} write"),
+    ], unit="s"))
+    P.append(timeseries(lay, "Temperature headroom to WCTEMP", [
+        (f"nvme:temperature_headroom:celsius{{{I}}}", "{{instance}} {{device}}"),
+        (f"nvme:critical_temperature_seconds:increase1h{{{I}}}", "{{instance}} {{device}} s above CCTEMP (1h)"),
+    ], unit="celsius"))
+    return dashboard("nvsoak-fleet", "nvsoak / Fleet overview", P, ["nvsoak"],
+                     "Every drive and soak target across the rack(s), worst first.", with_device=False, with_target=False)
+
+
+def main():
+    out = os.path.join(HERE, "grafana")
+    os.makedirs(out, exist_ok=True)
+    for name, d in [("nvsoak-device.json", device_detail()), ("nvsoak-fleet.json", fleet())]:
+        with open(os.path.join(out, name), "w") as f:
+            json.dump(d, f, indent=2, ensure_ascii=False)
+            f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
