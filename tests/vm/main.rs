@@ -1,0 +1,16 @@
+//! The VM tests: the real Linux `nvme` driver against QEMU's emulated NVMe controller, with
+//! `nvme` from nvme-cli as the cross-check peer. Each scenario boots a fresh VM (TCG, Debian's
+//! cloud kernel from `scripts/fetch-vm-kernel`, an initramfs the harness builds). Without the
+//! prerequisites the tests skip with a printed reason, unless `NVSOAK_VM_REQUIRED=1` (set by
+//! `scripts/test`), which turns a missing prerequisite into a failure with the install command.
+//!
+//! Run exactly these with `cargo test --release --test vm`.
+
+/// Scenario 0: boot, nvme-cli in the guest, raw log pages as fixtures.
+mod fixtures;
+/// Prerequisites, initramfs, QEMU, console markers.
+mod harness;
+/// `/metrics` scraping and Prometheus text parsing.
+mod prom;
+/// QMP client (critical warning bits, hot-unplug).
+mod qmp;
