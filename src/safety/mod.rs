@@ -119,40 +119,45 @@ pub struct Signature {
 impl fmt::Display for Signature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let t = &self.type_name;
-        match self.kind {
-            SignatureKind::Filesystem => write!(f, "{} {t} filesystem", article(t))?,
+        // The noun, and whether the type name still needs saying in the details.
+        let (noun, say_type) = match self.kind {
+            SignatureKind::Filesystem => (format!("{} {t} filesystem", article(t)), false),
             SignatureKind::PartitionTable => {
                 let name = match t.as_str() {
-                    "dos" => "dos (MBR)".to_string(),
-                    "gpt" => "GPT".to_string(),
-                    _ => t.clone(),
+                    "dos" => "dos (MBR)",
+                    "gpt" => "GPT",
+                    other => other,
                 };
-                write!(f, "a {name} partition table")?
+                (format!("a {name} partition table"), false)
             }
             SignatureKind::Raid if t == "linux_raid_member" => {
-                write!(f, "an mdraid member signature (linux_raid_member)")?
+                ("an mdraid member".to_string(), true)
             }
-            SignatureKind::Raid => write!(f, "a RAID member signature ({t})")?,
-            SignatureKind::Lvm => write!(f, "an LVM physical volume ({t})")?,
-            SignatureKind::Swap => write!(f, "a swap area")?,
-            SignatureKind::Crypto => write!(f, "an encrypted volume ({t})")?,
-            SignatureKind::Other => write!(f, "a {t} signature")?,
+            SignatureKind::Raid => ("a RAID member".to_string(), true),
+            SignatureKind::Lvm => ("an LVM physical volume".to_string(), true),
+            SignatureKind::Swap => ("a swap area".to_string(), t != "swap"),
+            SignatureKind::Crypto => ("an encrypted volume".to_string(), true),
+            SignatureKind::Other => (format!("{} {t} signature", article(t)), false),
+        };
+        let mut details = Vec::new();
+        if say_type {
+            details.push(t.clone());
         }
-        let mut extra = Vec::new();
         if let Some(u) = &self.uuid {
             if self.kind == SignatureKind::PartitionTable {
-                extra.push(format!("PTUUID {u}"));
+                details.push(format!("PTUUID {u}"));
             } else {
-                extra.push(format!("UUID {u}"));
+                details.push(format!("UUID {u}"));
             }
         }
         if let Some(l) = &self.label {
-            extra.push(format!("LABEL {l}"));
+            details.push(format!("LABEL {l}"));
         }
-        if !extra.is_empty() {
-            write!(f, " ({})", extra.join(", "))?;
+        if details.is_empty() {
+            write!(f, "{noun}")
+        } else {
+            write!(f, "{noun} ({})", details.join(", "))
         }
-        Ok(())
     }
 }
 
@@ -552,6 +557,26 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// Entries of `<sysfs dir>/holders/`, sorted, dm devices with their dm name (`dm-0 (vg-lv)`).
+fn holders_of(sys: &Path) -> Vec<String> {
+    let dir = sys.join("holders");
+    let mut holders: Vec<String> = fs::read_dir(&dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    holders.sort();
+    holders
+        .into_iter()
+        .map(|h| match sysfs_string(&dir.join(&h).join("dm/name")) {
+            Some(dm) => format!("{h} ({dm})"),
+            None => h,
+        })
+        .collect()
+}
+
 /// Check (c): mounts, swap, holders and exclusive claims of the device and its partitions.
 fn check_not_in_use(id: &DeviceIdentity) -> Result<(), SafetyError> {
     let nodes = nodes_of(id)?;
@@ -597,25 +622,8 @@ fn check_not_in_use(id: &DeviceIdentity) -> Result<(), SafetyError> {
         }
     }
     for n in &nodes {
-        let mut holders: Vec<String> = fs::read_dir(n.sys.join("holders"))
-            .map(|rd| {
-                rd.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let holders = holders_of(&n.sys);
         if !holders.is_empty() {
-            holders.sort();
-            // Name dm devices by their dm name where known (`vg-lv` rather than `dm-0`).
-            let holders = holders
-                .into_iter()
-                .map(
-                    |h| match sysfs_string(&n.sys.join("holders").join(&h).join("dm/name")) {
-                        Some(dm) => format!("{h} ({dm})"),
-                        None => h,
-                    },
-                )
-                .collect();
             return Err(SafetyError::Held {
                 path,
                 what: n.name.clone(),
@@ -705,6 +713,28 @@ mod tests {
         assert_eq!(m[0].mountpoint, "/mnt two");
         assert_eq!(m[0].source, "/dev/root");
         assert_eq!(m[1].source, "/dev/sdb1");
+    }
+
+    #[test]
+    fn holders_are_listed_with_dm_names() {
+        // The kernel here has neither md nor dm, so real holders only appear in the VM
+        // harness; this covers the sysfs layout they produce.
+        let d = tempfile::tempdir().unwrap();
+        assert!(holders_of(d.path()).is_empty());
+        fs::create_dir_all(d.path().join("holders/dm-3/dm")).unwrap();
+        fs::write(d.path().join("holders/dm-3/dm/name"), "vg0-lv0\n").unwrap();
+        fs::create_dir_all(d.path().join("holders/md127")).unwrap();
+        assert_eq!(holders_of(d.path()), vec!["dm-3 (vg0-lv0)", "md127"]);
+        let e = SafetyError::Held {
+            path: "/dev/sdb".into(),
+            what: "sdb".into(),
+            holders: holders_of(d.path()),
+        };
+        assert_eq!(e.check(), "holders");
+        assert!(
+            e.to_string().contains("held by dm-3 (vg0-lv0), md127"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,1 +1,700 @@
 //! Checkpoint load/save for multi-day runs.
+//!
+//! The state directory holds `checkpoint.json` plus one binary generation-map sidecar per
+//! verified target (`genmap-<n>-<target>-<stamp>.bin`, see [`crate::workload::pattern::GenMap`]).
+//!
+//! Saving is atomic and crash-safe: each sidecar is written under a new name (temporary file,
+//! fsync, rename), then the checkpoint, which names each sidecar with its length and crc32c, is
+//! written the same way, then the directory is fsynced. The checkpoint on disk therefore always
+//! refers to sidecars that exist: the previous save's sidecars are kept, older ones removed.
+//! After `kill -9` at any point, the checkpoint is the old one or the new one, never a mix.
+//!
+//! Loading at start ([`load`]) never silently reuses a bad checkpoint: one that does not parse,
+//! has another format version, whose sidecar is missing or damaged, or that was saved for a
+//! different plan is moved aside (`checkpoint.json.corrupt-<unix time>` or `.stale-<unix time>`)
+//! with a warning, and the run starts over. [`read`] only looks, for `nvsoak state show` while
+//! a daemon runs.
+//!
+//! Architecture Invariant: nothing here deletes a checkpoint; files are only moved aside.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::workload::pattern::GenMap;
+
+/// Format version of `checkpoint.json`.
+pub const CHECKPOINT_VERSION: u32 = 1;
+/// The checkpoint's file name in the state directory.
+pub const CHECKPOINT_FILE: &str = "checkpoint.json";
+
+#[derive(Debug, Error)]
+pub enum StateError {
+    #[error("state directory {}: {source}; check that it exists and is writable", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("checkpoint {}: {reason}; run `nvsoak state reset` to start over", path.display())]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("checkpoint: target \"{0}\" has a generation map but no entry in the checkpoint")]
+    UnknownTarget(String),
+    #[error("serialising the checkpoint: {0}")]
+    Serialise(#[from] serde_json::Error),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StateError + '_ {
+    move |source| StateError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Soak totals of one target, carried across restarts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub read_ops: u64,
+    pub write_ops: u64,
+    /// I/O errors of all kinds.
+    pub errors: u64,
+    /// Verification failures of all kinds.
+    pub verify_errors: u64,
+    /// Verification failures by kind label (`wrong_offset`, ...).
+    #[serde(default)]
+    pub verify_errors_by_kind: BTreeMap<String, u64>,
+    /// Seconds the soak has been running, summed over restarts (downtime excluded).
+    #[serde(default)]
+    pub soak_elapsed_secs: f64,
+}
+
+/// Where a target's generation map sidecar is, and what it must contain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GenMapRef {
+    /// File name inside the state directory.
+    pub file: String,
+    pub len: u64,
+    pub crc32c: u32,
+    /// Units covered and units written at save time (for `state show`).
+    pub units: u64,
+    pub written_units: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetState {
+    pub name: String,
+    pub path: String,
+    /// Serial or WWN of the block device (None for files and loop devices).
+    pub identity: Option<String>,
+    /// Index into the target's phase list.
+    pub phase_index: usize,
+    /// How far into that phase, in seconds.
+    pub phase_elapsed_secs: f64,
+    /// Completed passes over the phase list (plans with `loop`).
+    pub loop_count: u64,
+    /// Unix time the soak started (first start, not the latest restart).
+    pub soak_started: Option<f64>,
+    pub totals: Totals,
+    /// Steady-state rounds so far (IOPS per round), newest last.
+    pub steady_history: Vec<f64>,
+    /// SMART/health log at soak start, so per-soak deltas of drive counters are known.
+    pub smart_at_soak_start: Option<serde_json::Value>,
+    /// Write sequence to resume from. Informational with per-unit generations; see
+    /// `workload::pattern`.
+    pub next_generation: u64,
+    /// The verify writer seed of this soak (kept so a restart recognises its own blocks).
+    #[serde(default)]
+    pub verify_seed: Option<u64>,
+    /// Filled by [`save`] when a generation map is saved for this target.
+    #[serde(default)]
+    pub genmap: Option<GenMapRef>,
+}
+
+impl TargetState {
+    /// A fresh state for a target that has not run yet.
+    pub fn new(name: &str, path: &str) -> Self {
+        TargetState {
+            name: name.to_string(),
+            path: path.to_string(),
+            identity: None,
+            phase_index: 0,
+            phase_elapsed_secs: 0.0,
+            loop_count: 0,
+            soak_started: None,
+            totals: Totals::default(),
+            steady_history: Vec::new(),
+            smart_at_soak_start: None,
+            next_generation: 1,
+            verify_seed: None,
+            genmap: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub version: u32,
+    /// [`plan_hash`] of the plan this checkpoint belongs to.
+    pub plan_hash: String,
+    /// Unix time of the save.
+    pub saved_at: f64,
+    pub targets: Vec<TargetState>,
+}
+
+impl Checkpoint {
+    pub fn new(plan_hash: String, targets: Vec<TargetState>) -> Self {
+        Checkpoint {
+            version: CHECKPOINT_VERSION,
+            plan_hash,
+            saved_at: now_unix(),
+            targets,
+        }
+    }
+
+    pub fn target(&self, name: &str) -> Option<&TargetState> {
+        self.targets.iter().find(|t| t.name == name)
+    }
+}
+
+/// A checkpoint loaded at start, with its generation maps (every unit marked recovered).
+#[derive(Debug)]
+pub struct Loaded {
+    pub checkpoint: Checkpoint,
+    /// Target name → its generation map.
+    pub genmaps: BTreeMap<String, GenMap>,
+    pub path: PathBuf,
+}
+
+/// sha256 (hex) of the resolved plan: the serde_json of `Settings.targets`.
+pub fn plan_hash(targets: &[crate::workload::spec::TargetSpec]) -> String {
+    use sha2::Digest;
+    let json = serde_json::to_vec(targets).expect("target specs always serialise");
+    sha2::Sha256::digest(&json)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+pub fn now_unix() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn fsync_dir(dir: &Path) -> Result<(), StateError> {
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(dir))
+}
+
+static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn tmp_name(name: &str) -> String {
+    format!(
+        ".{name}.tmp-{}-{}",
+        std::process::id(),
+        TMP_SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Write `name` in `dir` atomically via a temporary file: the writer fills it, then it is
+/// fsynced and renamed over `name`. The caller fsyncs the directory.
+fn write_atomic<T>(
+    dir: &Path,
+    name: &str,
+    fill: impl FnOnce(&mut BufWriter<fs::File>) -> io::Result<T>,
+) -> Result<T, StateError> {
+    let tmp = dir.join(tmp_name(name));
+    let res = (|| {
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        let mut w = BufWriter::with_capacity(1 << 20, f);
+        let out = fill(&mut w)?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        fs::rename(&tmp, dir.join(name))?;
+        Ok(out)
+    })();
+    if res.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    res.map_err(io_err(&dir.join(name)))
+}
+
+/// A writer that counts and checksums what passes through.
+struct Tally<'a, W: Write> {
+    inner: &'a mut W,
+    len: u64,
+    crc: u32,
+}
+
+impl<W: Write> Write for Tally<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.len += n as u64;
+        self.crc = crc32c::crc32c_append(self.crc, &buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn sanitise(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect()
+}
+
+fn is_sidecar(name: &str) -> bool {
+    name.starts_with("genmap-") && name.ends_with(".bin")
+}
+
+/// Save a checkpoint (see the module docs for the crash-safety argument). `genmaps` pairs
+/// target names of `cp.targets` with their maps; their [`GenMapRef`]s are filled in the saved
+/// copy. Creates `dir` if needed.
+pub fn save(dir: &Path, cp: &Checkpoint, genmaps: &[(&str, &GenMap)]) -> Result<(), StateError> {
+    fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let mut cp = cp.clone();
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    for (name, map) in genmaps {
+        let (idx, t) = cp
+            .targets
+            .iter_mut()
+            .enumerate()
+            .find(|(_, t)| t.name == *name)
+            .ok_or_else(|| StateError::UnknownTarget(name.to_string()))?;
+        let file = format!("genmap-{idx}-{}-{stamp}.bin", sanitise(name));
+        let (len, crc) = write_atomic(dir, &file, |w| {
+            let mut t = Tally {
+                inner: w,
+                len: 0,
+                crc: 0,
+            };
+            map.write_to(&mut t)?;
+            Ok((t.len, t.crc))
+        })?;
+        t.genmap = Some(GenMapRef {
+            file,
+            len,
+            crc32c: crc,
+            units: map.units() as u64,
+            written_units: map.written_units(),
+        });
+    }
+    let previous = read(dir).ok().flatten();
+    let json = serde_json::to_vec_pretty(&cp)?;
+    write_atomic(dir, CHECKPOINT_FILE, |w| w.write_all(&json))?;
+    fsync_dir(dir)?;
+    // Keep the sidecars of this save and the previous one (a reader may still be on it).
+    let mut keep: Vec<String> = cp
+        .targets
+        .iter()
+        .filter_map(|t| t.genmap.as_ref().map(|g| g.file.clone()))
+        .collect();
+    if let Some(prev) = previous {
+        keep.extend(
+            prev.targets
+                .iter()
+                .filter_map(|t| t.genmap.as_ref().map(|g| g.file.clone())),
+        );
+    }
+    if let Ok(rd) = fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if is_sidecar(&n) && !keep.contains(&n) {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Read and parse the checkpoint without changing anything (`Ok(None)` when there is none).
+pub fn read(dir: &Path) -> Result<Option<Checkpoint>, StateError> {
+    let path = dir.join(CHECKPOINT_FILE);
+    let data = match fs::read(&path) {
+        Ok(d) => d,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(&path)(e)),
+    };
+    let cp: Checkpoint = serde_json::from_slice(&data).map_err(|e| StateError::Corrupt {
+        path: path.clone(),
+        reason: format!("not a valid checkpoint ({e})"),
+    })?;
+    if cp.version != CHECKPOINT_VERSION {
+        return Err(StateError::Corrupt {
+            path,
+            reason: format!(
+                "format version {} (this nvsoak reads version {CHECKPOINT_VERSION})",
+                cp.version
+            ),
+        });
+    }
+    Ok(Some(cp))
+}
+
+/// Read one generation-map sidecar and check it against its reference.
+pub fn read_genmap(dir: &Path, r: &GenMapRef) -> Result<GenMap, StateError> {
+    let path = dir.join(&r.file);
+    let corrupt = |reason: String| StateError::Corrupt {
+        path: path.clone(),
+        reason,
+    };
+    if r.file.contains('/') || !is_sidecar(&r.file) {
+        return Err(corrupt(format!("bad generation map name \"{}\"", r.file)));
+    }
+    let data = fs::read(&path).map_err(|e| corrupt(format!("generation map missing ({e})")))?;
+    if data.len() as u64 != r.len {
+        return Err(corrupt(format!(
+            "generation map is {} bytes, the checkpoint says {}",
+            data.len(),
+            r.len
+        )));
+    }
+    if crc32c::crc32c(&data) != r.crc32c {
+        return Err(corrupt("generation map checksum mismatch".into()));
+    }
+    GenMap::from_bytes(&data).map_err(|e| corrupt(e.to_string()))
+}
+
+fn unique_aside(path: &Path, why: &str) -> PathBuf {
+    let ts = now_unix() as u64;
+    let base = format!("{}.{why}-{ts}", path.display());
+    let mut p = PathBuf::from(&base);
+    let mut n = 1;
+    while p.exists() {
+        p = PathBuf::from(format!("{base}-{n}"));
+        n += 1;
+    }
+    p
+}
+
+/// Move the checkpoint (and the sidecars it names, when it parses) aside with suffix
+/// `.{why}-<unix time>`. Returns the checkpoint's new path, `None` if there was none.
+fn move_aside(dir: &Path, why: &str) -> Result<Option<PathBuf>, StateError> {
+    let path = dir.join(CHECKPOINT_FILE);
+    if !path.exists() {
+        return Ok(None);
+    }
+    if let Ok(Some(cp)) = read(dir) {
+        for g in cp.targets.iter().filter_map(|t| t.genmap.as_ref()) {
+            if is_sidecar(&g.file) && !g.file.contains('/') {
+                let sp = dir.join(&g.file);
+                if sp.exists() {
+                    let _ = fs::rename(&sp, unique_aside(&sp, why));
+                }
+            }
+        }
+    }
+    let to = unique_aside(&path, why);
+    fs::rename(&path, &to).map_err(io_err(&path))?;
+    fsync_dir(dir)?;
+    Ok(Some(to))
+}
+
+/// Load the checkpoint at start. A corrupt checkpoint (unparseable, other version, missing or
+/// damaged generation map) is moved aside as `.corrupt-<ts>`, one for another plan as
+/// `.stale-<ts>`, each with a warning, and `Ok(None)` returned so the run starts over.
+/// Leftover temporary files of an interrupted save are removed.
+pub fn load(dir: &Path, expected_plan_hash: &str) -> Result<Option<Loaded>, StateError> {
+    if let Ok(rd) = fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with('.') && n.contains(".tmp-") {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+    }
+    let path = dir.join(CHECKPOINT_FILE);
+    let cp = match read(dir) {
+        Ok(None) => return Ok(None),
+        Ok(Some(cp)) => cp,
+        Err(StateError::Corrupt { reason, .. }) => {
+            let to = move_aside(dir, "corrupt")?;
+            tracing::warn!(
+                checkpoint = %path.display(),
+                moved_to = ?to,
+                "checkpoint is unusable ({reason}); moved it aside and starting over"
+            );
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    if cp.plan_hash != expected_plan_hash {
+        let to = move_aside(dir, "stale")?;
+        tracing::warn!(
+            checkpoint = %path.display(),
+            moved_to = ?to,
+            saved_plan = %cp.plan_hash,
+            current_plan = %expected_plan_hash,
+            "checkpoint belongs to a different plan (the targets or phases changed); moved it aside and starting over"
+        );
+        return Ok(None);
+    }
+    let mut genmaps = BTreeMap::new();
+    for t in &cp.targets {
+        if let Some(r) = &t.genmap {
+            match read_genmap(dir, r) {
+                Ok(m) => {
+                    genmaps.insert(t.name.clone(), m);
+                }
+                Err(e) => {
+                    let to = move_aside(dir, "corrupt")?;
+                    tracing::warn!(
+                        checkpoint = %path.display(),
+                        moved_to = ?to,
+                        target = %t.name,
+                        "checkpoint is unusable ({e}); moved it aside and starting over"
+                    );
+                    return Ok(None);
+                }
+            }
+        }
+    }
+    Ok(Some(Loaded {
+        checkpoint: cp,
+        genmaps,
+        path,
+    }))
+}
+
+/// Move the checkpoint aside (`.reset-<ts>`) so the next run starts over. Returns where it
+/// went, `None` if there was no checkpoint.
+pub fn reset(dir: &Path) -> Result<Option<PathBuf>, StateError> {
+    move_aside(dir, "reset")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Checkpoint {
+        let mut t = TargetState::new("t0", "/dev/shm/t0.dat");
+        t.phase_index = 2;
+        t.phase_elapsed_secs = 123.5;
+        t.loop_count = 1;
+        t.soak_started = Some(1_700_000_000.25);
+        t.totals = Totals {
+            read_bytes: 1 << 40,
+            write_bytes: 5 << 30,
+            read_ops: 268_435_456,
+            write_ops: 1_310_720,
+            errors: 3,
+            verify_errors: 1,
+            verify_errors_by_kind: [("bad_checksum".to_string(), 1)].into(),
+            soak_elapsed_secs: 86_400.0,
+        };
+        t.steady_history = vec![100_000.0, 101_000.5, 99_000.0];
+        t.smart_at_soak_start = Some(serde_json::json!({"data_units_written": 12345}));
+        t.next_generation = 77;
+        t.verify_seed = Some(0xdead_beef);
+        Checkpoint::new("abc".into(), vec![t, TargetState::new("t1", "/dev/loop9")])
+    }
+
+    fn sample_map() -> GenMap {
+        let m = GenMap::new(0, 4096 * 1000, 0xdead_beef);
+        for i in (0..1000u64).step_by(3) {
+            m.set(i * 4096, (i % 9 + 1) as u32);
+        }
+        m
+    }
+
+    fn aside(dir: &Path, why: &str) -> Vec<String> {
+        fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(&format!(".{why}-")))
+            .collect()
+    }
+
+    #[test]
+    fn save_load_round_trip() {
+        let d = tempfile::tempdir().unwrap();
+        let cp = sample();
+        let map = sample_map();
+        save(d.path(), &cp, &[("t0", &map)]).unwrap();
+        let l = load(d.path(), "abc").unwrap().expect("a checkpoint");
+        let mut want = cp.clone();
+        want.targets[0].genmap = l.checkpoint.targets[0].genmap.clone();
+        assert_eq!(l.checkpoint, want);
+        let r = l.checkpoint.targets[0].genmap.as_ref().unwrap();
+        assert_eq!(r.units, 1000);
+        assert_eq!(r.written_units, 334);
+        assert!(l.genmaps["t0"].same_generations(&map));
+        assert_eq!(l.genmaps["t0"].recovered_units(), 1000);
+        assert!(!l.genmaps.contains_key("t1"));
+        // Saving again replaces the sidecar; only this and the previous save's are kept.
+        for _ in 0..3 {
+            save(d.path(), &cp, &[("t0", &map)]).unwrap();
+        }
+        let sidecars = fs::read_dir(d.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| is_sidecar(&e.file_name().to_string_lossy()))
+            .count();
+        assert_eq!(sidecars, 2);
+        assert!(load(d.path(), "abc").unwrap().is_some());
+        // An unknown target name is an error, not a silent skip.
+        assert!(matches!(
+            save(d.path(), &cp, &[("nope", &map)]),
+            Err(StateError::UnknownTarget(_))
+        ));
+    }
+
+    #[test]
+    fn corrupt_checkpoint_is_moved_aside() {
+        let d = tempfile::tempdir().unwrap();
+        save(d.path(), &sample(), &[]).unwrap();
+        let p = d.path().join(CHECKPOINT_FILE);
+        let full = fs::read(&p).unwrap();
+        // Truncated.
+        fs::write(&p, &full[..full.len() / 2]).unwrap();
+        assert!(load(d.path(), "abc").unwrap().is_none());
+        assert!(!p.exists());
+        assert_eq!(aside(d.path(), "corrupt").len(), 1);
+        // Garbled.
+        fs::write(&p, b"\x00\x01garbage{").unwrap();
+        assert!(load(d.path(), "abc").unwrap().is_none());
+        assert_eq!(aside(d.path(), "corrupt").len(), 2);
+        // Another format version.
+        let mut cp = sample();
+        cp.version = 99;
+        fs::write(&p, serde_json::to_vec(&cp).unwrap()).unwrap();
+        assert!(matches!(read(d.path()), Err(StateError::Corrupt { .. })));
+        assert!(load(d.path(), "abc").unwrap().is_none());
+        assert_eq!(aside(d.path(), "corrupt").len(), 3);
+    }
+
+    #[test]
+    fn damaged_genmap_moves_the_checkpoint_aside() {
+        let d = tempfile::tempdir().unwrap();
+        save(d.path(), &sample(), &[("t0", &sample_map())]).unwrap();
+        let cp = read(d.path()).unwrap().unwrap();
+        let side = d.path().join(&cp.targets[0].genmap.as_ref().unwrap().file);
+        let mut b = fs::read(&side).unwrap();
+        b[40] ^= 0xff;
+        fs::write(&side, &b).unwrap();
+        assert!(load(d.path(), "abc").unwrap().is_none());
+        assert!(!d.path().join(CHECKPOINT_FILE).exists());
+        // The sidecar went aside with it, as evidence.
+        assert_eq!(aside(d.path(), "corrupt").len(), 2);
+        // Missing sidecar.
+        save(d.path(), &sample(), &[("t0", &sample_map())]).unwrap();
+        let cp = read(d.path()).unwrap().unwrap();
+        fs::remove_file(d.path().join(&cp.targets[0].genmap.as_ref().unwrap().file)).unwrap();
+        assert!(load(d.path(), "abc").unwrap().is_none());
+    }
+
+    #[test]
+    fn other_plan_is_moved_aside_as_stale() {
+        let d = tempfile::tempdir().unwrap();
+        save(d.path(), &sample(), &[]).unwrap();
+        assert!(load(d.path(), "another-plan").unwrap().is_none());
+        assert_eq!(aside(d.path(), "stale").len(), 1);
+        assert!(load(d.path(), "abc").unwrap().is_none(), "never reused");
+    }
+
+    #[test]
+    fn leftover_temp_file_does_not_break_load() {
+        let d = tempfile::tempdir().unwrap();
+        save(d.path(), &sample(), &[("t0", &sample_map())]).unwrap();
+        // A crash mid-save leaves a half-written temporary checkpoint and sidecar.
+        let tmp = d.path().join(".checkpoint.json.tmp-999999-0");
+        fs::write(&tmp, b"{\"version\": 1, \"plan_ha").unwrap();
+        let tmp2 = d.path().join(".genmap-0-t0-1.bin.tmp-999999-1");
+        fs::write(&tmp2, b"NVGEN").unwrap();
+        let l = load(d.path(), "abc")
+            .unwrap()
+            .expect("the last complete save");
+        assert_eq!(l.checkpoint.targets[0].phase_index, 2);
+        assert!(!tmp.exists() && !tmp2.exists(), "leftovers are cleaned up");
+        save(d.path(), &sample(), &[]).unwrap();
+        assert!(load(d.path(), "abc").unwrap().is_some());
+    }
+
+    #[test]
+    fn checkpoint_is_always_parseable_while_saving() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().to_path_buf();
+        let map = sample_map();
+        save(&dir, &sample(), &[("t0", &map)]).unwrap();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let dir = dir.clone();
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                while !done.load(Ordering::Relaxed) || reads == 0 {
+                    let cp = read(&dir).expect("parseable").expect("present");
+                    assert_eq!(cp.plan_hash, "abc");
+                    // The sidecar it names exists and matches (kept for one more save).
+                    if let Some(r) = &cp.targets[0].genmap
+                        && let Err(e) = read_genmap(&dir, r)
+                    {
+                        // It may have been superseded twice while we read; then it is gone,
+                        // never half-written.
+                        assert!(e.to_string().contains("missing"), "{e}");
+                    }
+                    reads += 1;
+                }
+                reads
+            })
+        };
+        for i in 0..200u64 {
+            let mut cp = sample();
+            cp.targets[0].totals.read_ops = i;
+            map.set(0, (i % 100 + 1) as u32);
+            save(&dir, &cp, &[("t0", &map)]).unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+        let reads = reader.join().expect("reader thread");
+        assert!(reads > 0);
+        let l = load(&dir, "abc").unwrap().unwrap();
+        assert_eq!(l.checkpoint.targets[0].totals.read_ops, 199);
+        assert_eq!(l.genmaps["t0"].get(0), 100);
+    }
+
+    #[test]
+    fn reset_moves_aside() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(reset(d.path()).unwrap().is_none());
+        save(d.path(), &sample(), &[("t0", &sample_map())]).unwrap();
+        let to = reset(d.path()).unwrap().expect("moved");
+        assert!(to.to_string_lossy().contains("checkpoint.json.reset-"));
+        assert!(to.exists());
+        assert!(load(d.path(), "abc").unwrap().is_none());
+    }
+
+    #[test]
+    fn plan_hash_tracks_the_plan() {
+        let s = crate::config::builtin_default();
+        let h = plan_hash(&s.targets);
+        assert_eq!(h.len(), 64);
+        assert_eq!(h, plan_hash(&s.targets.clone()));
+        let mut t = s.targets.clone();
+        t[0].name = "other".into();
+        assert_ne!(h, plan_hash(&t));
+    }
+}
