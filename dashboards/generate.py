@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Generates the Grafana dashboards in dashboards/grafana/ (provisionable JSON files).
 
-Run `python3 dashboards/generate.py` after editing; scripts/test-ops checks the JSON is current.
+Run `python3 dashboards/generate.py` after editing (or `... generate.py DIR` to write elsewhere);
+scripts/test-ops checks the committed JSON is current.
 Queries use only metric names nvsoak exports (and the recording rules in
 dashboards/rules/nvsoak-recording.yml); tests/it/ops.rs evaluates every one against a real
 Prometheus scraping a real nvsoak.
@@ -518,7 +519,8 @@ def fleet():
 
 
 def main():
-    out = os.path.join(HERE, "grafana")
+    import sys
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "grafana")
     os.makedirs(out, exist_ok=True)
     for name, d in [("nvsoak-device.json", device_detail()), ("nvsoak-fleet.json", fleet())]:
         with open(os.path.join(out, name), "w") as f:
