@@ -2,6 +2,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod daemon;
 pub mod engine;
 pub mod health;
 pub mod http;

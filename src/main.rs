@@ -30,6 +30,10 @@ enum Cmd {
         /// exporter-toolkit web config file (TLS, basic auth); overrides exporter.web_config_file.
         #[arg(long = "web.config.file")]
         web_config: Option<PathBuf>,
+        /// Exit once every target's plan has finished (default: keep serving /metrics until
+        /// SIGTERM).
+        #[arg(long)]
+        exit_when_done: bool,
     },
     /// Validate a config file and print the resolved plan.
     CheckConfig { path: PathBuf },
@@ -82,7 +86,8 @@ fn main() -> ExitCode {
             config,
             listen,
             web_config,
-        } => nvsoak::cli::run::main(config, listen, web_config),
+            exit_when_done,
+        } => nvsoak::cli::run::main(config, listen, web_config, exit_when_done),
         Cmd::CheckConfig { path } => nvsoak::cli::run::check_config(&path),
         Cmd::Profiles => nvsoak::cli::profiles::main(),
         Cmd::Health { json, devices } => nvsoak::cli::health::main(json, &devices),

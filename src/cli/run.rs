@@ -7,15 +7,51 @@ use anyhow::Result;
 
 pub fn main(
     config: Option<PathBuf>,
-    _listen: Option<String>,
-    _web: Option<PathBuf>,
+    listen: Option<String>,
+    web: Option<PathBuf>,
+    exit_when_done: bool,
 ) -> Result<ExitCode> {
-    let _settings = crate::config::load(config.as_deref())?;
-    anyhow::bail!("run is not implemented yet")
+    let mut settings = crate::config::load(config.as_deref())?;
+    if let Some(l) = listen {
+        settings.exporter.listen = l.parse().map_err(|e| {
+            anyhow::anyhow!(
+                "--web.listen-address: \"{l}\" is not an address like 127.0.0.1:9757 ({e})"
+            )
+        })?;
+    }
+    if let Some(w) = web {
+        settings.exporter.web_config_file = Some(w);
+    }
+    init_tracing(&settings.log.level);
+    if config.is_none() {
+        tracing::info!(
+            state_dir = %settings.state.dir.display(),
+            "no --config: running the built-in default (4k-random-read soak on a 1 GiB file in the state directory)"
+        );
+    }
+    crate::daemon::run(settings, crate::daemon::RunFlags { exit_when_done })?;
+    Ok(ExitCode::SUCCESS)
 }
 
+/// Logs go to stderr (the journal under systemd), coloured only on a terminal. `RUST_LOG` wins
+/// over `log.level`.
+pub fn init_tracing(level: &str) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
+
+/// `nvsoak check-config PATH`: validate, then print the resolved plan (every job fully
+/// expanded). Errors go back to `main`, which prints them and exits non-zero.
 pub fn check_config(path: &Path) -> Result<ExitCode> {
     let settings = crate::config::load(Some(path))?;
-    println!("{}", serde_json::to_string_pretty(&settings)?);
+    println!("{}: valid", path.display());
+    print!("{}", crate::config::describe::plan(&settings));
     Ok(ExitCode::SUCCESS)
 }

@@ -4,8 +4,11 @@
 //!
 //! Architecture Invariant: no other module knows a metric name.
 
+pub mod workload;
+
 use prometheus::proto::{
-    Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType,
+    Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType, Quantile,
+    Summary,
 };
 
 /// Builds one metric family.
@@ -38,7 +41,10 @@ impl Family {
     }
     /// `name` must end in `_total`.
     pub fn counter(name: &str, help: &str) -> Self {
-        debug_assert!(name.ends_with("_total"), "counter {name} must end in _total");
+        debug_assert!(
+            name.ends_with("_total"),
+            "counter {name} must end in _total"
+        );
         Self::new(name, help, MetricType::COUNTER)
     }
     pub fn histogram(name: &str, help: &str) -> Self {
@@ -95,6 +101,38 @@ impl Family {
         self
     }
 
+    pub fn summary(name: &str, help: &str) -> Self {
+        Self::new(name, help, MetricType::SUMMARY)
+    }
+
+    /// Add a summary sample: `(quantile, value)` pairs plus the cumulative count and sum.
+    pub fn add_summary(
+        &mut self,
+        label_pairs: &[(&str, &str)],
+        quantiles: &[(f64, f64)],
+        count: u64,
+        sum: f64,
+    ) -> &mut Self {
+        let mut sm = Summary::default();
+        let qs: Vec<Quantile> = quantiles
+            .iter()
+            .map(|(q, v)| {
+                let mut x = Quantile::default();
+                x.set_quantile(*q);
+                x.set_value(*v);
+                x
+            })
+            .collect();
+        sm.set_quantile(qs.into());
+        sm.set_sample_count(count);
+        sm.set_sample_sum(sum);
+        let mut m = Metric::default();
+        m.set_label(labels(label_pairs).into());
+        m.set_summary(sm);
+        self.mf.mut_metric().push(m);
+        self
+    }
+
     pub fn is_empty(&self) -> bool {
         self.mf.get_metric().is_empty()
     }
@@ -140,9 +178,18 @@ mod tests {
         let text = encode_text(&out).expect("encode");
         assert!(text.contains("x_ops_total{target=\"t0\"} 5"), "{text}");
         assert!(text.contains("x_up 1"), "{text}");
-        assert!(text.contains("x_latency_seconds_bucket{op=\"read\",le=\"1\"} 3"), "{text}");
-        assert!(text.contains("x_latency_seconds_bucket{op=\"read\",le=\"+Inf\"} 6"), "{text}");
-        assert!(text.contains("x_latency_seconds_count{op=\"read\"} 6"), "{text}");
+        assert!(
+            text.contains("x_latency_seconds_bucket{op=\"read\",le=\"1\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x_latency_seconds_bucket{op=\"read\",le=\"+Inf\"} 6"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x_latency_seconds_count{op=\"read\"} 6"),
+            "{text}"
+        );
         assert!(!text.contains("x_empty"), "{text}");
     }
 }

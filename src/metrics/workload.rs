@@ -108,10 +108,10 @@ pub fn families(
             &format!("nvsoak_{name}_latency_seconds"),
             &format!("Completion latency of {name} I/Os, submit to reap."),
         );
-        let mut q = Family::gauge(
+        let mut q = Family::summary(
             &format!("nvsoak_{name}_latency_quantile_seconds"),
             &format!(
-                "{name} latency quantiles over the last stats interval, from HDR histograms (absent when the interval had no {name}s)."
+                "{name} latency quantiles over the last stats interval, from HDR histograms; _sum and _count are cumulative (quantiles absent when the interval had no {name}s)."
             ),
         );
         let mut iops = Family::gauge(
@@ -130,14 +130,11 @@ pub fn families(
                 bytes.add(&l, c.bytes as f64);
                 lat.add_histogram(&l, &LAT_BUCKETS, &c.lat_buckets, c.lat_sum_ns as f64 / 1e9);
                 let qv = if op == 0 { j.read_q } else { j.write_q };
-                if let Some(qv) = qv {
-                    for (i, (_, label)) in QUANTILES.iter().enumerate() {
-                        q.add(
-                            &[("target", &t.name), ("job", job), ("quantile", label)],
-                            qv[i],
-                        );
-                    }
-                }
+                let pairs: Vec<(f64, f64)> = match qv {
+                    Some(qv) => QUANTILES.iter().map(|(p, _)| *p).zip(qv).collect(),
+                    None => Vec::new(),
+                };
+                q.add_summary(&l, &pairs, c.ops, c.lat_sum_ns as f64 / 1e9);
                 let (i, b) = if op == 0 {
                     (j.read_iops, j.read_bw)
                 } else {

@@ -174,7 +174,7 @@ pub fn open_target(spec: &TargetSpec, writes: bool) -> Result<(OwnedFd, u64, boo
         .map(|m| m.file_type().is_block_device())
         .unwrap_or(false);
     if is_block && writes {
-        crate::safety::check_writable(
+        let id = crate::safety::check_writable(
             &spec.path,
             spec.allow_destroy.as_deref(),
             spec.force_overwrite_signatures,
@@ -183,6 +183,10 @@ pub fn open_target(spec: &TargetSpec, writes: bool) -> Result<(OwnedFd, u64, boo
             target: spec.name.clone(),
             reason: e.to_string(),
         })?;
+        for sig in &id.signatures {
+            tracing::warn!(target_name = %spec.name, path = %spec.path.display(), signature = %sig,
+                "force_overwrite_signatures: about to destroy this signature");
+        }
     }
     let mut oo = OpenOptions::new();
     oo.read(true);
@@ -311,9 +315,10 @@ pub fn start(
 }
 
 pub fn hostname() -> String {
-    nix::unistd::gethostname()
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
         .ok()
-        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".into())
 }
 
