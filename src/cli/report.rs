@@ -1,15 +1,66 @@
-//! `nvsoak report`
+//! `nvsoak report [--state DIR | --from FILE...] [--format html|md|json] [--out PATH]`
+//!
+//! Reads `DIR/results/*.json` (default: the default state directory) or the given results
+//! files, and writes the report to `--out` or, for html and json, to stdout. The Markdown
+//! report needs `--out`: its SVG charts are written next to it.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
+
+use crate::report::{self, Format, ReportError};
 
 pub fn main(
-    _state: Option<&Path>,
-    _from: &[PathBuf],
-    _format: &str,
-    _out: Option<&Path>,
+    state: Option<&Path>,
+    from: &[PathBuf],
+    format: &str,
+    out: Option<&Path>,
 ) -> Result<ExitCode> {
-    anyhow::bail!("report is not implemented yet")
+    let format: Format = format.parse()?;
+    let inputs = if from.is_empty() {
+        let dir = state
+            .map(Path::to_path_buf)
+            .unwrap_or_else(crate::config::default_state_dir);
+        report::load_state_dir(&dir)?
+    } else {
+        report::load_files(from)?
+    };
+    let rep = report::build(&inputs);
+    let text = match format {
+        Format::Markdown => {
+            let out = out.ok_or(ReportError::MarkdownNeedsOut)?;
+            let written = report::markdown::write(&rep, out)?;
+            eprintln!(
+                "nvsoak: wrote {} ({} charts)",
+                out.display(),
+                written.len().saturating_sub(1)
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        Format::Html => report::html::render(&rep)?,
+        Format::Json => report::render_json(&rep)?,
+    };
+    match out {
+        Some(p) => {
+            std::fs::write(p, &text).map_err(|source| ReportError::Write {
+                path: p.to_path_buf(),
+                source,
+            })?;
+            eprintln!(
+                "nvsoak: wrote {} ({} drive(s), {} profile(s) compared)",
+                p.display(),
+                rep.drives.len(),
+                rep.comparisons.len()
+            );
+        }
+        None => {
+            let mut so = std::io::stdout().lock();
+            so.write_all(text.as_bytes())
+                .and_then(|_| so.flush())
+                .context("writing the report to stdout")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,1 +1,445 @@
-//! Qualification reports.
+//! Qualification reports and the daemon's live status page.
+//!
+//! - [`load_state_dir`] / [`load_files`] read `results/<target>.json` files (the format of
+//!   [`crate::workload::results`]), from one host or many.
+//! - [`build`] turns them into a [`Report`]: per drive its identity and rated figures, per swept
+//!   profile the load curve, peak, sub-1 ms frontier and share of the rated figure
+//!   ([`compute`] holds those pure functions and their choices), the steady-state outcomes and
+//!   the soak figures; across drives one comparison per profile with a ranking.
+//! - [`html`] renders one self-contained HTML file (inline SVG and CSS), [`markdown`] a Markdown
+//!   file with SVG files next to it, and the JSON output is the [`Report`] itself.
+//! - [`history`] and [`status`] are the daemon's `/` page: a bounded in-memory history and the
+//!   server-rendered page.
+//!
+//! Architecture Invariant: everything here except the `load_*` functions and
+//! [`markdown::write`] is pure (no I/O), so the same code serves `nvsoak report` and the daemon.
+
+pub mod charts;
+pub mod compute;
+pub mod history;
+pub mod html;
+pub mod markdown;
+pub mod status;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::workload::results::{DeviceIdentity, SteadyOutcome, TargetResults};
+use compute::{
+    CurvePoint, LatencyBasis, RankEntry, RatedFigures, RatedShare, SUB_MS_LIMIT_US, SoakFigures,
+};
+
+#[derive(Debug, Error)]
+pub enum ReportError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{path} is not a results file: {source} (pass results/<target>.json files written by nvsoak run)"
+    )]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "no results in {dir} (run a plan with a sweep or soak phase first, or pass --from FILE)"
+    )]
+    NoResults { dir: PathBuf },
+    #[error("writing {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("unknown report format {0:?} (use html, md or json)")]
+    Format(String),
+    #[error("the markdown report needs --out PATH (its SVG charts are written next to it)")]
+    MarkdownNeedsOut,
+    #[error(transparent)]
+    Chart(#[from] charts::ChartError),
+    #[error("encoding the JSON report: {0}")]
+    Json(#[source] serde_json::Error),
+}
+
+/// One results file as read.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub source: PathBuf,
+    pub results: TargetResults,
+}
+
+/// Read one results file.
+pub fn load_file(path: &Path) -> Result<Loaded, ReportError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let results = serde_json::from_str(&text).map_err(|source| ReportError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(Loaded {
+        source: path.to_path_buf(),
+        results,
+    })
+}
+
+pub fn load_files(paths: &[PathBuf]) -> Result<Vec<Loaded>, ReportError> {
+    paths.iter().map(|p| load_file(p)).collect()
+}
+
+/// Every `DIR/results/*.json`, sorted by file name.
+pub fn load_state_dir(dir: &Path) -> Result<Vec<Loaded>, ReportError> {
+    let rdir = dir.join("results");
+    let rd = match std::fs::read_dir(&rdir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ReportError::NoResults { dir: rdir });
+        }
+        Err(source) => return Err(ReportError::Read { path: rdir, source }),
+    };
+    let mut paths: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    if paths.is_empty() {
+        return Err(ReportError::NoResults { dir: rdir });
+    }
+    load_files(&paths)
+}
+
+/// The whole report; also the JSON output.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    pub nvsoak_version: String,
+    /// Unix time the report was built.
+    pub generated: f64,
+    /// How the sub-1 ms frontier is chosen (see [`compute`]).
+    pub frontier_basis: String,
+    pub drives: Vec<DriveReport>,
+    /// One per profile swept on any drive, ordered by profile name.
+    pub comparisons: Vec<Comparison>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DriveReport {
+    /// Unique within the report: the model and serial when known, else the target name; the
+    /// host is appended when two drives would share a label.
+    pub label: String,
+    pub host: String,
+    pub target: String,
+    pub path: String,
+    pub source: String,
+    pub device: Option<DeviceIdentity>,
+    pub rated: Option<RatedFigures>,
+    pub sweeps: Vec<SweepReport>,
+    pub steady: Vec<SteadyOutcome>,
+    pub soak: Option<SoakFigures>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SweepReport {
+    pub profile: String,
+    pub block_size: f64,
+    pub read_pct: u8,
+    pub sequential: bool,
+    pub max_iops: f64,
+    pub started: f64,
+    /// False while the sweep is still running (or was interrupted).
+    pub complete: bool,
+    /// Earlier sweeps of the same profile in the file (the report shows the newest).
+    pub earlier_sweeps: usize,
+    pub curve: Vec<CurvePoint>,
+    pub peak: Option<CurvePoint>,
+    /// Highest-IOPS point with average latency below 1 ms.
+    pub sub_ms: Option<CurvePoint>,
+    /// Highest-IOPS point with p99 latency below 1 ms.
+    pub sub_ms_p99: Option<CurvePoint>,
+    /// Some point reached an average latency of 1 ms or more.
+    pub crossed_1ms: bool,
+    pub rated_share: Option<RatedShare>,
+    pub errors: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Comparison {
+    pub profile: String,
+    pub ranking: Vec<RankEntry>,
+}
+
+pub const FRONTIER_BASIS: &str = "highest-IOPS measured sweep point whose average latency is below 1 ms (no interpolation between points); the p99 frontier is given alongside";
+
+/// The rated figures for a drive, from the drive ratings table.
+///
+/// HOOK: the ratings table (`crate::nvme::ratings`, `config/drives.toml`) is being written in
+/// parallel; until it lands this returns `None` and the report leaves the rated columns empty.
+pub fn rated_figures(_device: &DeviceIdentity) -> Option<RatedFigures> {
+    None
+}
+
+fn now_unix() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Build the report; `rated` looks up a drive's rated figures (normally [`rated_figures`]).
+pub fn build_with(
+    inputs: &[Loaded],
+    rated: &dyn Fn(&DeviceIdentity) -> Option<RatedFigures>,
+) -> Report {
+    let labels = unique_labels(inputs);
+    let mut drives = Vec::new();
+    for (l, label) in inputs.iter().zip(labels) {
+        let r = &l.results;
+        let rated = r.device.as_ref().and_then(rated);
+        drives.push(DriveReport {
+            label,
+            host: r.host.clone(),
+            target: r.target.clone(),
+            path: r.path.clone(),
+            source: l.source.display().to_string(),
+            device: r.device.clone(),
+            sweeps: sweep_reports(r, rated.as_ref()),
+            steady: r.steady.clone(),
+            soak: r.soak.as_ref().map(|s| {
+                compute::soak_figures(
+                    s,
+                    r.device
+                        .as_ref()
+                        .map(|d| d.capacity_bytes)
+                        .filter(|c| *c > 0),
+                    rated.as_ref(),
+                )
+            }),
+            rated,
+        });
+    }
+    let mut by_profile: BTreeMap<String, Vec<(String, CurvePoint, Option<CurvePoint>)>> =
+        BTreeMap::new();
+    for d in &drives {
+        for s in &d.sweeps {
+            if let Some(p) = &s.peak {
+                by_profile.entry(s.profile.clone()).or_default().push((
+                    d.label.clone(),
+                    p.clone(),
+                    s.sub_ms.clone(),
+                ));
+            }
+        }
+    }
+    let comparisons = by_profile
+        .into_iter()
+        .map(|(profile, entries)| Comparison {
+            profile,
+            ranking: compute::rank(&entries),
+        })
+        .collect();
+    Report {
+        nvsoak_version: env!("CARGO_PKG_VERSION").to_string(),
+        generated: now_unix(),
+        frontier_basis: FRONTIER_BASIS.to_string(),
+        drives,
+        comparisons,
+    }
+}
+
+pub fn build(inputs: &[Loaded]) -> Report {
+    build_with(inputs, &rated_figures)
+}
+
+/// The newest sweep of each profile (by start time), in the order profiles first appear.
+fn sweep_reports(r: &TargetResults, rated: Option<&RatedFigures>) -> Vec<SweepReport> {
+    let mut order: Vec<&str> = Vec::new();
+    for s in &r.sweeps {
+        if !order.contains(&s.profile.as_str()) {
+            order.push(&s.profile);
+        }
+    }
+    order
+        .into_iter()
+        .filter_map(|profile| {
+            let all: Vec<_> = r.sweeps.iter().filter(|s| s.profile == profile).collect();
+            let s = all
+                .iter()
+                .copied()
+                .max_by(|a, b| a.started.total_cmp(&b.started))?;
+            let curve = compute::curve(s);
+            let sequential = compute::is_sequential(&s.profile, s.block_size);
+            let rated_share = rated.and_then(|rf| {
+                compute::rated_share(&curve, compute::rated_basis(s.read_pct, sequential)?, rf)
+            });
+            Some(SweepReport {
+                profile: s.profile.clone(),
+                block_size: s.block_size,
+                read_pct: s.read_pct,
+                sequential,
+                max_iops: s.max_iops,
+                started: s.started,
+                complete: s.finished.is_some(),
+                earlier_sweeps: all.len() - 1,
+                peak: compute::peak(&curve).cloned(),
+                sub_ms: compute::frontier(&curve, LatencyBasis::Average, SUB_MS_LIMIT_US).cloned(),
+                sub_ms_p99: compute::frontier(&curve, LatencyBasis::P99, SUB_MS_LIMIT_US).cloned(),
+                crossed_1ms: curve.iter().any(|p| p.lat_avg_us >= SUB_MS_LIMIT_US),
+                errors: s.points.iter().map(|p| p.errors).sum(),
+                rated_share,
+                curve,
+            })
+        })
+        .collect()
+}
+
+fn base_label(r: &TargetResults) -> String {
+    match &r.device {
+        Some(d) if !d.model.is_empty() && !d.serial.is_empty() => {
+            format!("{} {}", d.model, d.serial)
+        }
+        Some(d) if !d.model.is_empty() => format!("{} ({})", d.model, r.target),
+        _ => r.target.clone(),
+    }
+}
+
+fn unique_labels(inputs: &[Loaded]) -> Vec<String> {
+    let base: Vec<String> = inputs.iter().map(|l| base_label(&l.results)).collect();
+    let mut labels: Vec<String> = base
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            if base.iter().filter(|x| *x == b).count() > 1 && !inputs[i].results.host.is_empty() {
+                format!("{b} @{}", inputs[i].results.host)
+            } else {
+                b.clone()
+            }
+        })
+        .collect();
+    // Still equal (same host too): number them.
+    for i in 0..labels.len() {
+        let dup = labels[..i].iter().filter(|x| **x == labels[i]).count();
+        if dup > 0 {
+            labels[i] = format!("{} #{}", labels[i], dup + 1);
+        }
+    }
+    labels
+}
+
+/// Output format of `nvsoak report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Html,
+    Markdown,
+    Json,
+}
+
+impl std::str::FromStr for Format {
+    type Err = ReportError;
+    fn from_str(s: &str) -> Result<Self, ReportError> {
+        match s {
+            "html" => Ok(Format::Html),
+            "md" | "markdown" => Ok(Format::Markdown),
+            "json" => Ok(Format::Json),
+            other => Err(ReportError::Format(other.to_string())),
+        }
+    }
+}
+
+pub fn render_json(report: &Report) -> Result<String, ReportError> {
+    serde_json::to_string_pretty(report).map_err(ReportError::Json)
+}
+
+/// The HTML report of a state directory, for the daemon to serve at `/report`.
+pub fn render_report_html(state_dir: &Path) -> Result<String, ReportError> {
+    let inputs = load_state_dir(state_dir)?;
+    html::render(&build(&inputs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixtures() -> Vec<Loaded> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report");
+        load_files(&[dir.join("drive-a.json"), dir.join("drive-b.json")]).expect("fixtures")
+    }
+
+    #[test]
+    fn build_compares_profiles_across_drives() {
+        let r = build(&fixtures());
+        assert_eq!(r.drives.len(), 2);
+        assert_eq!(r.drives[0].label, "HUAWEI HWE52P433T2M002N A1B2C3");
+        let profiles: Vec<&str> = r.comparisons.iter().map(|c| c.profile.as_str()).collect();
+        assert_eq!(profiles, vec!["4k-random-read", "64k-seq-read"]);
+        let rr = &r.comparisons[0].ranking;
+        assert_eq!(rr[0].drive, "Test Drive B B9Y8X7");
+        assert_eq!(rr[0].peak_iops, 121_500.0);
+        assert_eq!(r.comparisons[1].ranking.len(), 1);
+        let a_seq = &r.drives[0].sweeps[1];
+        assert!(a_seq.sequential && a_seq.complete);
+        // 64k: peak 50 000 @ 1 300 µs (uncontrolled); frontier 25 000 @ 300 µs (the 100 % point
+        // is at 1 100 µs).
+        assert_eq!(a_seq.peak.as_ref().map(|p| p.iops), Some(50_000.0));
+        assert_eq!(a_seq.sub_ms.as_ref().map(|p| p.iops), Some(25_000.0));
+        assert!(a_seq.crossed_1ms);
+        assert!(!r.drives[1].sweeps[0].crossed_1ms);
+    }
+
+    #[test]
+    fn rated_figures_feed_the_share() {
+        let rated = |d: &DeviceIdentity| {
+            (d.serial == "A1B2C3").then(|| RatedFigures {
+                source: "test table".into(),
+                random_read_iops: Some(825_000.0),
+                seq_read_bytes_per_sec: Some(3.5e9),
+                ..Default::default()
+            })
+        };
+        let r = build_with(&fixtures(), &rated);
+        let share = |i: usize, j: usize| {
+            r.drives[i].sweeps[j]
+                .rated_share
+                .as_ref()
+                .map(|s| (s.ratio * 1e4).round() / 1e4)
+        };
+        assert_eq!(share(0, 0), Some(0.1212));
+        assert_eq!(share(0, 1), Some(0.9362));
+        assert_eq!(share(1, 0), None);
+    }
+
+    #[test]
+    fn labels_stay_unique_across_hosts() {
+        let mut f = fixtures();
+        let mut c = f[0].clone();
+        c.results.host = "rack9".into();
+        f.push(c.clone());
+        f.push(c);
+        let labels = unique_labels(&f);
+        assert_eq!(labels[0], "HUAWEI HWE52P433T2M002N A1B2C3 @rack1");
+        assert_eq!(labels[2], "HUAWEI HWE52P433T2M002N A1B2C3 @rack9");
+        assert_eq!(labels[3], "HUAWEI HWE52P433T2M002N A1B2C3 @rack9 #2");
+    }
+
+    #[test]
+    fn load_errors_name_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = load_state_dir(dir.path()).expect_err("empty dir");
+        assert!(e.to_string().contains("no results in"), "{e}");
+        std::fs::create_dir_all(dir.path().join("results")).expect("mkdir");
+        let bad = dir.path().join("results/x.json");
+        std::fs::write(&bad, "{not json").expect("write");
+        let e = load_state_dir(dir.path()).expect_err("bad json");
+        assert!(
+            e.to_string().contains("x.json is not a results file"),
+            "{e}"
+        );
+    }
+}

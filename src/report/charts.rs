@@ -1,0 +1,364 @@
+//! SVG line charts drawn with plotters' SVG backend (no fonts needed: SVG text is rendered by
+//! the viewer).
+//!
+//! Each data series is one `<polyline class="series" data-series="NAME">` (stroke width 2),
+//! with a `<circle>` per point; axes and ticks are 1 px polylines, the reference line (1 ms) is
+//! a 1 px grey polyline, and legend swatches are `<rect>`s. The root element carries
+//! `class="chart"` and `data-series-count`, so tests and tools can count the series.
+//!
+//! Architecture Invariant: charts are pure functions from numbers to SVG text; no I/O.
+
+use plotters::prelude::*;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ChartError {
+    #[error("drawing chart {title:?} failed: {detail}")]
+    Draw { title: String, detail: String },
+}
+
+/// One named line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A horizontal reference line (e.g. 1 ms).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefLine {
+    pub y: f64,
+    pub label: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct LineChart<'a> {
+    pub title: &'a str,
+    pub x_desc: &'a str,
+    pub y_desc: &'a str,
+    pub width: u32,
+    pub height: u32,
+    pub series: &'a [Series],
+    /// Fixed x range; `None`: 0 to the largest x plus 5 %.
+    pub x_range: Option<(f64, f64)>,
+    /// Drawn when it falls inside the data's y range (so it never squashes a chart).
+    pub reference: Option<RefLine>,
+    pub legend: bool,
+    /// Axis labels with k/M suffixes (for IOPS, bytes).
+    pub x_si: bool,
+    pub y_si: bool,
+    /// Draw a marker per point (off for dense time series).
+    pub markers: bool,
+}
+
+/// Series colours (Tableau 10), assigned in order.
+pub const PALETTE: [RGBColor; 10] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xe3, 0x77, 0xc2),
+    RGBColor(0x7f, 0x7f, 0x7f),
+    RGBColor(0xbc, 0xbd, 0x22),
+    RGBColor(0x17, 0xbe, 0xcf),
+];
+
+pub fn color_hex(i: usize) -> String {
+    let c = PALETTE[i % PALETTE.len()];
+    format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
+}
+
+/// 1234567 -> "1.23M", 12000 -> "12k", 0.5 -> "0.5".
+pub fn si(v: f64) -> String {
+    let a = v.abs();
+    let (x, suffix) = if a >= 1e9 {
+        (v / 1e9, "G")
+    } else if a >= 1e6 {
+        (v / 1e6, "M")
+    } else if a >= 1e3 {
+        (v / 1e3, "k")
+    } else {
+        (v, "")
+    };
+    let s = if x.abs() >= 100.0 || x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    };
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    };
+    format!("{s}{suffix}")
+}
+
+fn plain(v: f64) -> String {
+    let s = if v.abs() >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    };
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// Draw the chart; returns the SVG document as a string.
+pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
+    let err = |e: &dyn std::fmt::Display| ChartError::Draw {
+        title: c.title.to_string(),
+        detail: e.to_string(),
+    };
+    let drawn: Vec<(usize, &Series)> = c
+        .series
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.points.iter().any(|(x, y)| x.is_finite() && y.is_finite()))
+        .collect();
+    let finite = |v: &f64| v.is_finite();
+    let xs = drawn
+        .iter()
+        .flat_map(|(_, s)| s.points.iter().map(|p| p.0))
+        .filter(finite);
+    let ys = drawn
+        .iter()
+        .flat_map(|(_, s)| s.points.iter().map(|p| p.1))
+        .filter(finite);
+    let max_x = xs.fold(0.0f64, f64::max);
+    let min_x = drawn
+        .iter()
+        .flat_map(|(_, s)| s.points.iter().map(|p| p.0))
+        .filter(finite)
+        .fold(0.0f64, f64::min);
+    let max_y = ys.fold(0.0f64, f64::max);
+    let (x0, x1) = c
+        .x_range
+        .unwrap_or((min_x, if max_x > 0.0 { max_x * 1.05 } else { 1.0 }));
+    let x1 = if x1 > x0 { x1 } else { x0 + 1.0 };
+    let reference = c.reference.as_ref().filter(|r| r.y <= max_y && r.y > 0.0);
+    let y1 = if max_y > 0.0 { max_y * 1.1 } else { 1.0 };
+
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (c.width, c.height)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(&e))?;
+        let small = c.height < 200;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(c.title, ("sans-serif", if small { 13 } else { 16 }))
+            .margin(if small { 4 } else { 8 })
+            .x_label_area_size(if small { 22 } else { 36 })
+            .y_label_area_size(if small { 44 } else { 60 })
+            .build_cartesian_2d(x0..x1, 0f64..y1)
+            .map_err(|e| err(&e))?;
+        let xf = |v: &f64| if c.x_si { si(*v) } else { plain(*v) };
+        let yf = |v: &f64| if c.y_si { si(*v) } else { plain(*v) };
+        chart
+            .configure_mesh()
+            .x_desc(c.x_desc)
+            .y_desc(c.y_desc)
+            .x_labels(if small { 5 } else { 8 })
+            .y_labels(if small { 4 } else { 8 })
+            .max_light_lines(1)
+            .x_label_formatter(&xf)
+            .y_label_formatter(&yf)
+            .draw()
+            .map_err(|e| err(&e))?;
+        if let Some(r) = reference {
+            let grey = RGBColor(0x99, 0x99, 0x99);
+            chart
+                .draw_series(LineSeries::new(
+                    vec![(x0, r.y), (x1, r.y)],
+                    grey.stroke_width(1),
+                ))
+                .map_err(|e| err(&e))?;
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    r.label.clone(),
+                    (x0 + (x1 - x0) * 0.01, r.y + y1 * 0.01),
+                    ("sans-serif", 11).into_font().color(&grey),
+                )))
+                .map_err(|e| err(&e))?;
+        }
+        for (i, s) in &drawn {
+            let color = PALETTE[i % PALETTE.len()];
+            let pts: Vec<(f64, f64)> = s
+                .points
+                .iter()
+                .copied()
+                .filter(|(x, y)| x.is_finite() && y.is_finite())
+                .collect();
+            let ann = chart
+                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+                .map_err(|e| err(&e))?;
+            if c.legend {
+                ann.label(s.name.clone()).legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 4), (x + 12, y + 4)], color.filled())
+                });
+            }
+            if c.markers {
+                chart
+                    .draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))
+                    .map_err(|e| err(&e))?;
+            }
+        }
+        if c.legend && !drawn.is_empty() {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
+                .background_style(WHITE.mix(0.85))
+                .border_style(RGBColor(0xcc, 0xcc, 0xcc))
+                .draw()
+                .map_err(|e| err(&e))?;
+        }
+        root.present().map_err(|e| err(&e))?;
+    }
+    let names: Vec<&str> = drawn.iter().map(|(_, s)| s.name.as_str()).collect();
+    Ok(tag_series(&out, c.title, &names))
+}
+
+/// Mark the series polylines (stroke width 2, in drawing order) and the root element.
+fn tag_series(svg: &str, title: &str, names: &[&str]) -> String {
+    let mut out = String::with_capacity(svg.len() + 256);
+    let mut k = 0;
+    let mut root_done = false;
+    for line in svg.lines() {
+        if !root_done && line.starts_with("<svg ") {
+            out.push_str(&format!(
+                "<svg class=\"chart\" role=\"img\" data-series-count=\"{}\" {}\n<title>{}</title>\n",
+                names.len(),
+                &line[5..],
+                esc(title)
+            ));
+            root_done = true;
+            continue;
+        }
+        if line.starts_with("<polyline ") && line.contains("stroke-width=\"2\"") && k < names.len()
+        {
+            out.push_str(&format!(
+                "<polyline class=\"series\" data-series=\"{}\" {}\n",
+                esc(names[k]),
+                &line[10..]
+            ));
+            k += 1;
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Escape text for HTML/SVG content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chart(series: &[Series], reference: Option<RefLine>) -> String {
+        line_chart(&LineChart {
+            title: "4k <random> read",
+            x_desc: "IOPS",
+            y_desc: "latency (µs)",
+            width: 640,
+            height: 360,
+            series,
+            x_range: None,
+            reference,
+            legend: true,
+            x_si: true,
+            y_si: false,
+            markers: true,
+        })
+        .expect("chart")
+    }
+
+    #[test]
+    fn one_tagged_polyline_per_series() {
+        let s = vec![
+            Series {
+                name: "drive a".into(),
+                points: vec![(1000.0, 100.0), (5000.0, 300.0), (9000.0, 1500.0)],
+            },
+            Series {
+                name: "drive \"b\"".into(),
+                points: vec![(2000.0, 90.0), (8000.0, 900.0)],
+            },
+            Series {
+                name: "empty".into(),
+                points: vec![],
+            },
+        ];
+        let svg = chart(
+            &s,
+            Some(RefLine {
+                y: 1000.0,
+                label: "1 ms".into(),
+            }),
+        );
+        assert!(svg.starts_with("<svg class=\"chart\" role=\"img\" data-series-count=\"2\""));
+        assert_eq!(svg.matches("class=\"series\"").count(), 2, "{svg}");
+        assert!(svg.contains("data-series=\"drive a\""));
+        assert!(svg.contains("data-series=\"drive &quot;b&quot;\""));
+        // 3 + 2 markers.
+        assert_eq!(svg.matches("<circle").count(), 5);
+        // The reference line is drawn (1 ms is inside 0..1500) but not tagged as a series.
+        assert!(svg.contains(">\n1 ms\n<") || svg.contains("1 ms"), "{svg}");
+        assert!(svg.contains("<title>4k &lt;random&gt; read</title>"));
+        assert!(svg.contains("drive a"));
+        assert!(
+            !svg.contains("http://")
+                || !svg
+                    .replace("http://www.w3.org/2000/svg", "")
+                    .contains("http://")
+        );
+    }
+
+    #[test]
+    fn reference_outside_the_data_is_left_out() {
+        let s = vec![Series {
+            name: "fast".into(),
+            points: vec![(1000.0, 10.0), (2000.0, 20.0)],
+        }];
+        let svg = chart(
+            &s,
+            Some(RefLine {
+                y: 1000.0,
+                label: "1 ms".into(),
+            }),
+        );
+        assert!(!svg.contains("1 ms"));
+        assert_eq!(svg.matches("class=\"series\"").count(), 1);
+    }
+
+    #[test]
+    fn si_labels() {
+        assert_eq!(si(12000.0), "12k");
+        assert_eq!(si(1_250_000.0), "1.25M");
+        assert_eq!(si(3.5e9), "3.5G");
+        assert_eq!(si(0.0), "0");
+        assert_eq!(plain(0.25), "0.25");
+    }
+}

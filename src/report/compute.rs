@@ -1,0 +1,627 @@
+//! The pure computations behind the report: the load curve of a sweep, its peak, the sub-1 ms
+//! frontier, the share of the rated figures, the soak figures and the cross-drive ranking.
+//!
+//! Choices, stated once:
+//! - **Curve order.** Points are ordered by offered load: the paced points by ascending percent
+//!   of the measured maximum, then the uncontrolled run (`pct` 0 in the results file), which is
+//!   the vdbench "max" run and so the rightmost point of a review's curve.
+//! - **Peak.** The point with the highest measured IOPS, whichever it is (a paced 100% point can
+//!   beat the uncontrolled run); ties go to the lower average latency.
+//! - **Sub-1 ms frontier.** The highest-IOPS *measured* point whose *average* latency is below
+//!   1 ms. Average, because that is what the reviews' vdbench curves plot and what "latency
+//!   stayed below 1 ms up to about X IOPS" refers to; the p99 frontier is reported next to it.
+//!   No interpolation between points: an interpolated figure would claim a load that was never
+//!   run, and the curves are not monotonic near saturation.
+
+use serde::{Deserialize, Serialize};
+
+use crate::workload::results::{SoakSummary, SweepResult};
+
+/// The latency limit of the frontier, microseconds.
+pub const SUB_MS_LIMIT_US: f64 = 1000.0;
+
+/// One measured point of a sweep, as the report uses it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CurvePoint {
+    /// Percent of the measured maximum this point targeted; 0 for the uncontrolled run.
+    pub pct: u32,
+    pub uncontrolled: bool,
+    pub target_iops: f64,
+    pub iops: f64,
+    pub bytes_per_sec: f64,
+    pub lat_avg_us: f64,
+    pub lat_p99_us: f64,
+    pub errors: u64,
+}
+
+/// The sweep's points in order of offered load (see the module docs), without points that
+/// completed no I/O or carry non-finite figures.
+pub fn curve(s: &SweepResult) -> Vec<CurvePoint> {
+    let mut pts: Vec<CurvePoint> = s
+        .points
+        .iter()
+        .filter(|p| {
+            p.iops > 0.0
+                && p.iops.is_finite()
+                && p.lat_avg_us.is_finite()
+                && p.lat_p99_us.is_finite()
+                && p.bytes_per_sec.is_finite()
+        })
+        .map(|p| CurvePoint {
+            pct: p.pct,
+            uncontrolled: p.pct == 0,
+            target_iops: p.target_iops,
+            iops: p.iops,
+            bytes_per_sec: p.bytes_per_sec,
+            lat_avg_us: p.lat_avg_us,
+            lat_p99_us: p.lat_p99_us,
+            errors: p.errors,
+        })
+        .collect();
+    // Stable: equal keys keep the file's order.
+    pts.sort_by_key(|p| {
+        if p.uncontrolled {
+            u64::MAX
+        } else {
+            p.pct as u64
+        }
+    });
+    pts
+}
+
+/// The highest-IOPS point; ties go to the lower average latency.
+pub fn peak(curve: &[CurvePoint]) -> Option<&CurvePoint> {
+    curve
+        .iter()
+        .fold(None, |best: Option<&CurvePoint>, p| match best {
+            None => Some(p),
+            Some(b) if p.iops > b.iops || (p.iops == b.iops && p.lat_avg_us < b.lat_avg_us) => {
+                Some(p)
+            }
+            Some(b) => Some(b),
+        })
+}
+
+/// Which latency a frontier is measured on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LatencyBasis {
+    Average,
+    P99,
+}
+
+/// The highest-IOPS measured point whose latency (on `basis`) is below `limit_us`; `None` when
+/// no point is.
+pub fn frontier(curve: &[CurvePoint], basis: LatencyBasis, limit_us: f64) -> Option<&CurvePoint> {
+    let below: Vec<CurvePoint> = curve
+        .iter()
+        .filter(|p| {
+            let l = match basis {
+                LatencyBasis::Average => p.lat_avg_us,
+                LatencyBasis::P99 => p.lat_p99_us,
+            };
+            l < limit_us
+        })
+        .cloned()
+        .collect();
+    let best = peak(&below)?;
+    curve.iter().find(|p| *p == best)
+}
+
+/// Which rated figure a workload is compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RatedBasis {
+    RandomReadIops,
+    RandomWriteIops,
+    SeqReadBandwidth,
+    SeqWriteBandwidth,
+}
+
+impl RatedBasis {
+    pub fn describe(self) -> &'static str {
+        match self {
+            RatedBasis::RandomReadIops => "rated random read IOPS",
+            RatedBasis::RandomWriteIops => "rated random write IOPS",
+            RatedBasis::SeqReadBandwidth => "rated sequential read bandwidth",
+            RatedBasis::SeqWriteBandwidth => "rated sequential write bandwidth",
+        }
+    }
+}
+
+/// The rated figure a workload is comparable with: pure reads or pure writes only (mixed
+/// workloads have no rated figure). `sequential` comes from the built-in profile's access
+/// pattern, or for inline jobs from the block size (64 KiB and larger count as sequential).
+pub fn rated_basis(read_pct: u8, sequential: bool) -> Option<RatedBasis> {
+    match (read_pct, sequential) {
+        (100, false) => Some(RatedBasis::RandomReadIops),
+        (0, false) => Some(RatedBasis::RandomWriteIops),
+        (100, true) => Some(RatedBasis::SeqReadBandwidth),
+        (0, true) => Some(RatedBasis::SeqWriteBandwidth),
+        _ => None,
+    }
+}
+
+/// Whether a swept job is sequential: the built-in profile's access pattern when the name is a
+/// built-in profile, else a block size of at least 64 KiB.
+pub fn is_sequential(profile: &str, block_size: f64) -> bool {
+    match crate::workload::profiles::lookup(profile) {
+        Some(j) => matches!(j.access, crate::workload::spec::Access::Sequential),
+        None => block_size >= 65536.0,
+    }
+}
+
+/// The rated figures of a drive the report compares with (from the ratings table).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RatedFigures {
+    /// Where the figures come from, e.g. "ratings table: Huawei ES3600P V5 3.2 TB".
+    pub source: String,
+    pub random_read_iops: Option<f64>,
+    pub random_write_iops: Option<f64>,
+    pub seq_read_bytes_per_sec: Option<f64>,
+    pub seq_write_bytes_per_sec: Option<f64>,
+    pub tbw_bytes: Option<f64>,
+    pub dwpd: Option<f64>,
+    pub warranty_years: Option<f64>,
+}
+
+/// Measured against rated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RatedShare {
+    pub basis: RatedBasis,
+    pub rated: f64,
+    /// Peak IOPS for the random bases; the highest bandwidth of the curve for the sequential ones.
+    pub measured: f64,
+    /// `measured / rated` (0.5 = 50 %).
+    pub ratio: f64,
+}
+
+pub fn rated_share(
+    curve: &[CurvePoint],
+    basis: RatedBasis,
+    rated: &RatedFigures,
+) -> Option<RatedShare> {
+    let (rated_v, measured) = match basis {
+        RatedBasis::RandomReadIops => (rated.random_read_iops?, peak(curve)?.iops),
+        RatedBasis::RandomWriteIops => (rated.random_write_iops?, peak(curve)?.iops),
+        RatedBasis::SeqReadBandwidth => (rated.seq_read_bytes_per_sec?, max_bandwidth(curve)?),
+        RatedBasis::SeqWriteBandwidth => (rated.seq_write_bytes_per_sec?, max_bandwidth(curve)?),
+    };
+    if rated_v <= 0.0 || !rated_v.is_finite() {
+        return None;
+    }
+    Some(RatedShare {
+        basis,
+        rated: rated_v,
+        measured,
+        ratio: measured / rated_v,
+    })
+}
+
+fn max_bandwidth(curve: &[CurvePoint]) -> Option<f64> {
+    curve.iter().map(|p| p.bytes_per_sec).reduce(f64::max)
+}
+
+/// The soak figures the report shows, derived from the results file's summary.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SoakFigures {
+    pub elapsed_secs: f64,
+    pub read_bytes: u64,
+    pub written_bytes: u64,
+    pub errors: u64,
+    pub verify_errors: u64,
+    /// From the summary, else host bytes written per day over the drive's capacity.
+    pub observed_dwpd: Option<f64>,
+    /// From the summary, else from the rated figures.
+    pub rated_dwpd: Option<f64>,
+    /// `observed_dwpd / rated_dwpd`.
+    pub dwpd_ratio: Option<f64>,
+    pub endurance_consumed_ratio: Option<f64>,
+    pub throttled_secs: Option<f64>,
+    pub throttled_ratio: Option<f64>,
+    pub iops_throttled: Option<f64>,
+    pub iops_unthrottled: Option<f64>,
+    /// `1 - throttled / unthrottled`: the share of IOPS lost while throttling.
+    pub throttle_iops_cost_ratio: Option<f64>,
+    /// Drive-side bytes written (SMART delta) over the same period.
+    pub smart_written_bytes_delta: Option<u64>,
+    /// Accounting check: drive bytes written over host bytes written (1.0 = they agree).
+    pub accounting_ratio: Option<f64>,
+}
+
+pub fn soak_figures(
+    s: &SoakSummary,
+    capacity_bytes: Option<u64>,
+    rated: Option<&RatedFigures>,
+) -> SoakFigures {
+    let days = s.elapsed_secs / 86400.0;
+    let observed_dwpd = s.observed_dwpd.or_else(|| match capacity_bytes {
+        Some(c) if c > 0 && days > 0.0 => Some(s.written_bytes as f64 / c as f64 / days),
+        _ => None,
+    });
+    let rated_dwpd = s.rated_dwpd.or_else(|| rated.and_then(|r| r.dwpd));
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    let throttle_iops_cost_ratio = match (s.iops_throttled, s.iops_unthrottled) {
+        (Some(t), Some(u)) if u > 0.0 => Some(1.0 - t / u),
+        _ => None,
+    };
+    let accounting_ratio = match s.smart_written_bytes_delta {
+        Some(d) if s.written_bytes > 0 => Some(d as f64 / s.written_bytes as f64),
+        _ => None,
+    };
+    SoakFigures {
+        elapsed_secs: s.elapsed_secs,
+        read_bytes: s.read_bytes,
+        written_bytes: s.written_bytes,
+        errors: s.errors,
+        verify_errors: s.verify_errors,
+        observed_dwpd,
+        rated_dwpd,
+        dwpd_ratio: ratio(observed_dwpd, rated_dwpd),
+        endurance_consumed_ratio: s.endurance_consumed_ratio,
+        throttled_secs: s.throttled_secs,
+        throttled_ratio: ratio(s.throttled_secs, Some(s.elapsed_secs)),
+        iops_throttled: s.iops_throttled,
+        iops_unthrottled: s.iops_unthrottled,
+        throttle_iops_cost_ratio,
+        smart_written_bytes_delta: s.smart_written_bytes_delta,
+        accounting_ratio,
+    }
+}
+
+/// One drive's standing in a workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankEntry {
+    /// 1-based.
+    pub rank: usize,
+    pub drive: String,
+    pub peak_iops: f64,
+    pub lat_avg_us_at_peak: f64,
+    pub lat_p99_us_at_peak: f64,
+    /// IOPS of the sub-1 ms frontier, when the drive has one.
+    pub sub_ms_iops: Option<f64>,
+    /// "first place with 121,500 IOPS at 880 µs".
+    pub summary: String,
+}
+
+/// Rank drives by peak IOPS (descending), ties by lower average latency at the peak, then by
+/// name so the order is deterministic. `entries`: (drive, peak, sub-1 ms frontier).
+pub fn rank(entries: &[(String, CurvePoint, Option<CurvePoint>)]) -> Vec<RankEntry> {
+    let mut v: Vec<&(String, CurvePoint, Option<CurvePoint>)> = entries.iter().collect();
+    v.sort_by(|a, b| {
+        b.1.iops
+            .total_cmp(&a.1.iops)
+            .then(a.1.lat_avg_us.total_cmp(&b.1.lat_avg_us))
+            .then(a.0.cmp(&b.0))
+    });
+    v.iter()
+        .enumerate()
+        .map(|(i, (drive, pk, sub))| RankEntry {
+            rank: i + 1,
+            drive: drive.clone(),
+            peak_iops: pk.iops,
+            lat_avg_us_at_peak: pk.lat_avg_us,
+            lat_p99_us_at_peak: pk.lat_p99_us,
+            sub_ms_iops: sub.as_ref().map(|s| s.iops),
+            summary: format!(
+                "{} place with {} IOPS at {}",
+                place_word(i + 1),
+                fmt_count(pk.iops),
+                fmt_latency_us(pk.lat_avg_us)
+            ),
+        })
+        .collect()
+}
+
+/// "first", "second", ... as the reviews write it; "11th" and on past tenth.
+pub fn place_word(n: usize) -> String {
+    const WORDS: [&str; 10] = [
+        "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth",
+        "tenth",
+    ];
+    match n {
+        1..=10 => WORDS[n - 1].to_string(),
+        _ => {
+            let suffix = match (n % 10, n % 100) {
+                (_, 11..=13) => "th",
+                (1, _) => "st",
+                (2, _) => "nd",
+                (3, _) => "rd",
+                _ => "th",
+            };
+            format!("{n}{suffix}")
+        }
+    }
+}
+
+/// A rounded count with thousands separators: 121500.4 -> "121,500".
+pub fn fmt_count(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let n = v.round().abs() as u64;
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if v.round() < 0.0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+/// Latency from microseconds: "880 µs", "12.5 µs", "1.28 ms".
+pub fn fmt_latency_us(us: f64) -> String {
+    if !us.is_finite() {
+        "-".into()
+    } else if us >= 1000.0 {
+        format!("{:.2} ms", us / 1000.0)
+    } else if us >= 100.0 {
+        format!("{us:.0} µs")
+    } else {
+        format!("{us:.1} µs")
+    }
+}
+
+/// Decimal bytes per second, as the drive makers rate them: "3.28 GB/s", "406 MB/s".
+pub fn fmt_rate(bps: f64) -> String {
+    format!("{}/s", fmt_bytes(bps))
+}
+
+/// Decimal bytes: "3.20 TB", "406 MB".
+pub fn fmt_bytes(b: f64) -> String {
+    if !b.is_finite() {
+        return "-".into();
+    }
+    const UNITS: [(&str, f64); 5] = [
+        ("PB", 1e15),
+        ("TB", 1e12),
+        ("GB", 1e9),
+        ("MB", 1e6),
+        ("kB", 1e3),
+    ];
+    for (u, f) in UNITS {
+        if b.abs() >= f {
+            let v = b / f;
+            return if v >= 100.0 {
+                format!("{v:.0} {u}")
+            } else {
+                format!("{v:.2} {u}")
+            };
+        }
+    }
+    format!("{b:.0} B")
+}
+
+/// "50.0 %".
+pub fn fmt_pct(ratio: f64) -> String {
+    if ratio.is_finite() {
+        format!("{:.1} %", ratio * 100.0)
+    } else {
+        "-".into()
+    }
+}
+
+/// "1 d 02:03:04", "02:03:04".
+pub fn fmt_elapsed(secs: f64) -> String {
+    if !secs.is_finite() || secs < 0.0 {
+        return "-".into();
+    }
+    let s = secs.round() as u64;
+    let (d, h, m, s) = (s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
+    if d > 0 {
+        format!("{d} d {h:02}:{m:02}:{s:02}")
+    } else {
+        format!("{h:02}:{m:02}:{s:02}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::results::TargetResults;
+
+    fn fixture(name: &str) -> TargetResults {
+        let text = match name {
+            "a" => include_str!("../../tests/fixtures/report/drive-a.json"),
+            _ => include_str!("../../tests/fixtures/report/drive-b.json"),
+        };
+        serde_json::from_str(text).expect("fixture parses")
+    }
+
+    fn sweep<'a>(r: &'a TargetResults, profile: &str) -> &'a SweepResult {
+        r.sweeps
+            .iter()
+            .find(|s| s.profile == profile)
+            .expect("fixture has the profile")
+    }
+
+    #[test]
+    fn curve_orders_by_load_with_the_uncontrolled_run_last() {
+        let a = fixture("a");
+        let c = curve(sweep(&a, "4k-random-read"));
+        // The file lists the uncontrolled run first (as the scheduler writes it), then 10, 50,
+        // 80, 90, 100, and one 60% point that completed no I/O (dropped).
+        let order: Vec<u32> = c.iter().map(|p| p.pct).collect();
+        assert_eq!(order, vec![10, 50, 80, 90, 100, 0]);
+        assert!(c.last().is_some_and(|p| p.uncontrolled));
+    }
+
+    #[test]
+    fn peak_of_drive_a_is_the_uncontrolled_run() {
+        let a = fixture("a");
+        let c = curve(sweep(&a, "4k-random-read"));
+        // IOPS: 9 998, 49 990, 79 950, 89 900, 98 500 (100 %), 100 000 (uncontrolled).
+        // The largest is the uncontrolled run: 100 000 IOPS at 1 280 µs average, 2 600 µs p99.
+        let p = peak(&c).expect("peak");
+        assert!(p.uncontrolled);
+        assert_eq!(p.iops, 100_000.0);
+        assert_eq!(p.lat_avg_us, 1280.0);
+        assert_eq!(p.lat_p99_us, 2600.0);
+    }
+
+    #[test]
+    fn peak_of_drive_b_is_the_paced_100_percent_point() {
+        let b = fixture("b");
+        let c = curve(sweep(&b, "4k-random-read"));
+        // IOPS: 11 999, 59 990, 95 900, 107 800, 121 500 (100 %), 120 000 (uncontrolled):
+        // the paced 100 % point beats the uncontrolled run, 121 500 IOPS at 880 µs.
+        let p = peak(&c).expect("peak");
+        assert_eq!(p.pct, 100);
+        assert_eq!(p.iops, 121_500.0);
+        assert_eq!(p.lat_avg_us, 880.0);
+    }
+
+    #[test]
+    fn sub_ms_frontier_is_the_highest_measured_point_below_1ms() {
+        let a = fixture("a");
+        let c = curve(sweep(&a, "4k-random-read"));
+        // Average latencies 95, 210, 640, 1 050, 1 240, 1 280 µs: below 1 000 µs are the
+        // 10/50/80 % points, the highest of which is 79 950 IOPS at 640 µs.
+        let f = frontier(&c, LatencyBasis::Average, SUB_MS_LIMIT_US).expect("frontier");
+        assert_eq!((f.pct, f.iops, f.lat_avg_us), (80, 79_950.0, 640.0));
+        // p99: 180, 450, 1 450, ... µs: only 10 % and 50 % are below, so 49 990 IOPS.
+        let f = frontier(&c, LatencyBasis::P99, SUB_MS_LIMIT_US).expect("p99 frontier");
+        assert_eq!((f.pct, f.iops), (50, 49_990.0));
+
+        let b = fixture("b");
+        let c = curve(sweep(&b, "4k-random-read"));
+        // Drive B never reaches 1 ms (highest average 900 µs): the frontier is its peak.
+        let f = frontier(&c, LatencyBasis::Average, SUB_MS_LIMIT_US).expect("frontier");
+        assert_eq!(f.iops, 121_500.0);
+        // p99 150, 300, 800, 1 100, 1 800, 1 900 µs: 95 900 IOPS (80 %).
+        let f = frontier(&c, LatencyBasis::P99, SUB_MS_LIMIT_US).expect("p99 frontier");
+        assert_eq!(f.iops, 95_900.0);
+        // A limit below every point: no frontier.
+        assert!(frontier(&c, LatencyBasis::Average, 50.0).is_none());
+    }
+
+    #[test]
+    fn ranking_reads_like_the_reviews() {
+        let a = fixture("a");
+        let b = fixture("b");
+        let entry = |name: &str, r: &TargetResults| {
+            let c = curve(sweep(r, "4k-random-read"));
+            let p = peak(&c).cloned().expect("peak");
+            let f = frontier(&c, LatencyBasis::Average, SUB_MS_LIMIT_US).cloned();
+            (name.to_string(), p, f)
+        };
+        let r = rank(&[entry("drive-a", &a), entry("drive-b", &b)]);
+        assert_eq!(r.len(), 2);
+        // 121 500 > 100 000: B first.
+        assert_eq!((r[0].rank, r[0].drive.as_str()), (1, "drive-b"));
+        assert_eq!(r[0].summary, "first place with 121,500 IOPS at 880 µs");
+        assert_eq!(r[1].summary, "second place with 100,000 IOPS at 1.28 ms");
+        assert_eq!(r[1].sub_ms_iops, Some(79_950.0));
+    }
+
+    #[test]
+    fn ties_rank_by_latency_then_name() {
+        let p = |iops: f64, lat: f64| CurvePoint {
+            pct: 100,
+            uncontrolled: false,
+            target_iops: iops,
+            iops,
+            bytes_per_sec: 0.0,
+            lat_avg_us: lat,
+            lat_p99_us: lat,
+            errors: 0,
+        };
+        let r = rank(&[
+            ("z".into(), p(1000.0, 500.0), None),
+            ("y".into(), p(1000.0, 400.0), None),
+            ("x".into(), p(1000.0, 500.0), None),
+        ]);
+        let names: Vec<&str> = r.iter().map(|e| e.drive.as_str()).collect();
+        assert_eq!(names, vec!["y", "x", "z"]);
+    }
+
+    #[test]
+    fn rated_share_uses_iops_for_random_and_bandwidth_for_sequential() {
+        let a = fixture("a");
+        let rated = RatedFigures {
+            source: "test".into(),
+            random_read_iops: Some(825_000.0),
+            seq_read_bytes_per_sec: Some(3.5e9),
+            ..Default::default()
+        };
+        let c = curve(sweep(&a, "4k-random-read"));
+        assert!(!is_sequential("4k-random-read", 4096.0));
+        let basis = rated_basis(100, false).expect("basis");
+        let s = rated_share(&c, basis, &rated).expect("share");
+        // 100 000 / 825 000 = 0.121212...
+        assert!((s.ratio - 100_000.0 / 825_000.0).abs() < 1e-12);
+        assert!((s.ratio - 0.1212).abs() < 1e-4);
+
+        let s64 = sweep(&a, "64k-seq-read");
+        assert!(is_sequential("64k-seq-read", s64.block_size));
+        let c = curve(s64);
+        let s = rated_share(&c, RatedBasis::SeqReadBandwidth, &rated).expect("share");
+        // Highest bandwidth: the uncontrolled run, 50 000 × 65 536 = 3 276 800 000 B/s;
+        // 3 276 800 000 / 3 500 000 000 = 0.936228...
+        assert_eq!(s.measured, 3_276_800_000.0);
+        assert!((s.ratio - 0.936_228_571).abs() < 1e-8);
+        // No rated write figure: no share.
+        assert!(rated_share(&c, RatedBasis::SeqWriteBandwidth, &rated).is_none());
+        // Mixed workloads have no rated basis; inline 128 KiB jobs count as sequential.
+        assert_eq!(rated_basis(70, false), None);
+        assert!(is_sequential("my-inline-job", 131072.0));
+        assert!(!is_sequential("my-inline-job", 8192.0));
+    }
+
+    #[test]
+    fn soak_figures_from_drive_b() {
+        let b = fixture("b");
+        let s = b.soak.as_ref().expect("soak");
+        let f = soak_figures(s, b.device.as_ref().map(|d| d.capacity_bytes), None);
+        // The summary carries observed (1.0) and rated (3.0) DWPD: 1/3 of the rating.
+        assert_eq!(f.observed_dwpd, Some(1.0));
+        assert!((f.dwpd_ratio.expect("ratio") - 1.0 / 3.0).abs() < 1e-12);
+        // Throttled 80 000 vs 100 000 IOPS: 20 % of the IOPS lost while throttled;
+        // 600 s of 86 400 s throttled = 0.69 %.
+        assert!((f.throttle_iops_cost_ratio.expect("cost") - 0.2).abs() < 1e-12);
+        assert!((f.throttled_ratio.expect("ratio") - 600.0 / 86400.0).abs() < 1e-12);
+        // Drive wrote 3.3 TB for 3.2 TB from the host: 3.3 / 3.2 = 1.03125.
+        assert_eq!(f.accounting_ratio, Some(1.03125));
+
+        // Without DWPD in the summary: 3.2 TB written in one day on a 3.2 TB drive = 1 DWPD;
+        // the rated DWPD then comes from the ratings.
+        let bare = SoakSummary {
+            observed_dwpd: None,
+            rated_dwpd: None,
+            ..s.clone()
+        };
+        let rated = RatedFigures {
+            dwpd: Some(3.0),
+            ..Default::default()
+        };
+        let f = soak_figures(&bare, Some(3_200_000_000_000), Some(&rated));
+        assert_eq!(f.observed_dwpd, Some(1.0));
+        assert_eq!(f.rated_dwpd, Some(3.0));
+        // Unknown capacity: no DWPD at all.
+        assert_eq!(soak_figures(&bare, None, None).observed_dwpd, None);
+    }
+
+    #[test]
+    fn formatting() {
+        assert_eq!(fmt_count(121_500.4), "121,500");
+        assert_eq!(fmt_count(999.0), "999");
+        assert_eq!(fmt_count(1_000_000.0), "1,000,000");
+        assert_eq!(fmt_latency_us(880.0), "880 µs");
+        assert_eq!(fmt_latency_us(12.34), "12.3 µs");
+        assert_eq!(fmt_latency_us(2460.0), "2.46 ms");
+        assert_eq!(fmt_rate(406e6), "406 MB/s");
+        assert_eq!(fmt_bytes(3.2e12), "3.20 TB");
+        assert_eq!(fmt_elapsed(90061.0), "1 d 01:01:01");
+        assert_eq!(place_word(3), "third");
+        assert_eq!(place_word(11), "11th");
+        assert_eq!(place_word(22), "22nd");
+    }
+}

@@ -1,0 +1,580 @@
+//! The HTML report: one self-contained file (inline CSS, inline SVG, no script, no external
+//! reference), so it opens offline on an air-gapped rack.
+
+use super::charts::{self, LineChart, RefLine, Series, esc};
+use super::compute::{
+    CurvePoint, fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us, fmt_pct, fmt_rate,
+};
+use super::{DriveReport, Report, ReportError, SweepReport};
+
+/// One chart of the report.
+#[derive(Debug, Clone)]
+pub struct Figure {
+    /// File-name-safe identifier, unique in the report.
+    pub id: String,
+    pub title: String,
+    pub svg: String,
+    pub series: usize,
+}
+
+/// Which latency a curve chart plots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lat {
+    Avg,
+    P99,
+}
+
+impl Lat {
+    fn of(self, p: &CurvePoint) -> f64 {
+        match self {
+            Lat::Avg => p.lat_avg_us,
+            Lat::P99 => p.lat_p99_us,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Lat::Avg => "average latency",
+            Lat::P99 => "p99 latency",
+        }
+    }
+}
+
+pub const CHART_W: u32 = 620;
+pub const CHART_H: u32 = 380;
+
+/// An IOPS-against-latency chart of one or more drives' curves. Latency is plotted in µs when
+/// every point is below 1 ms, else in ms with the 1 ms line drawn.
+pub fn curve_figure(
+    id: String,
+    title: String,
+    lat: Lat,
+    curves: &[(&str, &[CurvePoint])],
+) -> Result<Figure, ReportError> {
+    let max_us = curves
+        .iter()
+        .flat_map(|(_, c)| c.iter().map(|p| lat.of(p)))
+        .fold(0.0f64, f64::max);
+    let (scale, unit) = if max_us >= 1000.0 {
+        (1e-3, "ms")
+    } else {
+        (1.0, "µs")
+    };
+    let series: Vec<Series> = curves
+        .iter()
+        .map(|(name, c)| Series {
+            name: name.to_string(),
+            points: c.iter().map(|p| (p.iops, lat.of(p) * scale)).collect(),
+        })
+        .collect();
+    let y_desc = format!("{} ({unit})", lat.name());
+    let svg = charts::line_chart(&LineChart {
+        title: &title,
+        x_desc: "IOPS",
+        y_desc: &y_desc,
+        width: CHART_W,
+        height: CHART_H,
+        series: &series,
+        x_range: None,
+        reference: Some(RefLine {
+            y: 1000.0 * scale,
+            label: "1 ms".into(),
+        }),
+        legend: true,
+        x_si: true,
+        y_si: false,
+        markers: true,
+    })?;
+    let n = series.iter().filter(|s| !s.points.is_empty()).count();
+    Ok(Figure {
+        id,
+        title,
+        svg,
+        series: n,
+    })
+}
+
+/// File-name-safe slug.
+pub fn slug(s: &str) -> String {
+    let mut o = String::new();
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() {
+            o.push(c.to_ascii_lowercase());
+        } else if !o.ends_with('-') {
+            o.push('-');
+        }
+    }
+    o.trim_matches('-').to_string()
+}
+
+/// The report's figures, in document order: per profile the comparison chart, then per drive
+/// and sweep the average and p99 charts.
+pub struct Figures {
+    pub comparisons: Vec<Figure>,
+    /// Parallel to `report.drives`; per sweep (avg, p99).
+    pub drives: Vec<Vec<(Figure, Figure)>>,
+}
+
+pub fn figures(report: &Report) -> Result<Figures, ReportError> {
+    let mut comparisons = Vec::new();
+    for (i, c) in report.comparisons.iter().enumerate() {
+        let curves: Vec<(&str, &[CurvePoint])> = report
+            .drives
+            .iter()
+            .filter_map(|d| {
+                d.sweeps
+                    .iter()
+                    .find(|s| s.profile == c.profile)
+                    .map(|s| (d.label.as_str(), s.curve.as_slice()))
+            })
+            .collect();
+        comparisons.push(curve_figure(
+            format!("cmp-{}-{}", i + 1, slug(&c.profile)),
+            format!("{}: IOPS vs average latency, all drives", c.profile),
+            Lat::Avg,
+            &curves,
+        )?);
+    }
+    let mut drives = Vec::new();
+    for (i, d) in report.drives.iter().enumerate() {
+        let mut v = Vec::new();
+        for s in &d.sweeps {
+            let c = [(d.label.as_str(), s.curve.as_slice())];
+            let base = format!("drive{}-{}", i + 1, slug(&s.profile));
+            v.push((
+                curve_figure(
+                    format!("{base}-avg"),
+                    format!("{}: IOPS vs average latency", s.profile),
+                    Lat::Avg,
+                    &c,
+                )?,
+                curve_figure(
+                    format!("{base}-p99"),
+                    format!("{}: IOPS vs p99 latency", s.profile),
+                    Lat::P99,
+                    &c,
+                )?,
+            ));
+        }
+        drives.push(v);
+    }
+    Ok(Figures {
+        comparisons,
+        drives,
+    })
+}
+
+pub const CSS: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em auto;max-width:1300px;padding:0 1em;color:#222}\
+h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:2px solid #1f77b4;padding-bottom:.2em;margin-top:2em}h3{margin-top:1.5em}\
+table{border-collapse:collapse;margin:.5em 0 1em}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}\
+th{background:#f2f5f9}td.num{text-align:right;font-variant-numeric:tabular-nums}\
+.charts{display:flex;flex-wrap:wrap;gap:12px}.charts figure{margin:0;border:1px solid #ddd;padding:4px;background:#fff}\
+svg.chart{display:block;max-width:100%;height:auto}.muted{color:#777}.ok{color:#2ca02c}.bad{color:#d62728;font-weight:600}\
+details{margin:.5em 0}summary{cursor:pointer;color:#1f77b4}";
+
+fn row(cells: &[String]) -> String {
+    let mut s = String::from("<tr>");
+    for c in cells {
+        s.push_str(c);
+    }
+    s.push_str("</tr>\n");
+    s
+}
+
+fn td(s: &str) -> String {
+    format!("<td>{}</td>", esc(s))
+}
+
+fn num(s: &str) -> String {
+    format!("<td class=\"num\">{}</td>", esc(s))
+}
+
+fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+    v.map(f).unwrap_or_else(|| "-".into())
+}
+
+fn figure_html(f: &Figure) -> String {
+    format!(
+        "<figure id=\"{}\" data-series=\"{}\">{}</figure>\n",
+        esc(&f.id),
+        f.series,
+        f.svg
+    )
+}
+
+/// "79,950 IOPS at 640 µs (80 %)".
+pub fn point_text(p: &CurvePoint) -> String {
+    let load = if p.uncontrolled {
+        "uncontrolled".to_string()
+    } else {
+        format!("{} %", p.pct)
+    };
+    format!(
+        "{} IOPS at {} ({load})",
+        fmt_count(p.iops),
+        fmt_latency_us(p.lat_avg_us)
+    )
+}
+
+/// The sub-1 ms sentence of a sweep, in the reviews' words.
+pub fn frontier_text(s: &SweepReport) -> String {
+    match (&s.sub_ms, s.crossed_1ms) {
+        (None, _) => "above 1 ms at every measured load".into(),
+        (Some(f), true) => format!(
+            "below 1 ms up to {} IOPS ({}), crossing 1 ms above it",
+            fmt_count(f.iops),
+            fmt_latency_us(f.lat_avg_us)
+        ),
+        (Some(_), false) => "below 1 ms at every measured load".into(),
+    }
+}
+
+pub fn rated_text(s: &SweepReport) -> String {
+    match &s.rated_share {
+        Some(r) => format!(
+            "{} of {} ({})",
+            fmt_pct(r.ratio),
+            r.basis.describe(),
+            match r.basis {
+                super::compute::RatedBasis::RandomReadIops
+                | super::compute::RatedBasis::RandomWriteIops => fmt_count(r.rated),
+                _ => fmt_rate(r.rated),
+            }
+        ),
+        None => "-".into(),
+    }
+}
+
+fn identity_table(d: &DriveReport) -> String {
+    let mut t = String::from("<table class=\"identity\">\n");
+    let mut kv = |k: &str, v: String| t.push_str(&row(&[format!("<th>{}</th>", esc(k)), td(&v)]));
+    match &d.device {
+        Some(dev) => {
+            kv("Model", dev.model.clone());
+            kv("Serial", dev.serial.clone());
+            kv("Firmware", dev.firmware.clone());
+            kv("Capacity", fmt_bytes(dev.capacity_bytes as f64));
+            kv("Controller", dev.controller.clone());
+        }
+        None => kv("Device", "not an NVMe namespace (file target)".into()),
+    }
+    kv("Host", d.host.clone());
+    kv("Target", format!("{} ({})", d.target, d.path));
+    match &d.rated {
+        Some(r) => {
+            kv("Rated figures", r.source.clone());
+            kv(
+                "Rated random read / write",
+                format!(
+                    "{} / {} IOPS",
+                    opt(r.random_read_iops, fmt_count),
+                    opt(r.random_write_iops, fmt_count)
+                ),
+            );
+            kv(
+                "Rated sequential read / write",
+                format!(
+                    "{} / {}",
+                    opt(r.seq_read_bytes_per_sec, fmt_rate),
+                    opt(r.seq_write_bytes_per_sec, fmt_rate)
+                ),
+            );
+            kv(
+                "Rated endurance",
+                format!(
+                    "{} TBW, {} DWPD, {} years",
+                    opt(r.tbw_bytes, fmt_bytes),
+                    opt(r.dwpd, |v| format!("{v}")),
+                    opt(r.warranty_years, |v| format!("{v}"))
+                ),
+            );
+        }
+        None => kv("Rated figures", "not in the ratings table".into()),
+    }
+    t.push_str("</table>\n");
+    t
+}
+
+fn sweeps_table(d: &DriveReport) -> String {
+    let mut t = String::from(
+        "<table class=\"sweeps\"><tr><th>Profile</th><th>Peak IOPS</th><th>Avg latency at peak</th>\
+         <th>p99 at peak</th><th>Bandwidth at peak</th><th>Sub-1 ms (average)</th><th>Sub-1 ms (p99)</th>\
+         <th>Of rated</th><th>Errors</th></tr>\n",
+    );
+    for s in &d.sweeps {
+        let pk = s.peak.as_ref();
+        t.push_str(&row(&[
+            td(&format!(
+                "{}{}",
+                s.profile,
+                if s.complete { "" } else { " (incomplete)" }
+            )),
+            num(&opt(pk, |p| fmt_count(p.iops))),
+            num(&opt(pk, |p| fmt_latency_us(p.lat_avg_us))),
+            num(&opt(pk, |p| fmt_latency_us(p.lat_p99_us))),
+            num(&opt(pk, |p| fmt_rate(p.bytes_per_sec))),
+            td(&opt(s.sub_ms.as_ref(), point_text)),
+            td(&opt(s.sub_ms_p99.as_ref(), |p| {
+                format!(
+                    "{} IOPS at {} p99",
+                    fmt_count(p.iops),
+                    fmt_latency_us(p.lat_p99_us)
+                )
+            })),
+            td(&rated_text(s)),
+            num(&s.errors.to_string()),
+        ]));
+    }
+    t.push_str("</table>\n");
+    t
+}
+
+fn points_table(s: &SweepReport) -> String {
+    let mut t = format!(
+        "<details><summary>{} measured points of {}</summary><table class=\"points\"><tr><th>Load</th><th>Target IOPS</th>\
+         <th>IOPS</th><th>Bandwidth</th><th>Average</th><th>p99</th><th>Errors</th></tr>\n",
+        s.curve.len(),
+        esc(&s.profile)
+    );
+    for p in &s.curve {
+        t.push_str(&row(&[
+            td(&if p.uncontrolled {
+                "uncontrolled".into()
+            } else {
+                format!("{} %", p.pct)
+            }),
+            num(&if p.uncontrolled {
+                "-".into()
+            } else {
+                fmt_count(p.target_iops)
+            }),
+            num(&fmt_count(p.iops)),
+            num(&fmt_rate(p.bytes_per_sec)),
+            num(&fmt_latency_us(p.lat_avg_us)),
+            num(&fmt_latency_us(p.lat_p99_us)),
+            num(&p.errors.to_string()),
+        ]));
+    }
+    t.push_str("</table></details>\n");
+    t
+}
+
+fn steady_table(d: &DriveReport) -> String {
+    if d.steady.is_empty() {
+        return "<p class=\"muted\">No steady-state evaluation recorded.</p>\n".into();
+    }
+    let mut t = String::from(
+        "<table class=\"steady\"><tr><th>Profile</th><th>Reached</th><th>Round</th><th>Window IOPS</th>\
+         <th>Window average</th><th>Range / average</th><th>Slope excursion / average</th></tr>\n",
+    );
+    for s in &d.steady {
+        let window: Vec<String> = s.window.iter().map(|v| fmt_count(*v)).collect();
+        t.push_str(&row(&[
+            td(&s.profile),
+            format!(
+                "<td class=\"{}\">{}</td>",
+                if s.reached { "ok" } else { "bad" },
+                if s.reached { "yes" } else { "no" }
+            ),
+            num(&opt(s.round, |r| r.to_string())),
+            td(&window.join(", ")),
+            num(&fmt_count(s.average)),
+            num(&fmt_pct(s.range_ratio)),
+            num(&fmt_pct(s.slope_excursion_ratio)),
+        ]));
+    }
+    t.push_str("</table>\n");
+    t
+}
+
+fn soak_table(d: &DriveReport) -> String {
+    let Some(s) = &d.soak else {
+        return "<p class=\"muted\">No soak recorded.</p>\n".into();
+    };
+    let mut t = String::from("<table class=\"soak\">\n");
+    let mut kv = |k: &str, v: String, bad: bool| {
+        t.push_str(&row(&[
+            format!("<th>{}</th>", esc(k)),
+            format!(
+                "<td{}>{}</td>",
+                if bad { " class=\"bad\"" } else { "" },
+                esc(&v)
+            ),
+        ]))
+    };
+    kv("Duration", fmt_elapsed(s.elapsed_secs), false);
+    kv(
+        "Written / read",
+        format!(
+            "{} / {}",
+            fmt_bytes(s.written_bytes as f64),
+            fmt_bytes(s.read_bytes as f64)
+        ),
+        false,
+    );
+    let mut dwpd = format!(
+        "{} (rated {})",
+        opt(s.observed_dwpd, |v| format!("{v:.2}")),
+        opt(s.rated_dwpd, |v| format!("{v}"))
+    );
+    if let Some(r) = s.dwpd_ratio {
+        dwpd.push_str(&format!(": {} of rated", fmt_pct(r)));
+    }
+    kv("Observed DWPD", dwpd, false);
+    kv(
+        "Endurance consumed",
+        opt(s.endurance_consumed_ratio, |r| {
+            format!("{:.3} %", r * 100.0)
+        }),
+        false,
+    );
+    kv(
+        "Thermal throttling",
+        match s.throttled_secs {
+            Some(t) => format!(
+                "{} ({} of the soak), IOPS {} throttled vs {} unthrottled: {} lost",
+                fmt_elapsed(t),
+                opt(s.throttled_ratio, fmt_pct),
+                opt(s.iops_throttled, fmt_count),
+                opt(s.iops_unthrottled, fmt_count),
+                opt(s.throttle_iops_cost_ratio, fmt_pct)
+            ),
+            None => "-".into(),
+        },
+        false,
+    );
+    kv("I/O errors", s.errors.to_string(), s.errors > 0);
+    kv(
+        "Verify errors",
+        s.verify_errors.to_string(),
+        s.verify_errors > 0,
+    );
+    kv(
+        "Accounting check (drive / host written)",
+        match (s.smart_written_bytes_delta, s.accounting_ratio) {
+            (Some(d), Some(r)) => format!(
+                "{} by SMART vs {} by nvsoak: ratio {r:.3}",
+                fmt_bytes(d as f64),
+                fmt_bytes(s.written_bytes as f64)
+            ),
+            _ => "-".into(),
+        },
+        false,
+    );
+    t.push_str("</table>\n");
+    t
+}
+
+fn fmt_time(unix: f64) -> String {
+    // UTC, without pulling in a date crate: days since the epoch to a civil date.
+    let secs = unix.max(0.0) as i64;
+    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+pub fn render(report: &Report) -> Result<String, ReportError> {
+    let figs = figures(report)?;
+    let mut h = String::new();
+    h.push_str("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n");
+    h.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    h.push_str("<title>nvsoak qualification report</title>\n<style>");
+    h.push_str(CSS);
+    h.push_str("</style></head><body>\n");
+    h.push_str(&format!(
+        "<h1>nvsoak qualification report</h1>\n<p class=\"muted\">{} drive(s), generated {} by nvsoak {}. \
+         Sub-1 ms frontier: {}.</p>\n",
+        report.drives.len(),
+        fmt_time(report.generated),
+        esc(&report.nvsoak_version),
+        esc(&report.frontier_basis)
+    ));
+    if !report.comparisons.is_empty() {
+        h.push_str("<h2 id=\"comparison\">Comparison</h2>\n");
+    }
+    for (c, f) in report.comparisons.iter().zip(&figs.comparisons) {
+        h.push_str(&format!(
+            "<h3 id=\"cmp-{}\">{}</h3>\n",
+            esc(&slug(&c.profile)),
+            esc(&c.profile)
+        ));
+        h.push_str("<div class=\"charts\">");
+        h.push_str(&figure_html(f));
+        h.push_str("</div>\n<table class=\"ranking\"><tr><th>Rank</th><th>Drive</th><th>Peak IOPS</th><th>Average at peak</th><th>p99 at peak</th><th>Sub-1 ms IOPS</th><th>Result</th></tr>\n");
+        for e in &c.ranking {
+            h.push_str(&row(&[
+                num(&e.rank.to_string()),
+                td(&e.drive),
+                num(&fmt_count(e.peak_iops)),
+                num(&fmt_latency_us(e.lat_avg_us_at_peak)),
+                num(&fmt_latency_us(e.lat_p99_us_at_peak)),
+                num(&opt(e.sub_ms_iops, fmt_count)),
+                td(&format!("{}: {}", e.drive, e.summary)),
+            ]));
+        }
+        h.push_str("</table>\n");
+    }
+    for (i, (d, fs)) in report.drives.iter().zip(&figs.drives).enumerate() {
+        h.push_str(&format!(
+            "<h2 id=\"drive{}\">{}</h2>\n",
+            i + 1,
+            esc(&d.label)
+        ));
+        h.push_str(&identity_table(d));
+        if d.sweeps.is_empty() {
+            h.push_str("<p class=\"muted\">No sweep recorded.</p>\n");
+        } else {
+            h.push_str("<h3>Sweeps</h3>\n");
+            h.push_str(&sweeps_table(d));
+        }
+        for (s, (avg, p99)) in d.sweeps.iter().zip(fs) {
+            h.push_str(&format!(
+                "<h3>{}</h3>\n<p>Peak {}; {}.</p>\n<div class=\"charts\">",
+                esc(&s.profile),
+                esc(&opt(s.peak.as_ref(), point_text)),
+                esc(&frontier_text(s))
+            ));
+            h.push_str(&figure_html(avg));
+            h.push_str(&figure_html(p99));
+            h.push_str("</div>\n");
+            h.push_str(&points_table(s));
+        }
+        h.push_str("<h3>Steady state</h3>\n");
+        h.push_str(&steady_table(d));
+        h.push_str("<h3>Soak</h3>\n");
+        h.push_str(&soak_table(d));
+    }
+    h.push_str("</body></html>\n");
+    Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_time() {
+        assert_eq!(fmt_time(0.0), "1970-01-01 00:00:00 UTC");
+        // 2026-12-01 00:00:00 UTC = 1796083200.
+        assert_eq!(fmt_time(1_796_083_200.0), "2026-12-01 00:00:00 UTC");
+        assert_eq!(fmt_time(951_782_400.0 + 3661.0), "2000-02-29 01:01:01 UTC");
+    }
+
+    #[test]
+    fn slugs() {
+        assert_eq!(slug("4k-random-read"), "4k-random-read");
+        assert_eq!(slug("My Job / 2"), "my-job-2");
+    }
+}

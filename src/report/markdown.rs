@@ -1,0 +1,166 @@
+//! The Markdown report: tables in Markdown, charts as SVG files written next to it and linked
+//! by relative path (`<stem>-<figure id>.svg`).
+
+use std::path::{Path, PathBuf};
+
+use super::compute::{fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us, fmt_pct, fmt_rate};
+use super::html::{Figure, figures, frontier_text, point_text, rated_text};
+use super::{Report, ReportError};
+
+/// Escape the characters that break a Markdown table cell.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+    v.map(f).unwrap_or_else(|| "-".into())
+}
+
+fn image(md: &mut String, stem: &str, f: &Figure, files: &mut Vec<(String, String)>) {
+    let name = format!("{stem}-{}.svg", f.id);
+    md.push_str(&format!("![{}]({})\n\n", cell(&f.title), name));
+    files.push((name, f.svg.clone()));
+}
+
+/// The Markdown text and the SVG files it links, as (file name, contents); `stem` prefixes the
+/// SVG file names.
+pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, String)>), ReportError> {
+    let figs = figures(report)?;
+    let mut files = Vec::new();
+    let mut md = String::new();
+    md.push_str("# nvsoak qualification report\n\n");
+    md.push_str(&format!(
+        "{} drive(s), nvsoak {}. Sub-1 ms frontier: {}.\n\n",
+        report.drives.len(),
+        report.nvsoak_version,
+        report.frontier_basis
+    ));
+    if !report.comparisons.is_empty() {
+        md.push_str("## Comparison\n\n");
+    }
+    for (c, f) in report.comparisons.iter().zip(&figs.comparisons) {
+        md.push_str(&format!("### {}\n\n", c.profile));
+        image(&mut md, stem, f, &mut files);
+        md.push_str("| Rank | Drive | Peak IOPS | Average at peak | p99 at peak | Sub-1 ms IOPS |\n|---:|---|---:|---:|---:|---:|\n");
+        for e in &c.ranking {
+            md.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                e.rank,
+                cell(&e.drive),
+                fmt_count(e.peak_iops),
+                fmt_latency_us(e.lat_avg_us_at_peak),
+                fmt_latency_us(e.lat_p99_us_at_peak),
+                opt(e.sub_ms_iops, fmt_count)
+            ));
+        }
+        md.push('\n');
+        for e in &c.ranking {
+            md.push_str(&format!("- {}: {}\n", e.drive, e.summary));
+        }
+        md.push('\n');
+    }
+    for (d, fs) in report.drives.iter().zip(&figs.drives) {
+        md.push_str(&format!("## {}\n\n", d.label));
+        md.push_str("| | |\n|---|---|\n");
+        if let Some(dev) = &d.device {
+            md.push_str(&format!(
+                "| Model | {} |\n| Serial | {} |\n| Firmware | {} |\n| Capacity | {} |\n",
+                cell(&dev.model),
+                cell(&dev.serial),
+                cell(&dev.firmware),
+                fmt_bytes(dev.capacity_bytes as f64)
+            ));
+        }
+        md.push_str(&format!(
+            "| Host | {} |\n| Target | {} ({}) |\n| Rated figures | {} |\n\n",
+            cell(&d.host),
+            cell(&d.target),
+            cell(&d.path),
+            cell(&opt(d.rated.as_ref(), |r| r.source.clone()))
+        ));
+        if !d.sweeps.is_empty() {
+            md.push_str("| Profile | Peak IOPS | Average at peak | p99 at peak | Bandwidth at peak | Sub-1 ms (average) | Of rated |\n|---|---:|---:|---:|---:|---|---|\n");
+            for s in &d.sweeps {
+                let pk = s.peak.as_ref();
+                md.push_str(&format!(
+                    "| {} | {} | {} | {} | {} | {} | {} |\n",
+                    cell(&s.profile),
+                    opt(pk, |p| fmt_count(p.iops)),
+                    opt(pk, |p| fmt_latency_us(p.lat_avg_us)),
+                    opt(pk, |p| fmt_latency_us(p.lat_p99_us)),
+                    opt(pk, |p| fmt_rate(p.bytes_per_sec)),
+                    cell(&opt(s.sub_ms.as_ref(), point_text)),
+                    cell(&rated_text(s))
+                ));
+            }
+            md.push('\n');
+        }
+        for (s, (avg, p99)) in d.sweeps.iter().zip(fs) {
+            md.push_str(&format!(
+                "### {}\n\nPeak {}; {}.\n\n",
+                s.profile,
+                opt(s.peak.as_ref(), point_text),
+                frontier_text(s)
+            ));
+            image(&mut md, stem, avg, &mut files);
+            image(&mut md, stem, p99, &mut files);
+        }
+        if !d.steady.is_empty() {
+            md.push_str("### Steady state\n\n| Profile | Reached | Round | Window average | Range / average | Slope excursion / average |\n|---|---|---:|---:|---:|---:|\n");
+            for s in &d.steady {
+                md.push_str(&format!(
+                    "| {} | {} | {} | {} | {} | {} |\n",
+                    cell(&s.profile),
+                    if s.reached { "yes" } else { "no" },
+                    opt(s.round, |r| r.to_string()),
+                    fmt_count(s.average),
+                    fmt_pct(s.range_ratio),
+                    fmt_pct(s.slope_excursion_ratio)
+                ));
+            }
+            md.push('\n');
+        }
+        if let Some(s) = &d.soak {
+            md.push_str(&format!(
+                "### Soak\n\n- Duration: {}\n- Written / read: {} / {}\n- Observed DWPD: {} (rated {})\n- Endurance consumed: {}\n- Throttled: {} ({} IOPS lost)\n- Errors: {}, verify errors: {}\n- Accounting (drive / host written): {}\n\n",
+                fmt_elapsed(s.elapsed_secs),
+                fmt_bytes(s.written_bytes as f64),
+                fmt_bytes(s.read_bytes as f64),
+                opt(s.observed_dwpd, |v| format!("{v:.2}")),
+                opt(s.rated_dwpd, |v| format!("{v}")),
+                opt(s.endurance_consumed_ratio, |r| format!("{:.3} %", r * 100.0)),
+                opt(s.throttled_secs, fmt_elapsed),
+                opt(s.throttle_iops_cost_ratio, fmt_pct),
+                s.errors,
+                s.verify_errors,
+                opt(s.accounting_ratio, |r| format!("{r:.3}"))
+            ));
+        }
+    }
+    Ok((md, files))
+}
+
+/// Write the Markdown report to `out` and its SVGs next to it; returns every path written.
+pub fn write(report: &Report, out: &Path) -> Result<Vec<PathBuf>, ReportError> {
+    let stem = out
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "report".into());
+    let dir = out.parent().unwrap_or(Path::new(""));
+    let (md, files) = render(report, &stem)?;
+    let mut written = Vec::new();
+    for (name, svg) in files {
+        let p = dir.join(&name);
+        std::fs::write(&p, svg).map_err(|source| ReportError::Write {
+            path: p.clone(),
+            source,
+        })?;
+        written.push(p);
+    }
+    std::fs::write(out, md).map_err(|source| ReportError::Write {
+        path: out.to_path_buf(),
+        source,
+    })?;
+    written.push(out.to_path_buf());
+    Ok(written)
+}

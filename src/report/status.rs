@@ -1,0 +1,415 @@
+//! The daemon's `/` page: server-rendered HTML with inline SVG, refreshed by a `<meta>` tag (no
+//! script, no external asset), so it works on an air-gapped rack.
+//!
+//! Drives are passed as [`DriveStatus`] rows, a flat view of the health poller's snapshot, so
+//! the page does not depend on the poller's internals. HOOK: when `crate::health::HealthSnapshot`
+//! lands, add `drive_status(&HealthSnapshot) -> Vec<DriveStatus>` here.
+
+use super::charts::{self, LineChart, RefLine, Series, esc};
+use super::compute::{fmt_bytes, fmt_count, fmt_latency_us, fmt_pct, fmt_rate};
+use super::history::History;
+use crate::workload::scheduler::TargetSnapshot;
+
+/// Seconds between automatic reloads of the page.
+pub const REFRESH_SECS: u32 = 10;
+
+/// One drive as the status page shows it. `None` fields are shown as "-".
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DriveStatus {
+    /// Controller name, e.g. `nvme0`.
+    pub device: String,
+    pub model: String,
+    pub serial: String,
+    /// The last poll succeeded.
+    pub up: bool,
+    pub temperature_c: Option<f64>,
+    pub warning_temp_c: Option<f64>,
+    pub critical_temp_c: Option<f64>,
+    /// Percentage used as a ratio (1.0 = 100 %, may exceed 1).
+    pub percentage_used: Option<f64>,
+    pub available_spare: Option<f64>,
+    pub data_written_bytes: Option<f64>,
+    pub rated_endurance_bytes: Option<f64>,
+    pub throttling: Option<bool>,
+    pub throttle_events: Option<u64>,
+    pub media_errors: Option<u64>,
+    pub error_log_entries: Option<u64>,
+    pub critical_warning: Option<u8>,
+}
+
+const CSS: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1em auto;max-width:1300px;padding:0 1em;color:#222}\
+h1{font-size:1.4em;margin-bottom:.2em}h2{border-bottom:2px solid #1f77b4;padding-bottom:.2em;margin-top:1.5em}\
+table{border-collapse:collapse;margin:.5em 0 1em}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left}\
+th{background:#f2f5f9}td.num{text-align:right;font-variant-numeric:tabular-nums}\
+.charts{display:flex;flex-wrap:wrap;gap:8px}.charts figure{margin:0;border:1px solid #ddd;padding:2px}\
+svg.chart{display:block;max-width:100%;height:auto}.muted{color:#777}.ok{color:#2ca02c}.warn{color:#ff7f0e;font-weight:600}.bad{color:#d62728;font-weight:600}\
+nav a{margin-right:1em}";
+
+fn num(s: &str) -> String {
+    format!("<td class=\"num\">{}</td>", esc(s))
+}
+
+fn td(s: &str) -> String {
+    format!("<td>{}</td>", esc(s))
+}
+
+fn cls(class: &str, s: &str) -> String {
+    format!("<td class=\"{class}\">{}</td>", esc(s))
+}
+
+fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+    v.map(f).unwrap_or_else(|| "-".into())
+}
+
+const SPARK_W: u32 = 400;
+const SPARK_H: u32 = 150;
+
+fn spark(
+    title: &str,
+    y_desc: &str,
+    name: &str,
+    points: Vec<(f64, f64)>,
+    span_min: f64,
+    reference: Option<RefLine>,
+) -> String {
+    let series = [Series {
+        name: name.to_string(),
+        points,
+    }];
+    let svg = charts::line_chart(&LineChart {
+        title,
+        x_desc: "minutes ago",
+        y_desc,
+        width: SPARK_W,
+        height: SPARK_H,
+        series: &series,
+        x_range: Some((-span_min, 0.0)),
+        reference,
+        legend: false,
+        x_si: false,
+        y_si: true,
+        markers: false,
+    });
+    match svg {
+        Ok(s) => format!("<figure>{s}</figure>"),
+        Err(e) => format!("<p class=\"bad\">{}</p>", esc(&e.to_string())),
+    }
+}
+
+fn target_rows(targets: &[TargetSnapshot]) -> String {
+    let mut t = String::from(
+        "<table id=\"targets\"><tr><th>Target</th><th>Path</th><th>Engine</th><th>State</th><th>Phase</th><th>Profile</th>\
+         <th>Steady state</th><th>IOPS</th><th>Bandwidth</th><th>Read p50 / p99</th><th>Write p50 / p99</th><th>Errors</th></tr>\n",
+    );
+    for s in targets {
+        let (r, w) = s.totals();
+        let errors = r.errors.total() + w.errors.total();
+        let state = if !s.up {
+            cls(
+                "bad",
+                &format!("down: {}", s.stop_reason.as_deref().unwrap_or("stopped")),
+            )
+        } else if s.running {
+            cls("ok", "running")
+        } else {
+            td(&format!(
+                "finished{}",
+                s.stop_reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            ))
+        };
+        let job = s.jobs.get(&s.profile);
+        let bw: f64 = s.jobs.values().map(|j| j.read_bw + j.write_bw).sum();
+        let steady = match job.and_then(|j| j.steady.as_ref()) {
+            Some(st) if st.reached => cls(
+                "ok",
+                &format!(
+                    "reached at round {} (range {}, {} rounds)",
+                    opt(st.since_round, |r| r.to_string()),
+                    fmt_pct(st.range_ratio),
+                    st.rounds
+                ),
+            ),
+            Some(st) => td(&format!(
+                "not yet ({} rounds, range {})",
+                st.rounds,
+                fmt_pct(st.range_ratio)
+            )),
+            None => td("-"),
+        };
+        let q = |iops: f64, q: Option<[f64; 4]>| match q.filter(|_| iops > 0.0) {
+            Some(q) => format!(
+                "{} / {}",
+                fmt_latency_us(q[0] * 1e6),
+                fmt_latency_us(q[1] * 1e6)
+            ),
+            None => "-".into(),
+        };
+        t.push_str(&format!(
+            "<tr>{}{}{}{}{}{}{}{}{}{}{}{}</tr>\n",
+            td(&s.name),
+            td(&s.path),
+            td(s.engine.as_deref().unwrap_or("-")),
+            state,
+            td(&format!("{} (#{})", s.phase, s.phase_index + 1)),
+            td(&s.profile),
+            steady,
+            num(&fmt_count(s.iops)),
+            num(&fmt_rate(bw)),
+            num(&job.map_or("-".into(), |j| q(j.read_iops, j.read_q))),
+            num(&job.map_or("-".into(), |j| q(j.write_iops, j.write_q))),
+            if errors > 0 {
+                cls("bad", &errors.to_string())
+            } else {
+                num("0")
+            },
+        ));
+    }
+    t.push_str("</table>\n");
+    t
+}
+
+fn drive_rows(drives: &[DriveStatus]) -> String {
+    let mut t = String::from(
+        "<table id=\"drives\"><tr><th>Device</th><th>Model</th><th>Serial</th><th>Poll</th><th>Temperature</th>\
+         <th>Wear (used)</th><th>Spare</th><th>Written vs rated TBW</th><th>Throttling</th><th>Media errors</th><th>Error log</th><th>Critical warning</th></tr>\n",
+    );
+    for d in drives {
+        let temp = match d.temperature_c {
+            Some(c) => {
+                let text = format!(
+                    "{c:.0} °C (warning {}, critical {})",
+                    opt(d.warning_temp_c, |v| format!("{v:.0}")),
+                    opt(d.critical_temp_c, |v| format!("{v:.0}"))
+                );
+                let class = if d.critical_temp_c.is_some_and(|x| c >= x) {
+                    "bad"
+                } else if d.warning_temp_c.is_some_and(|x| c >= x) {
+                    "warn"
+                } else {
+                    "ok"
+                };
+                cls(class, &text)
+            }
+            None => td("-"),
+        };
+        let tbw = match (d.data_written_bytes, d.rated_endurance_bytes) {
+            (Some(w), Some(r)) if r > 0.0 => {
+                format!("{} of {} ({})", fmt_bytes(w), fmt_bytes(r), fmt_pct(w / r))
+            }
+            (Some(w), _) => format!("{} (rating unknown)", fmt_bytes(w)),
+            _ => "-".into(),
+        };
+        let throttling = match d.throttling {
+            Some(true) => cls(
+                "bad",
+                &format!(
+                    "throttling ({} episodes)",
+                    opt(d.throttle_events, |v| v.to_string())
+                ),
+            ),
+            Some(false) => td(&format!(
+                "no ({} episodes)",
+                opt(d.throttle_events, |v| v.to_string())
+            )),
+            None => td("-"),
+        };
+        let count = |v: Option<u64>| match v {
+            Some(n) if n > 0 => cls("bad", &n.to_string()),
+            Some(n) => num(&n.to_string()),
+            None => num("-"),
+        };
+        t.push_str(&format!(
+            "<tr>{}{}{}{}{temp}{}{}{}{throttling}{}{}{}</tr>\n",
+            td(&d.device),
+            td(&d.model),
+            td(&d.serial),
+            if d.up {
+                cls("ok", "up")
+            } else {
+                cls("bad", "down")
+            },
+            num(&opt(d.percentage_used, fmt_pct)),
+            num(&opt(d.available_spare, fmt_pct)),
+            td(&tbw),
+            count(d.media_errors),
+            count(d.error_log_entries),
+            match d.critical_warning {
+                Some(0) => num("0"),
+                Some(v) => cls("bad", &format!("{v:#04x}")),
+                None => num("-"),
+            },
+        ));
+    }
+    t.push_str("</table>\n");
+    t
+}
+
+/// The status page. `drives` is empty when health polling is off or has not reported yet.
+pub fn render_status(
+    targets: &[TargetSnapshot],
+    drives: &[DriveStatus],
+    history: &History,
+) -> String {
+    let span = history.span_secs();
+    let span_min = span / 60.0;
+    let now = history.latest().unwrap_or(0.0);
+    let ago = |t: f64| (t - now) / 60.0;
+    let mut h = String::new();
+    h.push_str("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n");
+    h.push_str(&format!(
+        "<meta http-equiv=\"refresh\" content=\"{REFRESH_SECS}\">\n"
+    ));
+    h.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    h.push_str("<title>nvsoak status</title>\n<style>");
+    h.push_str(CSS);
+    h.push_str("</style></head><body>\n");
+    h.push_str(&format!(
+        "<h1>nvsoak {} status</h1>\n<nav><a href=\"/metrics\">/metrics</a><a href=\"/report\">qualification report</a>\
+         <span class=\"muted\">reloads every {REFRESH_SECS} s</span></nav>\n",
+        esc(env!("CARGO_PKG_VERSION"))
+    ));
+    h.push_str("<h2>Targets</h2>\n");
+    if targets.is_empty() {
+        h.push_str("<p class=\"muted\">No targets configured.</p>\n");
+    } else {
+        h.push_str(&target_rows(targets));
+    }
+    for s in targets {
+        let q: Vec<_> = history
+            .target(&s.name)
+            .map(|q| q.iter().copied().collect())
+            .unwrap_or_default();
+        h.push_str(&format!(
+            "<h3>{} — last {:.0} minutes</h3>\n<div class=\"charts\">",
+            esc(&s.name),
+            span_min
+        ));
+        h.push_str(&spark(
+            &format!("{}: IOPS", s.name),
+            "IOPS",
+            &s.name,
+            q.iter().map(|x| (ago(x.t), x.iops)).collect(),
+            span_min,
+            None,
+        ));
+        h.push_str(&spark(
+            &format!("{}: bandwidth (B/s)", s.name),
+            "B/s",
+            &s.name,
+            q.iter().map(|x| (ago(x.t), x.bytes_per_sec)).collect(),
+            span_min,
+            None,
+        ));
+        h.push_str(&spark(
+            &format!("{}: p99 latency (µs)", s.name),
+            "µs",
+            &s.name,
+            q.iter()
+                .filter_map(|x| x.p99_secs.map(|p| (ago(x.t), p * 1e6)))
+                .collect(),
+            span_min,
+            Some(RefLine {
+                y: 1000.0,
+                label: "1 ms".into(),
+            }),
+        ));
+        h.push_str("</div>\n");
+    }
+    h.push_str("<h2>Drives</h2>\n");
+    if drives.is_empty() {
+        h.push_str(
+            "<p class=\"muted\">No drive health: health polling is off, no NVMe controller was found, \
+             or the first poll has not finished.</p>\n",
+        );
+    } else {
+        h.push_str(&drive_rows(drives));
+        h.push_str("<div class=\"charts\">");
+        for d in drives {
+            let pts: Vec<(f64, f64)> = history
+                .device(&d.device)
+                .map(|q| q.iter().map(|x| (ago(x.t), x.temperature_c)).collect())
+                .unwrap_or_default();
+            h.push_str(&spark(
+                &format!("{}: temperature (°C)", d.device),
+                "°C",
+                &d.device,
+                pts,
+                span_min,
+                d.warning_temp_c.map(|w| RefLine {
+                    y: w,
+                    label: format!("warning {w:.0} °C"),
+                }),
+            ));
+        }
+        h.push_str("</div>\n");
+    }
+    h.push_str("</body></html>\n");
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::scheduler::JobStats;
+    use std::time::Duration;
+
+    #[test]
+    fn page_shows_targets_drives_and_one_chart_series_each() {
+        let mut s = TargetSnapshot {
+            name: "t<1>".into(),
+            path: "/dev/shm/x".into(),
+            phase: "soak".into(),
+            profile: "4k-random-read".into(),
+            running: true,
+            up: true,
+            iops: 1234.0,
+            ..Default::default()
+        };
+        s.jobs.insert(
+            "4k-random-read".into(),
+            JobStats {
+                read_iops: 1234.0,
+                read_bw: 1234.0 * 4096.0,
+                read_q: Some([80e-6, 900e-6, 1e-3, 2e-3]),
+                ..Default::default()
+            },
+        );
+        let mut h = History::new(60, Duration::from_secs(1));
+        for i in 0..30 {
+            h.push(100.0 + i as f64, std::slice::from_ref(&s));
+            h.push_device(100.0 + i as f64, "nvme0", 40.0 + i as f64);
+        }
+        let d = DriveStatus {
+            device: "nvme0".into(),
+            model: "QEMU NVMe Ctrl".into(),
+            up: true,
+            temperature_c: Some(69.0),
+            warning_temp_c: Some(70.0),
+            critical_temp_c: Some(80.0),
+            media_errors: Some(2),
+            ..Default::default()
+        };
+        let page = render_status(&[s], &[d], &h);
+        assert!(page.contains("t&lt;1&gt;"));
+        assert!(!page.contains("t<1>"));
+        assert!(page.contains("1,234"));
+        assert!(page.contains("80.0 µs / 900 µs"));
+        assert!(page.contains("69 °C (warning 70, critical 80)"));
+        assert!(page.contains("href=\"/metrics\""));
+        // 3 target charts + 1 temperature chart, one series each.
+        assert_eq!(page.matches("<svg class=\"chart\"").count(), 4);
+        assert_eq!(page.matches("class=\"series\"").count(), 4);
+        assert_eq!(page.matches("<td class=\"bad\">2</td>").count(), 1);
+        assert!(!page.contains("<script"));
+    }
+
+    #[test]
+    fn page_without_drives_says_why() {
+        let page = render_status(&[], &[], &History::default());
+        assert!(page.contains("No drive health"));
+        assert!(page.contains("No targets configured"));
+    }
+}
