@@ -32,3 +32,10 @@ impl HostIoSource for NoHostIo {
         Vec::new()
     }
 }
+
+pub mod derive;
+pub mod poller;
+
+pub use poller::{
+    DeviceHealth, HealthHandle, HealthSnapshot, Poller, poll_once, spawn, spawn_with,
+};

@@ -1,0 +1,845 @@
+//! The health poller: discovers controllers, polls their pages, keeps the derivations' state,
+//! and publishes an immutable [`HealthSnapshot`].
+//!
+//! [`Poller`] is synchronous (one poll = a few admin commands per device); [`spawn`] runs it on
+//! tokio with the ioctls in `spawn_blocking`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::derive::{
+    self, Accounting, AccountingTracker, RatedEndurance, ThermalSample, Throttle, ThrottleTracker,
+    WriteHistory,
+};
+use super::{HostIo, HostIoSource};
+use crate::config::{DeviceRatingOverride, HealthSettings};
+use crate::nvme::discover::{self, Controller, Filter};
+use crate::nvme::features::TempThresholds;
+use crate::nvme::identify::{IdCtrl, IdNs};
+use crate::nvme::ioctl::IoctlTransport;
+use crate::nvme::log::{error::ErrorEntry, fwslot::FwSlotLog, ocp::OcpSmartLog, smart::SmartLog};
+use crate::nvme::ratings::RatingsTable;
+use crate::nvme::{AdminTransport, NvmeError, cmd};
+
+/// The `log` label values of `nvsoak_health_poll_errors_total`.
+pub mod page {
+    pub const OPEN: &str = "open";
+    pub const IDENTIFY: &str = "identify";
+    pub const IDENTIFY_NS: &str = "identify_ns";
+    pub const SMART: &str = "smart";
+    pub const ERROR: &str = "error";
+    pub const FW_SLOT: &str = "fw_slot";
+    pub const OCP: &str = "ocp";
+    pub const TEMP_THRESHOLD: &str = "temp_threshold";
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct NamespaceHealth {
+    pub name: String,
+    pub nsid: u32,
+    pub dev_path: PathBuf,
+    pub id: Option<IdNs>,
+}
+
+/// Whether the drive has an OCP C0h page, learnt on the first poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OcpSupport {
+    #[default]
+    Unknown,
+    Absent,
+    Present {
+        uuid_index: u8,
+    },
+}
+
+/// Derived endurance and thermal figures for one drive.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Derived {
+    pub rated: Option<RatedEndurance>,
+    /// Lifetime host bytes written / rated bytes.
+    pub endurance_consumed_ratio: Option<f64>,
+    pub observed_dwpd_soak: Option<f64>,
+    pub observed_dwpd_24h: Option<f64>,
+    pub projected_wearout_days_tbw: Option<f64>,
+    pub projected_wearout_days_percentage_used: Option<f64>,
+    /// OCP physical media written / host bytes written (lifetime).
+    pub write_amplification: Option<f64>,
+    pub accounting: Option<Accounting>,
+    pub throttle: Throttle,
+}
+
+/// The last known state of one controller. Pages that failed keep their previous values.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct DeviceHealth {
+    /// `nvme0`
+    pub name: String,
+    pub dev_path: PathBuf,
+    /// From sysfs, replaced by Identify when that succeeds.
+    pub serial: String,
+    pub model: String,
+    pub firmware: String,
+    /// Still listed in sysfs at the last rescan.
+    pub present: bool,
+    /// The last SMART read succeeded.
+    pub up: bool,
+    pub id: Option<IdCtrl>,
+    pub namespaces: Vec<NamespaceHealth>,
+    pub smart: Option<SmartLog>,
+    pub error_log: Option<Vec<ErrorEntry>>,
+    pub fw_slot: Option<FwSlotLog>,
+    pub thresholds: Option<TempThresholds>,
+    pub ocp_support: OcpSupport,
+    pub ocp: Option<OcpSmartLog>,
+    /// Failed reads by page, cumulative.
+    pub poll_errors: BTreeMap<&'static str, u64>,
+    /// The last failure's message, for logs and `nvsoak health`.
+    pub last_error: Option<String>,
+    pub derived: Derived,
+    #[serde(skip)]
+    history: WriteHistory,
+    #[serde(skip)]
+    accounting: AccountingTracker,
+    #[serde(skip)]
+    throttle: ThrottleTracker,
+}
+
+impl DeviceHealth {
+    pub fn new(c: &Controller) -> Self {
+        DeviceHealth {
+            name: c.name.clone(),
+            dev_path: c.dev_path.clone(),
+            serial: c.serial.clone(),
+            model: c.model.clone(),
+            firmware: c.firmware.clone(),
+            present: true,
+            up: false,
+            id: None,
+            namespaces: ns_of(c),
+            smart: None,
+            error_log: None,
+            fw_slot: None,
+            thresholds: None,
+            ocp_support: OcpSupport::Unknown,
+            ocp: None,
+            poll_errors: BTreeMap::new(),
+            last_error: None,
+            derived: Derived::default(),
+            history: WriteHistory::default(),
+            accounting: AccountingTracker::default(),
+            throttle: ThrottleTracker::default(),
+        }
+    }
+
+    /// Capacity for DWPD: TNVMCAP, else the namespaces' sizes.
+    pub fn capacity_bytes(&self) -> u64 {
+        let t = self.id.as_ref().map(|i| i.tnvmcap).unwrap_or(0);
+        let cap = if t > 0 {
+            t
+        } else {
+            self.namespaces
+                .iter()
+                .filter_map(|n| n.id.as_ref())
+                .map(|i| i.size_bytes())
+                .sum()
+        };
+        u64::try_from(cap).unwrap_or(u64::MAX)
+    }
+
+    fn fail(&mut self, page: &'static str, e: &NvmeError) {
+        *self.poll_errors.entry(page).or_insert(0) += 1;
+        let msg = e.to_string();
+        if self.last_error.as_deref() != Some(msg.as_str()) {
+            if e.is_permission() {
+                tracing::warn!("{msg}");
+            } else {
+                tracing::debug!("{msg}");
+            }
+        }
+        self.last_error = Some(msg);
+    }
+}
+
+fn ns_of(c: &Controller) -> Vec<NamespaceHealth> {
+    c.namespaces
+        .iter()
+        .map(|n| NamespaceHealth {
+            name: n.name.clone(),
+            nsid: n.nsid,
+            dev_path: n.dev_path.clone(),
+            id: None,
+        })
+        .collect()
+}
+
+/// Everything the poller knows, as of its last poll.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct HealthSnapshot {
+    pub devices: Vec<DeviceHealth>,
+    /// Unix time at the end of the last poll.
+    pub poll_timestamp_seconds: Option<f64>,
+    pub poll_duration_seconds: Option<f64>,
+    pub polls: u64,
+    /// Why discovery or setup failed, if it did (bad regex, unreadable sysfs or ratings).
+    pub setup_error: Option<String>,
+}
+
+/// The ratings and overrides the derivations need.
+#[derive(Debug, Clone)]
+pub struct RatingContext {
+    pub table: RatingsTable,
+    pub overrides: Vec<DeviceRatingOverride>,
+}
+
+impl Default for RatingContext {
+    fn default() -> Self {
+        RatingContext {
+            table: RatingsTable::builtin(),
+            overrides: Vec::new(),
+        }
+    }
+}
+
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Whether `host` (a target's path, maybe a partition or a symlink) lies on controller `d`.
+fn host_on_device(host: &HostIo, d: &DeviceHealth) -> bool {
+    let p = std::fs::canonicalize(&host.path).unwrap_or_else(|_| host.path.clone());
+    let Some(name) = p.file_name().map(|n| n.to_string_lossy().to_string()) else {
+        return false;
+    };
+    d.namespaces.iter().any(|n| {
+        name == n.name
+            || name
+                .strip_prefix(n.name.as_str())
+                .and_then(|r| r.strip_prefix('p'))
+                .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
+/// Poll one device's pages through `t` and update its derivations. `now` is Unix time.
+/// A failed page counts an error and leaves that page's previous value in place.
+pub fn poll_device(
+    t: &dyn AdminTransport,
+    d: &mut DeviceHealth,
+    now: f64,
+    host: &[HostIo],
+    ratings: &RatingContext,
+) {
+    if d.id.is_none() {
+        match cmd::read_id_ctrl(t) {
+            Ok(id) => {
+                d.serial = id.sn.clone();
+                d.model = id.mn.clone();
+                d.firmware = id.fr.clone();
+                d.id = Some(id);
+            }
+            Err(e) => d.fail(page::IDENTIFY, &e),
+        }
+    }
+    for i in 0..d.namespaces.len() {
+        if d.namespaces[i].id.is_none() {
+            match cmd::read_id_ns(t, d.namespaces[i].nsid) {
+                Ok(id) => d.namespaces[i].id = Some(id),
+                Err(e) => d.fail(page::IDENTIFY_NS, &e),
+            }
+        }
+    }
+    match cmd::read_smart(t) {
+        Ok(s) => {
+            d.smart = Some(s);
+            d.up = true;
+        }
+        Err(e) => {
+            d.up = false;
+            d.fail(page::SMART, &e);
+        }
+    }
+    let elpe = d.id.as_ref().map(|i| i.elpe).unwrap_or(15);
+    match cmd::read_error_log(t, elpe) {
+        Ok(es) => d.error_log = Some(es),
+        Err(e) => d.fail(page::ERROR, &e),
+    }
+    match cmd::read_fwslot(t) {
+        Ok(f) => d.fw_slot = Some(f),
+        Err(e) => d.fail(page::FW_SLOT, &e),
+    }
+    match cmd::read_temp_thresholds(t) {
+        Ok(th) => d.thresholds = Some(th),
+        Err(e) => d.fail(page::TEMP_THRESHOLD, &e),
+    }
+    match d.ocp_support {
+        OcpSupport::Absent => {}
+        OcpSupport::Unknown => {
+            // Learn once: a rejected command or a page without the GUID means no OCP page.
+            if let Some(id) = d.id.clone() {
+                let idx = cmd::ocp_uuid_index(t, &id);
+                match cmd::read_ocp(t, idx) {
+                    Ok(Some(o)) => {
+                        d.ocp = Some(o);
+                        d.ocp_support = OcpSupport::Present { uuid_index: idx };
+                    }
+                    Ok(None) => d.ocp_support = OcpSupport::Absent,
+                    Err(e) if e.status().is_some() => d.ocp_support = OcpSupport::Absent,
+                    Err(e) => d.fail(page::OCP, &e),
+                }
+            }
+        }
+        OcpSupport::Present { uuid_index } => match cmd::read_ocp(t, uuid_index) {
+            Ok(Some(o)) => d.ocp = Some(o),
+            Ok(None) => {}
+            Err(e) => d.fail(page::OCP, &e),
+        },
+    }
+    derive_device(d, now, host, ratings);
+}
+
+fn derive_device(d: &mut DeviceHealth, now: f64, host: &[HostIo], ratings: &RatingContext) {
+    let cap = d.capacity_bytes();
+    if d.derived.rated.is_none() {
+        d.derived.rated = derive::rated_endurance(
+            &ratings.overrides,
+            &ratings.table,
+            &d.name,
+            &d.serial,
+            &d.model,
+            cap,
+        );
+    }
+    let mine: Vec<&HostIo> = host.iter().filter(|h| host_on_device(h, d)).collect();
+    let host_written: u64 = mine.iter().map(|h| h.written_bytes).sum();
+    let iops = (!mine.is_empty()).then(|| mine.iter().map(|h| h.iops).sum::<f64>());
+    let Some(s) = d.smart.clone() else {
+        return;
+    };
+    if !d.up {
+        return; // stale page: don't feed it to the time series again
+    }
+    d.history.push(now, s.data_units_written, s.percent_used);
+    let lifetime = s.data_units_written as f64 * derive::DATA_UNIT_BYTES;
+    let rated = d.derived.rated.clone();
+    let dwpd_cap = rated
+        .as_ref()
+        .and_then(|r| r.capacity_bytes)
+        .unwrap_or(cap as f64);
+    d.derived.endurance_consumed_ratio = rated
+        .as_ref()
+        .and_then(|r| r.bytes)
+        .filter(|b| *b > 0.0)
+        .map(|b| lifetime / b);
+    d.derived.observed_dwpd_soak = d.history.dwpd_soak(dwpd_cap);
+    d.derived.observed_dwpd_24h = d.history.dwpd_24h(dwpd_cap);
+    d.derived.projected_wearout_days_tbw = match (
+        rated.as_ref().and_then(|r| r.bytes),
+        d.history.bytes_per_day_24h(),
+    ) {
+        (Some(b), Some(bpd)) => derive::days_to_rated(b, lifetime, bpd),
+        _ => None,
+    };
+    d.derived.projected_wearout_days_percentage_used =
+        d.history.days_to_percentage_used(now, s.percent_used);
+    d.derived.write_amplification = d
+        .ocp
+        .as_ref()
+        .filter(|_| lifetime > 0.0)
+        .map(|o| o.physical_media_units_written as f64 / lifetime)
+        .filter(|w| *w > 0.0);
+    if !mine.is_empty() {
+        d.derived.accounting = Some(d.accounting.update(host_written, s.data_units_written));
+    }
+    let sample = ThermalSample {
+        transitions: [s.thm_temp1_trans_count, s.thm_temp2_trans_count],
+        seconds: [s.thm_temp1_total_time, s.thm_temp2_total_time],
+        temperature_k: s.temperature,
+        wctemp_k: d.id.as_ref().map(|i| i.wctemp).unwrap_or(0),
+        ocp_status: d.ocp.as_ref().map(|o| o.thermal_throttling_status),
+        iops,
+    };
+    d.derived.throttle = d.throttle.update(sample).clone();
+}
+
+/// Read every page of one controller once, with fresh state (for `nvsoak health` and tests).
+pub fn poll_once(
+    t: &dyn AdminTransport,
+    c: &Controller,
+    ratings: &RatingContext,
+    host: &[HostIo],
+) -> DeviceHealth {
+    let mut d = DeviceHealth::new(c);
+    poll_device(t, &mut d, unix_now(), host, ratings);
+    d
+}
+
+/// Opens a transport for a controller.
+pub type Opener =
+    Arc<dyn Fn(&Controller) -> Result<Box<dyn AdminTransport>, NvmeError> + Send + Sync>;
+
+/// The real opener: `IoctlTransport` on the controller's `/dev/nvmeX`.
+pub fn ioctl_opener() -> Opener {
+    Arc::new(|c: &Controller| {
+        IoctlTransport::open(&c.dev_path).map(|t| Box::new(t) as Box<dyn AdminTransport>)
+    })
+}
+
+/// The synchronous poller: discovery, rescans, per-device state.
+pub struct Poller {
+    settings: HealthSettings,
+    sysfs_root: PathBuf,
+    opener: Opener,
+    filter: Option<Filter>,
+    ratings: RatingContext,
+    devices: BTreeMap<String, DeviceHealth>,
+    controllers: BTreeMap<String, Controller>,
+    last_rescan: Option<Instant>,
+    polls: u64,
+    last_timestamp: Option<f64>,
+    last_duration: Option<f64>,
+    setup_error: Option<String>,
+}
+
+impl Poller {
+    /// Setup errors (a bad regex, an unreadable ratings file) are kept and exported in the
+    /// snapshot rather than stopping the daemon; a bad filter polls nothing.
+    pub fn new(settings: HealthSettings, sysfs_root: &Path, opener: Opener) -> Self {
+        let mut setup_error = None;
+        let filter = match Filter::new(&settings.include, &settings.exclude) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                setup_error = Some(e.to_string());
+                None
+            }
+        };
+        let table = match RatingsTable::load(settings.ratings_file.as_deref()) {
+            Ok(t) => t,
+            Err(e) => {
+                setup_error.get_or_insert(format!("{e}; using the built-in table"));
+                RatingsTable::builtin()
+            }
+        };
+        if let Some(e) = &setup_error {
+            tracing::error!("health: {e}");
+        }
+        Poller {
+            ratings: RatingContext {
+                table,
+                overrides: settings.devices.clone(),
+            },
+            settings,
+            sysfs_root: sysfs_root.to_path_buf(),
+            opener,
+            filter,
+            devices: BTreeMap::new(),
+            controllers: BTreeMap::new(),
+            last_rescan: None,
+            polls: 0,
+            last_timestamp: None,
+            last_duration: None,
+            setup_error,
+        }
+    }
+
+    /// Walk sysfs: new controllers are added, vanished ones stay with `present = false`.
+    pub fn rescan(&mut self) {
+        self.last_rescan = Some(Instant::now());
+        let Some(filter) = self.filter.as_ref() else {
+            return; // a bad include/exclude rule polls nothing (see setup_error)
+        };
+        let found = match discover::discover(&self.sysfs_root) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!("health: {e}");
+                return;
+            }
+        };
+        let found: Vec<Controller> = found.into_iter().filter(|c| filter.allows(c)).collect();
+        for d in self.devices.values_mut() {
+            d.present = found.iter().any(|c| c.name == d.name);
+            if !d.present {
+                d.up = false;
+            }
+        }
+        for c in found {
+            match self.devices.get_mut(&c.name) {
+                Some(d) if d.serial != c.serial && !c.serial.is_empty() && d.id.is_some() => {
+                    // Another drive took the name: start over.
+                    tracing::info!("health: {} is now serial {}", c.name, c.serial);
+                    self.devices.insert(c.name.clone(), DeviceHealth::new(&c));
+                }
+                Some(d) => {
+                    if d.namespaces
+                        .iter()
+                        .map(|n| &n.name)
+                        .ne(c.namespaces.iter().map(|n| &n.name))
+                    {
+                        d.namespaces = ns_of(&c);
+                    }
+                }
+                None => {
+                    tracing::info!("health: found {} ({} {})", c.name, c.model, c.serial);
+                    self.devices.insert(c.name.clone(), DeviceHealth::new(&c));
+                }
+            }
+            self.controllers.insert(c.name.clone(), c);
+        }
+    }
+
+    fn rescan_due(&self) -> bool {
+        self.last_rescan
+            .is_none_or(|t| t.elapsed() >= self.settings.rescan_interval)
+    }
+
+    /// One poll of every present device (rescanning first when due), at Unix time `now`.
+    pub fn poll_at(&mut self, now: f64, host: &[HostIo]) {
+        let start = Instant::now();
+        if self.rescan_due() {
+            self.rescan();
+        }
+        for (name, d) in self.devices.iter_mut() {
+            if !d.present {
+                d.up = false;
+                continue;
+            }
+            let Some(c) = self.controllers.get(name) else {
+                continue;
+            };
+            match (self.opener)(c) {
+                Ok(t) => poll_device(t.as_ref(), d, now, host, &self.ratings),
+                Err(e) => {
+                    d.up = false;
+                    d.fail(page::OPEN, &e);
+                }
+            }
+        }
+        self.polls += 1;
+        self.last_duration = Some(start.elapsed().as_secs_f64());
+        self.last_timestamp = Some(unix_now());
+    }
+
+    pub fn poll(&mut self, host: &[HostIo]) {
+        self.poll_at(unix_now(), host);
+    }
+
+    pub fn snapshot(&self) -> HealthSnapshot {
+        HealthSnapshot {
+            devices: self.devices.values().cloned().collect(),
+            poll_timestamp_seconds: self.last_timestamp,
+            poll_duration_seconds: self.last_duration,
+            polls: self.polls,
+            setup_error: self.setup_error.clone(),
+        }
+    }
+
+    pub fn device(&self, name: &str) -> Option<&DeviceHealth> {
+        self.devices.get(name)
+    }
+}
+
+/// The daemon's view of the background poller. Cheap to clone.
+#[derive(Clone)]
+pub struct HealthHandle {
+    snap: Arc<RwLock<Arc<HealthSnapshot>>>,
+    kick: Arc<tokio::sync::Notify>,
+}
+
+impl HealthHandle {
+    /// The latest poll's snapshot (empty before the first poll completes).
+    pub fn snapshot(&self) -> Arc<HealthSnapshot> {
+        self.snap
+            .read()
+            .map(|g| Arc::clone(&g))
+            .unwrap_or_else(|p| Arc::clone(&p.into_inner()))
+    }
+
+    /// Ask for a poll now instead of at the next interval.
+    pub fn poll_now(&self) {
+        self.kick.notify_one();
+    }
+
+    /// Wait until a snapshot with at least `polls` polls is published, or `timeout` passes.
+    pub async fn wait_for_polls(
+        &self,
+        polls: u64,
+        timeout: Duration,
+    ) -> Option<Arc<HealthSnapshot>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let s = self.snapshot();
+            if s.polls >= polls {
+                return Some(s);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Start the background poller on the current tokio runtime; it stops when `stop` turns true
+/// or its sender is dropped. With `settings.enabled` false it publishes an empty snapshot and
+/// never polls.
+pub fn spawn(
+    settings: HealthSettings,
+    host: Arc<dyn HostIoSource>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> HealthHandle {
+    spawn_with(settings, host, stop, PathBuf::from("/sys"), ioctl_opener())
+}
+
+/// [`spawn`] with the sysfs root and the transport opener chosen by the caller (tests use a
+/// fake sysfs tree and the replay transport).
+pub fn spawn_with(
+    settings: HealthSettings,
+    host: Arc<dyn HostIoSource>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    sysfs_root: PathBuf,
+    opener: Opener,
+) -> HealthHandle {
+    let handle = HealthHandle {
+        snap: Arc::new(RwLock::new(Arc::new(HealthSnapshot::default()))),
+        kick: Arc::new(tokio::sync::Notify::new()),
+    };
+    if !settings.enabled {
+        return handle;
+    }
+    let h = handle.clone();
+    let interval = settings.poll_interval.max(Duration::from_millis(10));
+    tokio::spawn(async move {
+        let mut poller = Some(Poller::new(settings, &sysfs_root, opener));
+        loop {
+            if *stop.borrow() {
+                break;
+            }
+            let io = host.host_io();
+            let Some(mut p) = poller.take() else { break };
+            let joined = tokio::task::spawn_blocking(move || {
+                p.poll(&io);
+                let snap = p.snapshot();
+                (p, snap)
+            })
+            .await;
+            match joined {
+                Ok((p, snap)) => {
+                    poller = Some(p);
+                    if let Ok(mut g) = h.snap.write() {
+                        *g = Arc::new(snap);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!("health: the poll task failed: {e}; health polling stops");
+                    break;
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = h.kick.notified() => {}
+                r = stop.changed() => { if r.is_err() { break; } }
+            }
+        }
+    });
+    handle
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nvme::cmd::{OPC_GET_FEATURES, OPC_GET_LOG_PAGE, OPC_IDENTIFY};
+    use crate::nvme::discover::fake;
+    use crate::nvme::identify::testdata as idt;
+    use crate::nvme::log::{
+        error::testdata as errt, fwslot::testdata as fwt, smart::testdata as smt,
+    };
+    use crate::nvme::replay::{ReplayTransport, Reply};
+
+    fn full_replay(dev: &str) -> ReplayTransport {
+        let t = ReplayTransport::new(dev);
+        t.on_loose(OPC_IDENTIFY, 0x01, Reply::Data(idt::id_ctrl(), 0));
+        t.on_loose(OPC_IDENTIFY, 0x00, Reply::Data(idt::id_ns(), 0));
+        t.on_loose(OPC_IDENTIFY, 0x17, Reply::Data(vec![0; 4096], 0));
+        t.on_loose(OPC_GET_LOG_PAGE, 0x02, Reply::Data(smt::smart(), 0));
+        t.on_loose(OPC_GET_LOG_PAGE, 0x01, Reply::Data(errt::error_log(), 0));
+        t.on_loose(OPC_GET_LOG_PAGE, 0x03, Reply::Data(fwt::fw_slot(), 0));
+        t.on_loose(OPC_GET_LOG_PAGE, 0xc0, Reply::Status(0x4109));
+        t.on_loose(OPC_GET_FEATURES, 0x04, Reply::Data(vec![], 343));
+        t
+    }
+
+    fn ctrl() -> Controller {
+        Controller {
+            name: "nvme0".into(),
+            dev_path: "/dev/nvme0".into(),
+            serial: "sysfs-serial".into(),
+            model: "sysfs-model".into(),
+            firmware: "x".into(),
+            namespaces: vec![discover::Namespace {
+                name: "nvme0n1".into(),
+                nsid: 1,
+                dev_path: "/dev/nvme0n1".into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn poll_once_reads_every_page() {
+        let t = full_replay("/dev/nvme0");
+        let d = poll_once(&t, &ctrl(), &RatingContext::default(), &[]);
+        assert!(d.up);
+        assert_eq!(
+            d.serial, "SN-HANDBUILT-0001",
+            "identify replaces the sysfs strings"
+        );
+        assert_eq!(d.smart.as_ref().map(|s| s.temperature), Some(318));
+        assert_eq!(d.error_log.as_ref().map(|e| e.len()), Some(3));
+        assert_eq!(d.fw_slot.as_ref().map(|f| f.active_slot()), Some(2));
+        assert_eq!(d.thresholds.map(|t| t.over_kelvin), Some(343));
+        assert_eq!(
+            d.namespaces[0].id.as_ref().map(|n| n.lba_size()),
+            Some(4096)
+        );
+        assert_eq!(
+            d.ocp_support,
+            OcpSupport::Absent,
+            "rejected C0h = no OCP page, not an error"
+        );
+        assert!(d.poll_errors.is_empty(), "{:?}", d.poll_errors);
+        // Identify, namespace, SMART, error (ELPE 62 -> 63 entries), fw slot, 2 features,
+        // UUID list (CTRATT bit 9), C0h.
+        let ops: Vec<(u8, u32)> = t
+            .sent()
+            .iter()
+            .map(|c| (c.opcode, c.cdw10 & 0xff))
+            .collect();
+        assert_eq!(
+            ops,
+            vec![
+                (6, 1),
+                (6, 0),
+                (2, 2),
+                (2, 1),
+                (2, 3),
+                (0xa, 4),
+                (0xa, 4),
+                (6, 0x17),
+                (2, 0xc0)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failed_page_leaves_the_others_in_place() {
+        let t = full_replay("/dev/nvme0");
+        let mut d = DeviceHealth::new(&ctrl());
+        let ctx = RatingContext::default();
+        poll_device(&t, &mut d, 1000.0, &[], &ctx);
+        // The error log and SMART now fail; everything else keeps its last value.
+        t.on_loose(OPC_GET_LOG_PAGE, 0x01, Reply::Status(0x0006));
+        t.on_loose(OPC_GET_LOG_PAGE, 0x02, Reply::Errno(libc::EIO));
+        poll_device(&t, &mut d, 1030.0, &[], &ctx);
+        assert!(!d.up, "nvme_up follows the SMART read");
+        assert_eq!(
+            d.smart.as_ref().map(|s| s.temperature),
+            Some(318),
+            "last SMART kept"
+        );
+        assert_eq!(
+            d.error_log.as_ref().map(|e| e.len()),
+            Some(3),
+            "last error log kept"
+        );
+        assert_eq!(d.poll_errors.get(page::ERROR), Some(&1));
+        assert_eq!(d.poll_errors.get(page::SMART), Some(&1));
+        assert_eq!(d.poll_errors.get(page::FW_SLOT), None);
+        assert!(
+            d.last_error
+                .as_deref()
+                .is_some_and(|m| m.contains("reading")),
+            "{:?}",
+            d.last_error
+        );
+        t.on_loose(OPC_GET_LOG_PAGE, 0x02, Reply::Data(smt::smart(), 0));
+        poll_device(&t, &mut d, 1060.0, &[], &ctx);
+        assert!(d.up);
+        assert_eq!(d.poll_errors.get(page::ERROR), Some(&2));
+    }
+
+    #[test]
+    fn accounting_matches_host_io_by_namespace() {
+        let t = full_replay("/dev/nvme0");
+        let mut d = DeviceHealth::new(&ctrl());
+        let ctx = RatingContext::default();
+        let host = |w: u64| {
+            vec![
+                HostIo {
+                    path: "/dev/nvme0n1".into(),
+                    written_bytes: w,
+                    iops: 100.0,
+                    ..Default::default()
+                },
+                HostIo {
+                    path: "/dev/nvme1n1".into(),
+                    written_bytes: 999_999_999,
+                    ..Default::default()
+                },
+            ]
+        };
+        poll_device(&t, &mut d, 0.0, &host(0), &ctx);
+        let mut page = smt::smart();
+        let duw = crate::nvme::log::smart::parse(&page)
+            .expect("parse")
+            .data_units_written;
+        page[48..64].copy_from_slice(&(duw + 10).to_le_bytes());
+        t.on_loose(OPC_GET_LOG_PAGE, 0x02, Reply::Data(page, 0));
+        poll_device(&t, &mut d, 30.0, &host(5_120_000), &ctx);
+        let a = d.derived.accounting.expect("accounting");
+        assert_eq!(a.host_written_bytes, 5_120_000.0);
+        assert_eq!(a.drive_written_bytes, 5_120_000.0);
+        assert_eq!(a.ratio, Some(1.0));
+        assert_eq!(d.derived.throttle.unthrottled_iops, Some(100.0));
+    }
+
+    #[test]
+    fn vanished_drive_stays_with_up_zero_and_returns() {
+        let root = tempfile::tempdir().expect("tempdir");
+        fake::add_ctrl(root.path(), "nvme0", "SN-HANDBUILT-0001", "M", &[1]);
+        let t: Arc<ReplayTransport> = Arc::new(full_replay("/dev/nvme0"));
+        let t2 = Arc::clone(&t);
+        let opener: Opener = Arc::new(move |_c: &Controller| {
+            Ok(Box::new(ArcT(Arc::clone(&t2))) as Box<dyn AdminTransport>)
+        });
+        let mut s = crate::config::builtin_default().health;
+        s.rescan_interval = Duration::ZERO;
+        let mut p = Poller::new(s, root.path(), opener);
+        p.poll_at(0.0, &[]);
+        assert!(p.device("nvme0").expect("found").up);
+        std::fs::remove_dir_all(root.path().join("class/nvme/nvme0")).expect("unplug");
+        p.poll_at(30.0, &[]);
+        let d = p.device("nvme0").expect("still listed");
+        assert!(!d.present);
+        assert!(!d.up);
+        assert!(d.smart.is_some(), "last values kept");
+        fake::add_ctrl(root.path(), "nvme0", "SN-HANDBUILT-0001", "M", &[1]);
+        fake::add_ctrl(root.path(), "nvme1", "S2", "M", &[1]);
+        p.poll_at(60.0, &[]);
+        assert!(p.device("nvme0").expect("back").up);
+        assert!(p.device("nvme1").is_some(), "hot-added drive appears");
+        assert_eq!(p.snapshot().polls, 3);
+    }
+
+    /// Share one replay transport across opens.
+    struct ArcT(Arc<ReplayTransport>);
+    impl AdminTransport for ArcT {
+        fn device(&self) -> String {
+            self.0.device()
+        }
+        fn admin(&self, c: &crate::nvme::AdminCmd, d: &mut [u8]) -> Result<u32, NvmeError> {
+            self.0.admin(c, d)
+        }
+    }
+}

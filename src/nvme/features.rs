@@ -1,0 +1,26 @@
+//! Get Features results. Pure decoders of completion dword 0.
+
+/// Temperature Threshold (FID 04h).
+pub const FID_TEMP_THRESHOLD: u8 = 0x04;
+
+/// TMPTH is bits 15:0 of dword 0, in kelvin.
+pub fn temp_threshold_kelvin(dw0: u32) -> u16 {
+    (dw0 & 0xffff) as u16
+}
+
+/// The composite sensor's thresholds (TMPSEL 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct TempThresholds {
+    /// Over-temperature threshold, kelvin.
+    pub over_kelvin: u16,
+    /// Under-temperature threshold, kelvin (0 = none).
+    pub under_kelvin: u16,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn decodes_tmpth() {
+        assert_eq!(super::temp_threshold_kelvin(0xabcd_015e), 350);
+    }
+}
