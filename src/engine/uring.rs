@@ -24,6 +24,8 @@ use crate::workload::spec::Op;
 /// How long `Drop` waits for in-flight I/O before it gives up (and leaks the buffers rather
 /// than free memory the kernel may still write into).
 const DROP_DRAIN: Duration = Duration::from_secs(30);
+/// Longest a waiting `reap` blocks before returning (possibly empty-handed) to its caller.
+const WAIT_SLICE: Duration = Duration::from_millis(20);
 
 pub struct UringEngine {
     ring: IoUring,
@@ -200,7 +202,15 @@ impl UringEngine {
     /// conditions (`EINTR`, `EAGAIN`, `EBUSY`) are not errors: the caller drains the CQ and
     /// comes back.
     fn enter(&mut self, want: usize) -> Result<(), EngineError> {
-        match self.ring.submit_and_wait(want) {
+        let r = if want > 0 && self.ext_arg {
+            // Bounded, so a worker stuck behind a hung device still sees `stop`.
+            let ts = types::Timespec::from(WAIT_SLICE);
+            let args = types::SubmitArgs::new().timespec(&ts);
+            self.ring.submitter().submit_with_args(want, &args)
+        } else {
+            self.ring.submit_and_wait(want)
+        };
+        match r {
             Ok(_) => Ok(()),
             Err(e) if is_transient(&e) => Ok(()),
             Err(e) if want > 0 => Err(EngineError::Reap(e)),

@@ -530,6 +530,9 @@ impl Pacer {
 
 /// Longest single wait, so that `stop` is seen within a few milliseconds.
 const MAX_WAIT_NS: u64 = 5_000_000;
+/// How long a stopping worker waits for in-flight I/O before abandoning it. The daemon has to
+/// exit within 5 s of SIGTERM.
+const DRAIN_LIMIT_NS: u64 = 3_000_000_000;
 const BACKOFF_MIN_NS: u64 = 1_000_000;
 const BACKOFF_MAX_NS: u64 = 100_000_000;
 
@@ -650,6 +653,8 @@ fn run(
     let mut receiver_gone = false;
     let mut reason = ExitReason::Stopped;
     let mut fatal: Option<String> = None;
+    let mut drain_deadline: Option<u64> = None;
+    let mut abandoned = false;
 
     loop {
         let now = clock.ns();
@@ -680,6 +685,17 @@ fn run(
         }
         if stopping && inflight == 0 {
             break;
+        }
+        if stopping {
+            let deadline = *drain_deadline.get_or_insert(now + DRAIN_LIMIT_NS);
+            if now > deadline {
+                fatal = Some(format!(
+                    "{inflight} I/Os still in flight {} s after stopping (device hung?); abandoned them",
+                    DRAIN_LIMIT_NS / 1_000_000_000
+                ));
+                abandoned = true;
+                break;
+            }
         }
 
         // Submit.
@@ -815,6 +831,11 @@ fn run(
         }
     }
 
+    if abandoned {
+        // The kernel may still write into the buffers of the abandoned I/Os: leak the engine
+        // (ring and buffers) instead of freeing memory under it.
+        std::mem::forget(engine);
+    }
     if let Some(f) = fatal {
         reason = ExitReason::Fatal(f);
     }
