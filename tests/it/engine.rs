@@ -18,7 +18,8 @@ use nvsoak::engine::{self, Caps, Completion, EngineError, EngineSetup, IoEngine,
 use nvsoak::stats::WorkerReport;
 use nvsoak::workload::spec::{Access, BlockSizeMix, EngineChoice, JobSpec, Op, Skew};
 use nvsoak::workload::worker::{
-    self, ExitReason, WorkerExit, WorkerPlan, aligned_region, job_align, stripe_bounds,
+    self, BlockHook, ExitReason, WorkerExit, WorkerOptions, WorkerPlan, aligned_region, job_align,
+    stripe_bounds,
 };
 
 use crate::common::shm_dir;
@@ -117,6 +118,8 @@ fn random(skew: Skew) -> Access {
 
 struct Run {
     exit: WorkerExit,
+    /// From setting `stop` to the thread finishing.
+    stop_to_exit: Option<Duration>,
     reports: Vec<WorkerReport>,
     reqs: Vec<IoReq>,
 }
@@ -167,15 +170,18 @@ fn run(s: Spec) -> Run {
     });
     let (tx, rx) = mpsc::channel();
     let h = worker::spawn_with_engine(plan, factory, tx).expect("spawn worker");
+    let mut stopped_at = None;
     if let Some(d) = s.run_for {
         std::thread::sleep(d);
         stop.store(true, Ordering::SeqCst);
+        stopped_at = Some(Instant::now());
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     while !h.is_finished() {
         assert!(Instant::now() < deadline, "worker did not finish in 30 s");
-        std::thread::sleep(Duration::from_millis(2));
+        std::thread::sleep(Duration::from_millis(1));
     }
+    let stop_to_exit = stopped_at.map(|t| t.elapsed());
     let exit = h
         .join()
         .expect("worker thread panicked")
@@ -184,6 +190,7 @@ fn run(s: Spec) -> Run {
     let reqs = std::mem::take(&mut *sink.lock().unwrap());
     Run {
         exit,
+        stop_to_exit,
         reports,
         reqs,
     }
@@ -480,6 +487,8 @@ fn stop_drains(engine: EngineChoice) {
     });
     assert_eq!(r.exit.reason, ExitReason::Stopped);
     check_drained(&r);
+    let took = r.stop_to_exit.unwrap();
+    assert!(took < Duration::from_millis(200), "stop took {took:?}");
     assert!(r.last().read.ops > 100 && r.last().write.ops > 100);
     // Interval reports came on time and are cumulative.
     assert!(r.reports.len() >= 2);
@@ -624,4 +633,100 @@ fn region_too_small_is_a_setup_error() {
     let msg = e.to_string();
     assert!(msg.contains("65536-byte block"), "{msg}");
     assert!(msg.contains("enlarge"), "{msg}");
+}
+
+/// Stamps each written 512-byte sector with its own offset and checks the stamps on reads.
+struct StampHook {
+    checked: Arc<std::sync::atomic::AtomicU64>,
+    bad: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl BlockHook for StampHook {
+    fn before_write(&mut self, buf: &mut [u8], offset: u64) {
+        for (i, sector) in buf.chunks_mut(512).enumerate() {
+            sector[..8].copy_from_slice(&(offset + i as u64 * 512).to_le_bytes());
+        }
+    }
+    fn after_read(&mut self, buf: &[u8], offset: u64) {
+        for (i, sector) in buf.chunks(512).enumerate() {
+            let want = offset + i as u64 * 512;
+            let got = u64::from_le_bytes(sector[..8].try_into().unwrap());
+            self.checked.fetch_add(1, Ordering::Relaxed);
+            if got != want {
+                self.bad.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+fn hook_sees_exact_data(engine: EngineChoice) {
+    let dir = shm_dir();
+    let len = 1u64 << 20;
+    let p = make_file(dir.path(), len as usize);
+    let fd = open_direct(&p, true);
+    let checked = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let bad = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let pass = |j: JobSpec, limit: u64| {
+        let (tx, rx) = mpsc::channel();
+        let plan = WorkerPlan {
+            index: 0,
+            job: j,
+            fd: fd.clone(),
+            region_start: 0,
+            region_len: len,
+            engine,
+            rate_iops: None,
+            limit_bytes: Some(limit),
+            seed: 7,
+            report_interval: Duration::from_secs(1),
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let opts = WorkerOptions {
+            hook: Some(Box::new(StampHook {
+                checked: checked.clone(),
+                bad: bad.clone(),
+            })),
+            ..Default::default()
+        };
+        let h = worker::spawn_with(plan, opts, tx).unwrap();
+        let exit = h.join().unwrap().unwrap();
+        assert_eq!(exit.reason, ExitReason::LimitReached);
+        rx.try_iter().last().expect("final report")
+    };
+    // One sequential pass with a block-size mix stamps every sector...
+    let w = pass(
+        job(0, &[(4096, 1), (16384, 1)], Access::Sequential, 8, 1),
+        len,
+    );
+    assert_eq!(w.write.bytes, len);
+    // ...then random reads of mixed sizes find each sector's own offset.
+    let r = pass(
+        job(100, &[(4096, 2), (8192, 1)], random(Skew::Uniform), 8, 1),
+        4 << 20,
+    );
+    assert_eq!(r.read.bytes, 4 << 20);
+    assert_eq!(checked.load(Ordering::Relaxed), (4 << 20) / 512);
+    assert_eq!(
+        bad.load(Ordering::Relaxed),
+        0,
+        "every sector holds its own offset"
+    );
+    // And the file itself agrees.
+    let data = read_all(&p);
+    for (i, sector) in data.chunks(512).enumerate() {
+        assert_eq!(
+            u64::from_le_bytes(sector[..8].try_into().unwrap()),
+            i as u64 * 512
+        );
+    }
+}
+
+#[test]
+fn io_uring_hook_sees_exact_data() {
+    hook_sees_exact_data(EngineChoice::IoUring);
+}
+
+#[test]
+fn psync_hook_sees_exact_data() {
+    hook_sees_exact_data(EngineChoice::Psync);
 }
