@@ -56,6 +56,15 @@ fn is_refusal(e: &io::Error) -> bool {
 /// Build the ring, dropping optional setup flags on `EINVAL`. Returns the ring and a label of
 /// the flags that stuck.
 fn build_ring(entries: u32) -> Result<(IoUring, &'static str), EngineError> {
+    build_ring_with(entries, |b, n| b.build(n))
+}
+
+/// The flag-dropping loop, with the final `build` injectable so tests can play a kernel that
+/// rejects flags.
+fn build_ring_with(
+    entries: u32,
+    mut build: impl FnMut(&io_uring::Builder, u32) -> io::Result<IoUring>,
+) -> Result<(IoUring, &'static str), EngineError> {
     // Ordered from most to least optimised; each is a superset of what the kernel may not know.
     type Attempt = (&'static str, fn(&mut io_uring::Builder));
     let attempts: [Attempt; 4] = [
@@ -77,7 +86,7 @@ fn build_ring(entries: u32) -> Result<(IoUring, &'static str), EngineError> {
         if i + 1 < attempts.len() {
             b.setup_cqsize(entries * 2);
         }
-        match b.build(entries) {
+        match build(&b, entries) {
             Ok(r) => return Ok((r, label)),
             Err(e) if is_refusal(&e) => return Err(EngineError::UringRefused(e)),
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
@@ -95,8 +104,29 @@ fn build_ring(entries: u32) -> Result<(IoUring, &'static str), EngineError> {
     })))
 }
 
+/// Registration choices; both on by default. Turning them off exercises the fallbacks taken
+/// when the kernel refuses registration.
+#[derive(Debug, Clone, Copy)]
+pub struct UringOptions {
+    pub register_file: bool,
+    pub register_buffers: bool,
+}
+
+impl Default for UringOptions {
+    fn default() -> Self {
+        UringOptions {
+            register_file: true,
+            register_buffers: true,
+        }
+    }
+}
+
 impl UringEngine {
     pub fn new(s: EngineSetup) -> Result<Self, EngineError> {
+        Self::with_options(s, UringOptions::default())
+    }
+
+    pub fn with_options(s: EngineSetup, opts: UringOptions) -> Result<Self, EngineError> {
         // 2 disables io_uring for everyone; setup would fail with EPERM anyway, but this names
         // the reason.
         let disabled = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled");
@@ -120,13 +150,14 @@ impl UringEngine {
         let base = bufs.slice_mut(0).as_mut_ptr();
         let buf_size = bufs.size();
 
-        let fixed_file = match ring.submitter().register_files(&[s.fd]) {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::info!(error = %e, "io_uring: registering the target fd failed; using it unregistered");
-                false
-            }
-        };
+        let fixed_file = opts.register_file
+            && match ring.submitter().register_files(&[s.fd]) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::info!(error = %e, "io_uring: registering the target fd failed; using it unregistered");
+                    false
+                }
+            };
         let iovecs: Vec<libc::iovec> = (0..count)
             .map(|i| libc::iovec {
                 iov_base: bufs.ptr(i).cast(),
@@ -135,14 +166,15 @@ impl UringEngine {
             .collect();
         // SAFETY: every iovec points into `bufs`, which lives as long as the ring: `Drop`
         // tears the ring down (or leaks the buffers) before the memory is released.
-        let fixed_bufs = match unsafe { ring.submitter().register_buffers(&iovecs) } {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::info!(error = %e, bytes = count * buf_size,
+        let fixed_bufs = opts.register_buffers
+            && match unsafe { ring.submitter().register_buffers(&iovecs) } {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::info!(error = %e, bytes = count * buf_size,
                     "io_uring: registering I/O buffers failed (RLIMIT_MEMLOCK?); using plain read/write");
-                false
-            }
-        };
+                    false
+                }
+            };
         let ext_arg = ring.params().is_feature_ext_arg();
         Ok(UringEngine {
             ring,
@@ -426,6 +458,50 @@ mod tests {
     }
 
     #[test]
+    fn unregistered_fallback_does_real_io() {
+        let (_t, f) = scratch_file(1 << 16);
+        let mut e = UringEngine::with_options(
+            EngineSetup {
+                fd: f.as_raw_fd(),
+                iodepth: 2,
+                buffers: 2,
+                max_bs: 4096,
+            },
+            UringOptions {
+                register_file: false,
+                register_buffers: false,
+            },
+        )
+        .unwrap();
+        assert!(!e.fixed_buffers() && !e.fixed_file());
+        assert!(!e.caps().fixed);
+        e.buffer(0).fill(0xc3);
+        e.queue(IoReq {
+            op: Op::Write,
+            offset: 4096,
+            len: 4096,
+            buf: 0,
+            user_data: 1,
+        })
+        .unwrap();
+        let mut out = Vec::with_capacity(4);
+        while e.reap(1, &mut out).unwrap() == 0 {}
+        assert_eq!(out[0].result, 4096);
+        e.queue(IoReq {
+            op: Op::Read,
+            offset: 4096,
+            len: 4096,
+            buf: 1,
+            user_data: 2,
+        })
+        .unwrap();
+        out.clear();
+        while e.reap(1, &mut out).unwrap() == 0 {}
+        assert_eq!((out[0].user_data, out[0].result), (2, 4096));
+        assert!(e.buffer(1).iter().all(|b| *b == 0xc3));
+    }
+
+    #[test]
     fn errors_come_back_as_negative_errno() {
         let (_t, f) = scratch_file(4096);
         let ro = std::fs::File::open(_t.path()).unwrap();
@@ -467,6 +543,70 @@ mod tests {
             0
         );
         assert!(t.elapsed() >= Duration::from_millis(15));
+    }
+
+    #[test]
+    fn setup_drops_optional_flags_on_einval() {
+        // A kernel that knows neither SINGLE_ISSUER nor DEFER_TASKRUN.
+        let mut tried = 0;
+        let (ring, label) = build_ring_with(8, |b, n| {
+            tried += 1;
+            if tried <= 2 {
+                Err(io::Error::from_raw_os_error(libc::EINVAL))
+            } else {
+                b.build(n)
+            }
+        })
+        .expect("third attempt succeeds");
+        assert_eq!(tried, 3);
+        assert_eq!(label, "coop_taskrun,cqsize");
+        assert_eq!(ring.params().cq_entries(), 16);
+        // Every attempt rejected: the error says io_uring setup failed, with EINVAL.
+        let e = build_ring_with(8, |_, _| Err(io::Error::from_raw_os_error(libc::EINVAL)))
+            .err()
+            .expect("all rejected");
+        assert!(
+            matches!(&e, EngineError::UringSetup(io) if io.raw_os_error() == Some(libc::EINVAL))
+        );
+    }
+
+    #[test]
+    fn eperm_and_enosys_mean_refused_so_auto_can_fall_back() {
+        for errno in [libc::EPERM, libc::ENOSYS] {
+            let mut tried = 0;
+            let e = build_ring_with(8, |_, _| {
+                tried += 1;
+                Err(io::Error::from_raw_os_error(errno))
+            })
+            .err()
+            .expect("refused");
+            assert_eq!(tried, 1, "no retries once refused");
+            assert!(matches!(e, EngineError::UringRefused(_)));
+            assert!(e.to_string().contains("engine = \"psync\""), "{e}");
+        }
+        let e = build_ring_with(8, |_, _| Err(io::Error::from_raw_os_error(libc::ENOMEM)))
+            .err()
+            .expect("fails");
+        assert!(matches!(e, EngineError::UringSetup(_)));
+    }
+
+    #[test]
+    fn this_kernel_takes_the_optimised_flags() {
+        // io_uring_disabled is 0 on the test machines and the kernel is recent.
+        let (_t, f) = scratch_file(4096);
+        let e = UringEngine::new(EngineSetup {
+            fd: f.as_raw_fd(),
+            iodepth: 32,
+            buffers: 32,
+            max_bs: 4096,
+        })
+        .unwrap();
+        assert!(e.fixed_buffers() && e.fixed_file());
+        assert!(
+            e.setup_flags().contains("single_issuer"),
+            "{}",
+            e.setup_flags()
+        );
     }
 
     #[test]
