@@ -730,3 +730,41 @@ fn io_uring_hook_sees_exact_data() {
 fn psync_hook_sees_exact_data() {
     hook_sees_exact_data(EngineChoice::Psync);
 }
+
+#[test]
+fn worker_stops_when_the_report_receiver_goes_away() {
+    let dir = shm_dir();
+    let p = make_file(dir.path(), 1 << 20);
+    let fd = open_direct(&p, true);
+    let (tx, rx) = mpsc::channel();
+    let stop = Arc::new(AtomicBool::new(false));
+    let plan = WorkerPlan {
+        index: 0,
+        job: job(100, &[(4096, 1)], random(Skew::Uniform), 8, 1),
+        fd,
+        region_start: 0,
+        region_len: 1 << 20,
+        engine: EngineChoice::IoUring,
+        rate_iops: None,
+        limit_bytes: None,
+        seed: 3,
+        report_interval: Duration::from_millis(20),
+        stop: stop.clone(),
+    };
+    let h = worker::spawn(plan, tx).unwrap();
+    // Take one report, then hang up.
+    let first = rx.recv_timeout(Duration::from_secs(5)).expect("a report");
+    assert!(!first.done);
+    drop(rx);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !h.is_finished() {
+        assert!(
+            Instant::now() < deadline,
+            "worker kept running without a receiver"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let exit = h.join().unwrap().unwrap();
+    assert_eq!(exit.reason, ExitReason::Stopped);
+    assert!(!stop.load(Ordering::SeqCst));
+}
