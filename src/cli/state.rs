@@ -1,14 +1,270 @@
-//! `nvsoak state show|reset`
+//! `nvsoak state show|reset`: inspect or move aside the checkpoint in the state directory
+//! (`--state DIR`, else the config's `state.dir`, else the default). `show` only reads, so it
+//! is safe while a daemon runs.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
-pub fn show(_config: Option<&Path>, _state: Option<&Path>) -> Result<ExitCode> {
-    anyhow::bail!("state show is not implemented yet")
+use crate::config::Settings;
+use crate::state::{self, Checkpoint, TargetState};
+
+fn resolve(config: Option<&Path>, dir: Option<&Path>) -> Result<(PathBuf, Option<Settings>)> {
+    let settings = match config {
+        Some(c) => {
+            Some(crate::config::load(Some(c)).with_context(|| format!("loading {}", c.display()))?)
+        }
+        None => None,
+    };
+    let dir = match (dir, &settings) {
+        (Some(d), _) => d.to_path_buf(),
+        (None, Some(s)) => s.state.dir.clone(),
+        (None, None) => crate::config::default_state_dir(),
+    };
+    Ok((dir, settings))
 }
 
-pub fn reset(_config: Option<&Path>, _state: Option<&Path>) -> Result<ExitCode> {
-    anyhow::bail!("state reset is not implemented yet")
+/// Unix seconds as `2026-12-01 07:15:00 UTC`.
+pub fn format_unix(t: f64) -> String {
+    let secs = t.max(0.0) as i64;
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// `1d 2h 3m 4s`-style, largest two units.
+pub fn format_secs(s: f64) -> String {
+    let s = s.max(0.0) as u64;
+    let parts = [
+        (s / 86_400, "d"),
+        (s % 86_400 / 3600, "h"),
+        (s % 3600 / 60, "m"),
+        (s % 60, "s"),
+    ];
+    let out: Vec<String> = parts
+        .iter()
+        .skip_while(|(v, _)| *v == 0)
+        .take(2)
+        .map(|(v, u)| format!("{v}{u}"))
+        .collect();
+    if out.is_empty() {
+        "0s".into()
+    } else {
+        out.join(" ")
+    }
+}
+
+/// Bytes as `1.50 GiB`.
+pub fn format_bytes(b: u64) -> String {
+    const U: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < U.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.2} {}", U[i])
+    }
+}
+
+fn phase_name(settings: Option<&Settings>, t: &TargetState) -> String {
+    settings
+        .and_then(|s| s.targets.iter().find(|spec| spec.name == t.name))
+        .and_then(|spec| spec.phases.get(t.phase_index))
+        .map(|p| format!(" ({})", p.kind()))
+        .unwrap_or_default()
+}
+
+/// The human-readable rendering of a checkpoint.
+pub fn render(dir: &Path, cp: &Checkpoint, settings: Option<&Settings>) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let now = state::now_unix();
+    let _ = writeln!(
+        o,
+        "checkpoint {} (format {}), saved {} ({} ago)",
+        dir.join(state::CHECKPOINT_FILE).display(),
+        cp.version,
+        format_unix(cp.saved_at),
+        format_secs(now - cp.saved_at)
+    );
+    match settings {
+        Some(s) => {
+            let same = state::plan_hash(&s.targets) == cp.plan_hash;
+            let _ = writeln!(
+                o,
+                "plan {}: {}",
+                &cp.plan_hash[..cp.plan_hash.len().min(16)],
+                if same {
+                    "matches the config; the next run resumes from here"
+                } else {
+                    "differs from the config; the next run moves this checkpoint aside and starts over"
+                }
+            );
+        }
+        None => {
+            let _ = writeln!(o, "plan {}", &cp.plan_hash[..cp.plan_hash.len().min(16)]);
+        }
+    }
+    for t in &cp.targets {
+        let _ = writeln!(
+            o,
+            "\ntarget {} ({}{})",
+            t.name,
+            t.path,
+            t.identity
+                .as_deref()
+                .map(|i| format!(", device {i}"))
+                .unwrap_or_default()
+        );
+        let _ = writeln!(
+            o,
+            "  position     phase {}{}, {} into it, loop {}",
+            t.phase_index,
+            phase_name(settings, t),
+            format_secs(t.phase_elapsed_secs),
+            t.loop_count
+        );
+        match t.soak_started {
+            Some(s) => {
+                let _ = writeln!(
+                    o,
+                    "  soak         started {}, running for {}",
+                    format_unix(s),
+                    format_secs(t.totals.soak_elapsed_secs)
+                );
+            }
+            None => {
+                let _ = writeln!(o, "  soak         not started");
+            }
+        }
+        let tt = &t.totals;
+        let _ = writeln!(
+            o,
+            "  read         {} in {} ops",
+            format_bytes(tt.read_bytes),
+            tt.read_ops
+        );
+        let _ = writeln!(
+            o,
+            "  written      {} in {} ops",
+            format_bytes(tt.write_bytes),
+            tt.write_ops
+        );
+        let by_kind: Vec<String> = tt
+            .verify_errors_by_kind
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        let _ = writeln!(
+            o,
+            "  errors       {} I/O, {} verify{}",
+            tt.errors,
+            tt.verify_errors,
+            if by_kind.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", by_kind.join(", "))
+            }
+        );
+        if !t.steady_history.is_empty() {
+            let last = t.steady_history.last().copied().unwrap_or(0.0);
+            let _ = writeln!(
+                o,
+                "  steady state {} rounds, last {:.0} IOPS",
+                t.steady_history.len(),
+                last
+            );
+        }
+        let _ = writeln!(
+            o,
+            "  SMART        {}",
+            if t.smart_at_soak_start.is_some() {
+                "snapshot from soak start kept"
+            } else {
+                "no snapshot"
+            }
+        );
+        if let Some(g) = &t.genmap {
+            let status = match state::read_genmap(dir, g) {
+                Ok(_) => "intact".to_string(),
+                Err(e) => format!("UNUSABLE: {e}"),
+            };
+            let _ = writeln!(
+                o,
+                "  verify map   {} of {} 4K units written, {} ({}, {status})",
+                g.written_units,
+                g.units,
+                g.file,
+                format_bytes(g.len)
+            );
+        }
+    }
+    o
+}
+
+pub fn show(config: Option<&Path>, state_dir: Option<&Path>) -> Result<ExitCode> {
+    let (dir, settings) = resolve(config, state_dir)?;
+    match state::read(&dir)? {
+        None => {
+            println!(
+                "no checkpoint in {}; the next run starts from the beginning",
+                dir.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(cp) => {
+            print!("{}", render(&dir, &cp, settings.as_ref()));
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+pub fn reset(config: Option<&Path>, state_dir: Option<&Path>) -> Result<ExitCode> {
+    let (dir, _) = resolve(config, state_dir)?;
+    match state::reset(&dir)? {
+        None => println!("no checkpoint in {}; nothing to reset", dir.display()),
+        Some(to) => println!(
+            "moved the checkpoint to {}; the next run starts over",
+            to.display()
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(format_unix(0.0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(format_unix(1_764_573_300.0), "2025-12-01 07:15:00 UTC");
+        assert_eq!(format_unix(951_782_400.0), "2000-02-29 00:00:00 UTC");
+        assert_eq!(format_secs(0.4), "0s");
+        assert_eq!(format_secs(93_784.0), "1d 2h");
+        assert_eq!(format_secs(61.0), "1m 1s");
+        assert_eq!(format_bytes(512), "512 B");
+        assert_eq!(format_bytes(3 << 29), "1.50 GiB");
+    }
 }

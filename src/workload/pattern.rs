@@ -58,8 +58,8 @@
 //!
 //! ## Memory
 //!
-//! The map holds a `u16` per 4 KiB unit plus one recovered bit: 2.03 bytes per 4 KiB, i.e.
-//! **520 MiB per TiB of region** (512 MiB + 32 MiB per TiB, ≈ 473 MiB per TB). A 16-bit
+//! The map holds a `u16` per 4 KiB unit plus one recovered bit: 2.125 bytes per 4 KiB, i.e.
+//! **544 MiB per TiB of region** (512 MiB + 32 MiB per TiB, ≈ 495 MiB per TB). A 16-bit
 //! generation wraps after 65 535 writes of one unit; a lost write is missed only if the block
 //! left behind is a multiple of 65 535 writes old, and its crc, seed and offset still match.
 //! Checkpoints store the map run-length encoded, which is small after sequential passes and at

@@ -520,3 +520,67 @@ fn exclusively_claimed_device_is_refused() {
     drop(holder);
     safety::check_writable(&dev, Some(p(&dev)), false).expect("free again");
 }
+
+/// `nvsoak state show` prints a checkpoint saved by the library, `state reset` moves it aside.
+#[test]
+fn state_show_and_reset_cli() {
+    use nvsoak::state::{self, Checkpoint, TargetState, Totals};
+    use nvsoak::workload::pattern::GenMap;
+    let dir = crate::common::shm_dir();
+    let mut t = TargetState::new("t0", "/dev/shm/t0.dat");
+    t.phase_index = 1;
+    t.phase_elapsed_secs = 3725.0;
+    t.soak_started = Some(1_764_573_300.0);
+    t.totals = Totals {
+        read_bytes: 3 << 30,
+        read_ops: 786_432,
+        write_bytes: 1 << 30,
+        write_ops: 262_144,
+        errors: 2,
+        verify_errors: 1,
+        verify_errors_by_kind: [("stale_generation".to_string(), 1)].into(),
+        soak_elapsed_secs: 90_000.0,
+    };
+    t.steady_history = vec![1000.0, 1010.0];
+    let map = GenMap::new(0, 64 << 20, 42);
+    map.set(0, 1);
+    state::save(
+        dir.path(),
+        &Checkpoint::new("h".into(), vec![t]),
+        &[("t0", &map)],
+    )
+    .unwrap();
+
+    let nvsoak = |args: &[&str]| {
+        let out = Command::new(crate::common::bin())
+            .args(args)
+            .output()
+            .expect("running nvsoak");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let d = dir.path().to_str().unwrap();
+    let out = nvsoak(&["state", "show", "--state", d]);
+    for want in [
+        "target t0 (/dev/shm/t0.dat)",
+        "phase 1, 1h 2m into it",
+        "started 2025-12-01 07:15:00 UTC, running for 1d 1h",
+        "read         3.00 GiB in 786432 ops",
+        "written      1.00 GiB in 262144 ops",
+        "errors       2 I/O, 1 verify (stale_generation 1)",
+        "steady state 2 rounds, last 1010 IOPS",
+        "1 of 16384 4K units written",
+        "intact",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+    let out = nvsoak(&["state", "reset", "--state", d]);
+    assert!(out.contains("checkpoint.json.reset-"), "{out}");
+    assert!(!dir.path().join("checkpoint.json").exists());
+    let out = nvsoak(&["state", "show", "--state", d]);
+    assert!(out.contains("no checkpoint"), "{out}");
+}
