@@ -338,21 +338,25 @@ impl IoEngine for UringEngine {
         timeout: Duration,
         out: &mut Vec<Completion>,
     ) -> Result<usize, EngineError> {
-        if self.ring.completion().is_empty() {
-            if self.ext_arg {
-                let ts = types::Timespec::from(timeout);
-                let args = types::SubmitArgs::new().timespec(&ts);
-                match self.ring.submitter().submit_with_args(1, &args) {
-                    Ok(_) => {}
-                    Err(e) if is_transient(&e) => {}
-                    Err(e) => return Err(EngineError::Reap(e)),
-                }
-            } else {
+        if !self.ring.completion().is_empty() {
+            // Completions are waiting; still hand the kernel what was queued (or run deferred
+            // task work) so nothing sits unsubmitted while the caller paces.
+            if !self.ring.submission().is_empty() || self.ring.submission().taskrun() {
                 self.enter(0)?;
-                if self.ring.completion().is_empty() {
-                    std::thread::sleep(timeout);
-                    self.enter(0)?;
-                }
+            }
+        } else if self.ext_arg {
+            let ts = types::Timespec::from(timeout);
+            let args = types::SubmitArgs::new().timespec(&ts);
+            match self.ring.submitter().submit_with_args(1, &args) {
+                Ok(_) => {}
+                Err(e) if is_transient(&e) => {}
+                Err(e) => return Err(EngineError::Reap(e)),
+            }
+        } else {
+            self.enter(0)?;
+            if self.ring.completion().is_empty() {
+                std::thread::sleep(timeout);
+                self.enter(0)?;
             }
         }
         Ok(self.drain(out))
