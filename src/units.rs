@@ -17,8 +17,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     if num.is_empty() {
         return Err(format!("\"{s}\" does not start with a number"));
     }
-    let n: f64 = num
-        .parse()
+    num.parse::<f64>()
         .map_err(|_| format!("\"{num}\" is not a number"))?;
     let mult: u64 = match unit.trim() {
         "" | "b" | "B" => 1,
@@ -38,14 +37,22 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
             ));
         }
     };
-    let v = n * mult as f64;
-    if !v.is_finite() || v > u64::MAX as f64 {
+    // Exact decimal arithmetic: "17.52PB" is 17520000000000000 bytes, not a float near it.
+    let (ip, fp) = num.split_once('.').unwrap_or((num, ""));
+    if ip.len() + fp.len() > 36 {
         return Err(format!("\"{s}\" is too large"));
     }
-    if v.fract() != 0.0 {
+    let scale = 10u128.pow(fp.len() as u32);
+    let digits: u128 = format!("{ip}{fp}")
+        .parse()
+        .map_err(|_| format!("\"{num}\" is not a number"))?;
+    let scaled = digits
+        .checked_mul(mult as u128)
+        .ok_or_else(|| format!("\"{s}\" is too large"))?;
+    if scaled % scale != 0 {
         return Err(format!("\"{s}\" is not a whole number of bytes"));
     }
-    Ok(v as u64)
+    u64::try_from(scaled / scale).map_err(|_| format!("\"{s}\" is too large"))
 }
 
 /// Parse a duration: `500ms`, `30s`, `5m`, `2h`, `3d`, combinations like `1h30m`; plain digits
@@ -109,7 +116,7 @@ pub fn format_size(b: u64) -> String {
         (1 << 10, "k"),
     ];
     for (m, u) in UNITS {
-        if b >= m && b % m == 0 {
+        if b >= m && b.is_multiple_of(m) {
             return format!("{}{}", b / m, u);
         }
     }
@@ -121,11 +128,11 @@ pub fn format_duration(d: Duration) -> String {
     if d.subsec_millis() != 0 || s == 0 {
         return format!("{}ms", d.as_millis());
     }
-    if s % 86400 == 0 {
+    if s.is_multiple_of(86400) {
         format!("{}d", s / 86400)
-    } else if s % 3600 == 0 {
+    } else if s.is_multiple_of(3600) {
         format!("{}h", s / 3600)
-    } else if s % 60 == 0 {
+    } else if s.is_multiple_of(60) {
         format!("{}m", s / 60)
     } else {
         format!("{s}s")
@@ -147,6 +154,11 @@ mod tests {
         assert!(parse_size("4x").is_err());
         assert!(parse_size("k").is_err());
         assert!(parse_size("").is_err());
+        assert_eq!(parse_size("17.52PB"), Ok(17_520_000_000_000_000));
+        assert_eq!(parse_size("0.5k"), Ok(512));
+        assert!(parse_size("0.3k").is_err());
+        assert!(parse_size("1.2.3k").is_err());
+        assert!(parse_size("99999999999999P").is_err());
         assert_eq!(format_size(65536), "64k");
         assert_eq!(format_size(1 << 30), "1G");
         assert_eq!(format_size(1000), "1000");

@@ -13,6 +13,13 @@ use thiserror::Error;
 
 use crate::workload::spec::TargetSpec;
 
+pub mod describe;
+mod raw;
+pub mod suggest;
+mod validate;
+
+pub use validate::{block_sizes, rate, skew};
+
 /// A config error, naming the key and the reason.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum ConfigError {
@@ -106,14 +113,192 @@ pub fn default_state_dir() -> PathBuf {
 
 /// Load and validate a config file (TOML), with `NVSOAK_` environment overrides
 /// (`NVSOAK_EXPORTER__LISTEN=...`). `None` gives the built-in default.
+///
+/// Environment overrides: a variable `NVSOAK_SECTION__KEY` sets `section.key` (lower-cased,
+/// `__` separating levels) on top of the file; `NVSOAK_HEALTH__INCLUDE=nvme0,nvme1` sets a list.
+/// Variables without `__` after the prefix (e.g. `NVSOAK_LOG`) are not config overrides and
+/// are ignored. Targets (`[[target]]` arrays) cannot be set from the environment.
 pub fn load(path: Option<&Path>) -> Result<Settings, ConfigError> {
     match path {
         None => Ok(builtin_default()),
-        Some(p) => Err(ConfigError::File {
-            path: p.display().to_string(),
-            reason: "config files are not supported yet".into(),
-        }),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| ConfigError::File {
+                path: p.display().to_string(),
+                reason: format!("cannot read the config file: {e}"),
+            })?;
+            load_str(&text, &p.display().to_string(), env_overrides())
+        }
     }
+}
+
+/// Load from TOML text, with the given environment variables (name → value) as overrides.
+/// `origin` names the text in file-level errors.
+pub fn load_str(
+    text: &str,
+    origin: &str,
+    env: Vec<(String, String)>,
+) -> Result<Settings, ConfigError> {
+    let mut env_keys: Vec<(String, String)> = Vec::new();
+    let mut map = config::Map::new();
+    for (k, v) in env {
+        if let Some(key) = env_key(&k) {
+            env_keys.push((key, k.clone()));
+            map.insert(k, v);
+        }
+    }
+    let built = config::Config::builder()
+        .add_source(config::File::from_str(text, config::FileFormat::Toml))
+        .add_source(
+            config::Environment::with_prefix("NVSOAK")
+                .prefix_separator("_")
+                .separator("__")
+                .try_parsing(true)
+                .list_separator(",")
+                .with_list_parse_key("health.include")
+                .with_list_parse_key("health.exclude")
+                .source(Some(map)),
+        )
+        .build()
+        .map_err(|e| map_error(e, origin))
+        .map_err(|e| annotate_env(e, &env_keys))?;
+    let raw: raw::RawConfig = built
+        .try_deserialize()
+        .map_err(|e| map_error(e, origin))
+        .map_err(|e| annotate_env(e, &env_keys))?;
+    validate::settings(&raw).map_err(|e| annotate_env(e, &env_keys))
+}
+
+/// The `NVSOAK_*__*` variables of the process environment.
+pub fn env_overrides() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| env_key(k).is_some())
+        .collect()
+}
+
+/// `NVSOAK_EXPORTER__LISTEN` → `exporter.listen`; `None` for variables that are not overrides.
+fn env_key(var: &str) -> Option<String> {
+    let rest = var.strip_prefix("NVSOAK_")?;
+    if !rest.contains("__") {
+        return None;
+    }
+    Some(rest.to_lowercase().replace("__", "."))
+}
+
+/// Say which environment variable set a key an error is about.
+fn annotate_env(e: ConfigError, env_keys: &[(String, String)]) -> ConfigError {
+    match e {
+        ConfigError::Invalid { key, reason } => {
+            match env_keys.iter().find(|(k, _)| {
+                key == *k || key.starts_with(&format!("{k}.")) || key.starts_with(&format!("{k}["))
+            }) {
+                Some((_, var)) => ConfigError::Invalid {
+                    key,
+                    reason: format!("{reason} (set by the environment variable {var})"),
+                },
+                None => ConfigError::Invalid { key, reason },
+            }
+        }
+        other => other,
+    }
+}
+
+/// Turn the `config` crate's errors (which carry key paths like `target[0].phase[1]`) into
+/// ours: `target[0].phase[1].profle: unknown key (did you mean "profile"?)`.
+fn map_error(e: config::ConfigError, origin: &str) -> ConfigError {
+    use config::ConfigError as C;
+    match e {
+        C::FileParse { cause, .. } => ConfigError::File {
+            path: origin.to_string(),
+            reason: format!("not valid TOML: {}", cause.to_string().trim_end()),
+        },
+        C::NotFound(key) => ConfigError::invalid(fix_key(&key), "missing"),
+        C::Type {
+            unexpected,
+            expected,
+            key,
+            ..
+        } => ConfigError::invalid(
+            key.map(|k| fix_key(&k))
+                .unwrap_or_else(|| "(top level)".into()),
+            polish(&format!("invalid type: {unexpected}, expected {expected}")),
+        ),
+        C::At { error, key, .. } => {
+            let inner = match *error {
+                C::Message(m) => m,
+                other => other.to_string(),
+            };
+            message_error(key.as_deref().unwrap_or(""), &inner)
+        }
+        C::Message(m) => message_error("", &m),
+        other => ConfigError::File {
+            path: origin.to_string(),
+            reason: other.to_string(),
+        },
+    }
+}
+
+/// The `config` crate joins an index and the next key without a dot (`target[0]phase[1]`);
+/// restore it (`target[0].phase[1]`).
+fn fix_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len() + 4);
+    let mut prev = None;
+    for c in key.chars() {
+        if prev == Some(']') && (c.is_alphanumeric() || c == '_') {
+            out.push('.');
+        }
+        out.push(c);
+        prev = Some(c);
+    }
+    out
+}
+
+/// Interpret a serde message at `key` (empty for the top level).
+fn message_error(key: &str, msg: &str) -> ConfigError {
+    let key = &fix_key(key);
+    if let Some(rest) = msg.strip_prefix("unknown field `")
+        && let Some(end) = rest.find('`')
+    {
+        let field = &rest[..end];
+        let expected: Vec<&str> = rest[end + 1..].split('`').skip(1).step_by(2).collect();
+        let full = if key.is_empty() {
+            field.to_string()
+        } else {
+            format!("{key}.{field}")
+        };
+        let hint = suggest::closest(field, expected.iter().copied())
+            .map(|s| format!(" (did you mean \"{s}\"?)"))
+            .unwrap_or_default();
+        let list = if expected.is_empty() {
+            String::new()
+        } else {
+            format!("; known keys here: {}", expected.join(", "))
+        };
+        return ConfigError::invalid(full, format!("unknown key \"{field}\"{hint}{list}"));
+    }
+    let key = if key.is_empty() { "(top level)" } else { key };
+    ConfigError::invalid(key, polish(msg))
+}
+
+/// serde's wording in TOML terms and without internal type names:
+/// `invalid type: integer 5, expected struct RawJob` → `expected a table, found integer 5`.
+fn polish(msg: &str) -> String {
+    let words = |s: &str| {
+        let mut t = s.trim().to_string();
+        if let Some(i) = t.find("struct Raw") {
+            t.replace_range(i.., "a table");
+        }
+        t.replace("a sequence", "a list")
+            .replace("sequence", "a list")
+            .replace("map", "a table")
+            .replace("a a ", "a ")
+    };
+    if let Some(rest) = msg.strip_prefix("invalid type: ")
+        && let Some((found, expected)) = rest.split_once(", expected ")
+    {
+        return format!("expected {}, found {}", words(expected), words(found));
+    }
+    msg.to_string()
 }
 
 /// The built-in default: a soak of `4k-random-read` on a 1 GiB file under the state directory.

@@ -1,1 +1,957 @@
-//! (being written)
+//! Config validation through the real binary, `nvsoak check-config PATH`: one bad config per
+//! rule (non-zero exit, no panic, the message names the key and the reason), every shipped
+//! example passes, environment overrides reach the plan, and `nvsoak profiles` lists the
+//! built-in profiles.
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::common::{bin, shm_dir};
+
+/// Run `nvsoak ARGS` with no `NVSOAK_*` variables from the test's environment, plus `env`.
+fn nvsoak(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(bin());
+    c.args(args);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("NVSOAK_") {
+            c.env_remove(k);
+        }
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("running nvsoak")
+}
+
+/// Write `toml` (with `{dir}` replaced by a scratch directory) and check it.
+fn check_in(dir: &Path, toml: &str, env: &[(&str, &str)]) -> Output {
+    let path = dir.join("nvsoak.toml");
+    std::fs::write(&path, toml.replace("{dir}", &dir.display().to_string()))
+        .expect("writing config");
+    nvsoak(&["check-config", path.to_str().expect("utf-8 path")], env)
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Assert that `toml` is rejected with a message naming `key` and containing `reason`.
+#[track_caller]
+fn rejects(toml: &str, key: &str, reason: &str) {
+    let d = shm_dir();
+    rejects_in(d.path(), toml, key, reason, &[]);
+}
+
+#[track_caller]
+fn rejects_in(dir: &Path, toml: &str, key: &str, reason: &str, env: &[(&str, &str)]) {
+    let o = check_in(dir, toml, env);
+    let err = stderr(&o);
+    assert!(
+        !o.status.success(),
+        "expected a rejection naming {key}, but check-config passed:\n{}",
+        stdout(&o)
+    );
+    assert!(!err.contains("panicked"), "nvsoak panicked:\n{err}");
+    assert!(
+        err.contains(&format!("{key}:")),
+        "the message should name the key `{key}`:\n{err}"
+    );
+    assert!(
+        err.contains(reason),
+        "the message should say `{reason}`:\n{err}"
+    );
+    assert!(err.starts_with("nvsoak: "), "message format:\n{err}");
+    assert!(!err.trim_end().ends_with('.'), "no trailing period:\n{err}");
+}
+
+#[track_caller]
+fn accepts(toml: &str) -> String {
+    let d = shm_dir();
+    let o = check_in(d.path(), toml, &[]);
+    assert!(o.status.success(), "rejected:\n{}", stderr(&o));
+    stdout(&o)
+}
+
+/// One file target with the given phases.
+fn one(target_extra: &str, phases: &str) -> String {
+    format!(
+        "[[target]]\nname = \"t0\"\npath = \"{{dir}}/t0.dat\"\nsize = \"64MiB\"\n{target_extra}\n{phases}"
+    )
+}
+
+fn soak(extra: &str) -> String {
+    format!("[[target.phase]]\nkind = \"soak\"\nprofile = \"4k-random-read\"\n{extra}\n")
+}
+
+// --- unknown keys and names ------------------------------------------------------------------
+
+#[test]
+fn unknown_key_in_phase_is_named() {
+    rejects(
+        &one(
+            "",
+            "[[target.phase]]\nkind = \"soak\"\nprofle = \"4k-random-read\"\n",
+        ),
+        "target[0].phase[0].profle",
+        "unknown key \"profle\" (did you mean \"profile\"?)",
+    );
+}
+
+#[test]
+fn unknown_keys_elsewhere_are_named() {
+    rejects(
+        "[exportr]\nlisten = \"127.0.0.1:1\"\n",
+        "exportr",
+        "unknown key",
+    );
+    rejects(
+        "[exporter]\nlisen = \"127.0.0.1:1\"\n",
+        "exporter.lisen",
+        "did you mean \"listen\"",
+    );
+    rejects(
+        &one("colour = \"red\"", &soak("")),
+        "target[0].colour",
+        "unknown key",
+    );
+    rejects(
+        &one(
+            "",
+            "[[target.phase]]\nkind = \"soak\"\njob = { read = 70, bs = \"4k\", acess = \"random\" }\n",
+        ),
+        "target[0].phase[0].job.acess",
+        "did you mean \"access\"",
+    );
+    rejects(
+        "[[health.device]]\nmatch = \"S1\"\nrated_tbw = \"1PB\"\nrated_tbww = 1\n",
+        "health.device[0].rated_tbww",
+        "unknown key",
+    );
+}
+
+#[test]
+fn unknown_profile_suggests_the_closest() {
+    rejects(
+        &one(
+            "",
+            &format!(
+                "{}[[target.phase]]\nkind = \"soak\"\nprofile = \"4k-randread\"\n",
+                soak("duration = \"10s\"")
+            ),
+        ),
+        "target[0].phase[1].profile",
+        "unknown profile \"4k-randread\" (did you mean \"4k-random-read\"?)",
+    );
+    rejects(
+        &one(
+            "",
+            &soak("profiles = [\"sql\", \"oracle\"]\nrotate = \"1h\""),
+        ),
+        "target[0].phase[0].profiles",
+        "not several",
+    );
+    rejects(
+        &one(
+            "",
+            "[[target.phase]]\nkind = \"soak\"\nprofiles = [\"sql\", \"orcale\"]\nrotate = \"1h\"\n",
+        ),
+        "target[0].phase[0].profiles[1]",
+        "did you mean \"oracle\"",
+    );
+}
+
+#[test]
+fn wrong_types_are_named() {
+    rejects(
+        &one("direct = \"maybe\"", &soak("")),
+        "target[0].direct",
+        "expected a boolean",
+    );
+    rejects(
+        &one("", "[[target.phase]]\nkind = \"soak\"\njob = 5\n"),
+        "target[0].phase[0].job",
+        "expected a table",
+    );
+    rejects(
+        "[health]\ninclude = \"nvme0\"\n",
+        "health.include",
+        "expected a list",
+    );
+    rejects(
+        "[exporter]\nlisten = 9757\n",
+        "exporter.listen",
+        "not an address",
+    );
+}
+
+// --- values ----------------------------------------------------------------------------------
+
+#[test]
+fn bad_sizes_and_durations() {
+    rejects(
+        &one("", &soak("")).replace("64MiB", "64XB"),
+        "target[0].size",
+        "unknown size unit",
+    );
+    rejects(
+        &one("", &soak("")).replace("64MiB", "1000"),
+        "target[0].size",
+        "not a multiple of 512",
+    );
+    rejects(
+        &one("", &soak("duration = \"10 parsecs\"")),
+        "target[0].phase[0].duration",
+        "unknown duration unit",
+    );
+    rejects(
+        &one("", &soak("duration = \"0s\"")),
+        "target[0].phase[0].duration",
+        "too short",
+    );
+    rejects(
+        "[stats]\ninterval = \"0s\"\n",
+        "stats.interval",
+        "too short",
+    );
+    rejects(
+        "[state]\ncheckpoint_interval = \"soon\"\n",
+        "state.checkpoint_interval",
+        "not a valid duration",
+    );
+}
+
+#[test]
+fn region_out_of_range() {
+    rejects(
+        &one("region = \"0%\"", &soak("")),
+        "target[0].region",
+        "out of range",
+    );
+    rejects(
+        &one("region = \"150%\"", &soak("")),
+        "target[0].region",
+        "out of range",
+    );
+    rejects(
+        &one("region = \"half\"", &soak("")),
+        "target[0].region",
+        "not a percentage",
+    );
+    // 0.001% of 64 MiB is smaller than one 4k block.
+    rejects(
+        &one("region = \"0.001%\"", &soak("")),
+        "target[0].region",
+        "smaller than the 4k blocks",
+    );
+}
+
+#[test]
+fn inline_job_values() {
+    let job = |j: &str| {
+        one(
+            "",
+            &format!("[[target.phase]]\nkind = \"soak\"\njob = {{ {j} }}\n"),
+        )
+    };
+    rejects(
+        &job("read = 101, bs = \"4k\""),
+        "target[0].phase[0].job.read",
+        "not a read percentage",
+    );
+    rejects(
+        &job("bs = \"4k\""),
+        "target[0].phase[0].job.read",
+        "missing",
+    );
+    rejects(&job("read = 50"), "target[0].phase[0].job.bs", "missing");
+    rejects(
+        &job("read = 50, bs = \"1000\""),
+        "target[0].phase[0].job.bs",
+        "not a multiple of 512",
+    );
+    rejects(
+        &job("read = 50, bs = \"4k:60,8k:x\""),
+        "target[0].phase[0].job.bs",
+        "not a positive whole number",
+    );
+    rejects(
+        &job("read = 50, bs = \"4k:60,4k:40\""),
+        "target[0].phase[0].job.bs",
+        "listed twice",
+    );
+    rejects(
+        &job("read = 50, bs = \"32M\""),
+        "target[0].phase[0].job.bs",
+        "larger than the maximum",
+    );
+    rejects(
+        &job("read = 50, bs = \"4k\", iodepth = 0"),
+        "target[0].phase[0].job.iodepth",
+        "out of range",
+    );
+    rejects(
+        &job("read = 50, bs = \"4k\", iodepth = 5000"),
+        "target[0].phase[0].job.iodepth",
+        "out of range",
+    );
+    rejects(
+        &job("read = 50, bs = \"4k\", workers = 0"),
+        "target[0].phase[0].job.workers",
+        "out of range",
+    );
+    rejects(
+        &job("read = 50, bs = \"4k\", workers = 300"),
+        "target[0].phase[0].job.workers",
+        "out of range",
+    );
+    rejects(
+        &job("read = 50, bs = \"4k\", access = \"sequential\", skew = \"zipf:1.2\""),
+        "target[0].phase[0].job.skew",
+        "only applies to random access",
+    );
+    rejects(
+        &job("read = 50, bs = \"4k\", skew = \"zipf:-1\""),
+        "target[0].phase[0].job.skew",
+        "must be a number above 0",
+    );
+    rejects(
+        &job("read = 50, bs = \"4k\", skew = \"hotband:0%:90%\""),
+        "target[0].phase[0].job.skew",
+        "hot band size",
+    );
+    rejects(
+        &job("read = 50, bs = \"4k\", skew = \"zpif:1.2\""),
+        "target[0].phase[0].job.skew",
+        "did you mean \"zipf\"",
+    );
+    rejects(
+        &job("read = 50, bs = \"4k\", access = \"randomly\""),
+        "target[0].phase[0].job.access",
+        "did you mean \"random\"",
+    );
+    rejects(
+        &job("read = 50, bs = \"4k\", rate = 5000"),
+        "target[0].phase[0].job.rate",
+        "has no unit",
+    );
+    rejects(
+        &job("read = 50, bs = \"4k\", rate = \"fast\""),
+        "target[0].phase[0].job.rate",
+        "not a rate",
+    );
+    rejects(
+        &job("name = \"sql\", read = 50, bs = \"4k\""),
+        "target[0].phase[0].job.name",
+        "is a built-in profile",
+    );
+    rejects(
+        &job("name = \"my job\", read = 50, bs = \"4k\""),
+        "target[0].phase[0].job.name",
+        "contains ' '",
+    );
+}
+
+#[test]
+fn phase_overrides_are_checked() {
+    rejects(
+        &one("", &soak("iodepth = 0")),
+        "target[0].phase[0].iodepth",
+        "out of range",
+    );
+    rejects(
+        &one("", &soak("workers = 257")),
+        "target[0].phase[0].workers",
+        "out of range",
+    );
+    rejects(
+        &one("", &soak("rate = \"0%\"")),
+        "target[0].phase[0].rate",
+        "out of range",
+    );
+}
+
+// --- targets ---------------------------------------------------------------------------------
+
+#[test]
+fn duplicate_names_and_paths() {
+    let t = |name: &str, file: &str| {
+        format!(
+            "[[target]]\nname = \"{name}\"\npath = \"{{dir}}/{file}\"\nsize = \"1M\"\n{}",
+            soak("")
+        )
+    };
+    rejects(
+        &format!("{}{}", t("a", "a.dat"), t("a", "b.dat")),
+        "target[1].name",
+        "already the name of target[0]",
+    );
+    rejects(
+        &format!("{}{}", t("a", "a.dat"), t("b", "./a.dat")),
+        "target[1].path",
+        "already the path of target[0]",
+    );
+}
+
+/// A block device node to point a target at: one we create in the scratch dir (as root), or
+/// the first one under /dev. check-config only stats it.
+fn block_device(dir: &Path) -> Option<PathBuf> {
+    use nix::sys::stat::{Mode, SFlag, makedev, mknod};
+    let p = dir.join("blk");
+    if mknod(
+        &p,
+        SFlag::S_IFBLK,
+        Mode::from_bits_truncate(0o600),
+        makedev(7, 250),
+    )
+    .is_ok()
+    {
+        return Some(p);
+    }
+    std::fs::read_dir("/dev")
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            std::fs::metadata(p)
+                .map(|m| m.file_type().is_block_device())
+                .unwrap_or(false)
+        })
+}
+
+#[test]
+fn block_device_with_size_is_rejected_and_without_accepted() {
+    let d = shm_dir();
+    let Some(dev) = block_device(d.path()) else {
+        panic!("no block device node available (not root and none under /dev)");
+    };
+    let cfg = |size: &str| {
+        format!(
+            "[[target]]\nname = \"b\"\npath = \"{}\"\n{size}\n{}",
+            dev.display(),
+            soak("")
+        )
+    };
+    rejects_in(
+        d.path(),
+        &cfg("size = \"1G\""),
+        "target[0].size",
+        "is a block device",
+        &[],
+    );
+    let o = check_in(d.path(), &cfg(""), &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("(block device)"), "{}", stdout(&o));
+}
+
+#[test]
+fn file_without_size_and_other_path_errors() {
+    rejects(
+        &one("", &soak("")).replace("size = \"64MiB\"\n", ""),
+        "target[0].size",
+        "missing",
+    );
+    rejects(
+        &format!(
+            "[[target]]\nname = \"d\"\npath = \"{{dir}}\"\nsize = \"1M\"\n{}",
+            soak("")
+        ),
+        "target[0].path",
+        "is a directory",
+    );
+    rejects(
+        &format!(
+            "[[target]]\nname = \"n\"\npath = \"/dev/nvsoak-no-such-device\"\n{}",
+            soak("")
+        ),
+        "target[0].path",
+        "does not exist",
+    );
+    rejects(
+        &format!(
+            "[[target]]\npath = \"{{dir}}/x\"\nsize = \"1M\"\n{}",
+            soak("")
+        ),
+        "target[0].name",
+        "missing",
+    );
+    rejects(
+        &format!("[[target]]\nname = \"x\"\nsize = \"1M\"\n{}", soak("")),
+        "target[0].path",
+        "missing",
+    );
+}
+
+#[test]
+fn target_options() {
+    rejects(
+        &one("engine = \"uring\"", &soak("")),
+        "target[0].engine",
+        "did you mean \"io_uring\"",
+    );
+    rejects(
+        &one("verify = \"sometimes\"", &soak("")),
+        "target[0].verify",
+        "expected one of: off, inline, pass",
+    );
+    rejects(
+        &one("verify_fatal = true", &soak("")),
+        "target[0].verify_fatal",
+        "no effect with verify = \"off\"",
+    );
+    rejects(
+        &one("force_overwrite_signatures = true", &soak("")),
+        "target[0].force_overwrite_signatures",
+        "allow_destroy",
+    );
+    rejects(
+        &one("max_errors = 0", &soak("")),
+        "target[0].max_errors",
+        "out of range",
+    );
+}
+
+// --- phases ----------------------------------------------------------------------------------
+
+#[test]
+fn phase_structure() {
+    rejects(&one("", ""), "target[0].phase", "no phases");
+    rejects(
+        &one("", "[[target.phase]]\nprofile = \"sql\"\n"),
+        "target[0].phase[0].kind",
+        "missing",
+    );
+    rejects(
+        &one("", "[[target.phase]]\nkind = \"soka\"\nprofile = \"sql\"\n"),
+        "target[0].phase[0].kind",
+        "did you mean \"soak\"",
+    );
+    rejects(
+        &one("", "[[target.phase]]\nkind = \"soak\"\n"),
+        "target[0].phase[0].profile",
+        "missing",
+    );
+    rejects(
+        &one(
+            "",
+            "[[target.phase]]\nkind = \"soak\"\nprofile = \"sql\"\njob = { read = 1, bs = \"4k\" }\n",
+        ),
+        "target[0].phase[0].job",
+        "not both",
+    );
+    // A soak without duration runs forever: nothing may follow it.
+    rejects(
+        &one("", &format!("{}{}", soak(""), soak("duration = \"1m\""))),
+        "target[0].phase[0].duration",
+        "phase[1] would never run",
+    );
+    rejects(
+        &one("loop = true", &soak("")),
+        "target[0].loop",
+        "never loops",
+    );
+}
+
+#[test]
+fn keys_that_do_not_apply_to_the_kind() {
+    rejects(
+        &one(
+            "",
+            "[[target.phase]]\nkind = \"precondition\"\nprofile = \"sql\"\n",
+        ),
+        "target[0].phase[0].profile",
+        "only applies to sweep and soak phases",
+    );
+    rejects(
+        &one(
+            "",
+            "[[target.phase]]\nkind = \"precondition\"\nduration = \"1m\"\n",
+        ),
+        "target[0].phase[0].duration",
+        "only applies to soak phases",
+    );
+    rejects(
+        &one("", &soak("passes = 2")),
+        "target[0].phase[0].passes",
+        "only applies to precondition phases",
+    );
+    rejects(
+        &one(
+            "",
+            "[[target.phase]]\nkind = \"sweep\"\nprofile = \"sql\"\nrate = \"50%\"\n",
+        ),
+        "target[0].phase[0].rate",
+        "a sweep sets its own rates",
+    );
+    rejects(
+        &one("", &soak("points = [10]")),
+        "target[0].phase[0].points",
+        "only applies to sweep phases",
+    );
+}
+
+#[test]
+fn precondition_and_sweep_values() {
+    rejects(
+        &one(
+            "",
+            "[[target.phase]]\nkind = \"precondition\"\npasses = 0\n",
+        ),
+        "target[0].phase[0].passes",
+        "out of range",
+    );
+    rejects(
+        &one(
+            "",
+            "[[target.phase]]\nkind = \"precondition\"\nblock_size = \"1000\"\n",
+        ),
+        "target[0].phase[0].block_size",
+        "multiple of 512",
+    );
+    let sweep = |extra: &str| {
+        one(
+            "",
+            &format!("[[target.phase]]\nkind = \"sweep\"\nprofile = \"4k-random-read\"\n{extra}\n"),
+        )
+    };
+    rejects(
+        &sweep("points = [10, 0]"),
+        "target[0].phase[0].points[1]",
+        "out of range",
+    );
+    rejects(&sweep("points = []"), "target[0].phase[0].points", "empty");
+    rejects(
+        &sweep("points = [50, 50]"),
+        "target[0].phase[0].points[1]",
+        "listed twice",
+    );
+    rejects(
+        &sweep("point_duration = \"1ms\""),
+        "target[0].phase[0].point_duration",
+        "too short",
+    );
+    rejects(
+        &one(
+            "",
+            "[[target.phase]]\nkind = \"sweep\"\njob = { name = \"j\", read = 100, bs = \"4k\", rate = \"100iops\" }\n",
+        ),
+        "target[0].phase[0].job.rate",
+        "a sweep sets its own rates",
+    );
+}
+
+#[test]
+fn rotation_and_steady_state() {
+    rejects(
+        &one(
+            "",
+            "[[target.phase]]\nkind = \"soak\"\nprofiles = [\"sql\", \"oracle\"]\n",
+        ),
+        "target[0].phase[0].rotate",
+        "missing",
+    );
+    rejects(
+        &one("", &soak("rotate = \"1h\"")),
+        "target[0].phase[0].rotate",
+        "at least two entries",
+    );
+    rejects(
+        &one(
+            "",
+            "[[target.phase]]\nkind = \"soak\"\nprofiles = [\"sql\", \"sql\"]\nrotate = \"1h\"\n",
+        ),
+        "target[0].phase[0].profiles[1]",
+        "listed twice",
+    );
+    rejects(
+        &one("", &soak("steady_window = 1")),
+        "target[0].phase[0].steady_window",
+        "out of range",
+    );
+    rejects(
+        &one("", &soak("steady_criterion = \"iops\"")),
+        "target[0].phase[0].steady_criterion",
+        "needs a limit",
+    );
+    rejects(
+        &one("", &soak("steady_criterion = \"snai\"")),
+        "target[0].phase[0].steady_criterion",
+        "did you mean \"snia\"",
+    );
+    rejects(
+        &one("", &soak("steady_criterion = \"iops_slope:0%\"")),
+        "target[0].phase[0].steady_criterion",
+        "above 0%",
+    );
+    rejects(
+        &format!(
+            "[stats]\ninterval = \"2s\"\n{}",
+            one("", &soak("steady_round = \"1s\""))
+        ),
+        "target[0].phase[0].steady_round",
+        "shorter than stats.interval",
+    );
+}
+
+// --- other sections --------------------------------------------------------------------------
+
+#[test]
+fn exporter_health_and_log() {
+    rejects(
+        "[exporter]\nlisten = \"localhost:port\"\n",
+        "exporter.listen",
+        "not an address",
+    );
+    rejects(
+        "[exporter]\nmax_connections = 0\n",
+        "exporter.max_connections",
+        "out of range",
+    );
+    rejects(
+        "[exporter]\nweb_config_file = \"/nonexistent/web.yml\"\n",
+        "exporter.web_config_file",
+        "No such file",
+    );
+    rejects(
+        "[health]\ninclude = [\"nvme0\", \"re:(unclosed\"]\n",
+        "health.include[1]",
+        "bad regular expression",
+    );
+    rejects(
+        "[health]\npoll_interval = \"0s\"\n",
+        "health.poll_interval",
+        "too short",
+    );
+    rejects(
+        "[[health.device]]\nmatch = \"S1\"\nrated_dwpd = 3\n",
+        "health.device[0].warranty_years",
+        "go together",
+    );
+    rejects(
+        "[[health.device]]\nrated_tbw = \"1PB\"\n",
+        "health.device[0].match",
+        "missing",
+    );
+    rejects(
+        "[[health.device]]\nmatch = \"S1\"\n",
+        "health.device[0].rated_tbw",
+        "missing",
+    );
+    rejects(
+        "[[health.device]]\nmatch = \"S1\"\nrated_tbw = \"lots\"\n",
+        "health.device[0].rated_tbw",
+        "does not start with a number",
+    );
+    rejects(
+        "[log]\nlevel = \"nvsoak=loud\"\n",
+        "log.level",
+        "not a log filter",
+    );
+}
+
+#[test]
+fn files_that_cannot_be_read_or_parsed() {
+    let o = nvsoak(&["check-config", "/nonexistent/nvsoak.toml"], &[]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(
+        e.contains("/nonexistent/nvsoak.toml") && e.contains("No such file"),
+        "{e}"
+    );
+    assert!(!e.contains("panicked"));
+
+    let d = shm_dir();
+    let o = check_in(d.path(), "[[target]\nname = ", &[]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(
+        e.contains("nvsoak.toml") && e.contains("not valid TOML"),
+        "{e}"
+    );
+    assert!(
+        e.contains("line 1"),
+        "the TOML error should give the position: {e}"
+    );
+
+    // Binary garbage is an error, not a panic.
+    std::fs::write(d.path().join("nvsoak.toml"), [0xff, 0xfe, 0x00, 0x80]).unwrap();
+    let o = nvsoak(
+        &[
+            "check-config",
+            d.path().join("nvsoak.toml").to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(!o.status.success());
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+}
+
+// --- good configs ----------------------------------------------------------------------------
+
+#[test]
+fn the_plan_expands_profiles_and_overrides() {
+    let out = accepts(&one(
+        "region = \"25%\"\nengine = \"psync\"",
+        "[[target.phase]]\nkind = \"precondition\"\n\
+         [[target.phase]]\nkind = \"sweep\"\nprofile = \"sql-90-10\"\npoints = [50, 100]\nmax_duration = \"2s\"\npoint_duration = \"1s\"\n\
+         [[target.phase]]\nkind = \"soak\"\nprofile = \"4k-random-read\"\niodepth = 32\nrate = \"50%\"\nduration = \"1h\"\nsteady_criterion = \"iops:20%\"\n\
+         [[target.phase]]\nkind = \"soak\"\nprofiles = [\"oracle\", \"vdi-lc-boot\"]\nrotate = \"10m\"\n",
+    ));
+    for needle in [
+        "target t0",
+        "region                     25% (16M)",
+        "engine                     psync",
+        "phase[0] precondition: 2 pass(es) of sequential 128k writes",
+        "then 50%, 100% for 1s each",
+        "job sql-90-10",
+        "90% read / 10% write",
+        "4k:10,8k:80,64k:10",
+        "iodepth      32",
+        "50% of the measured maximum",
+        "iops: every round within 20%",
+        "rotating through 2 profiles every 10m",
+        "job vdi-lc-boot",
+        "soak until stopped",
+    ] {
+        assert!(out.contains(needle), "plan lacks {needle:?}:\n{out}");
+    }
+}
+
+#[test]
+fn no_targets_means_the_builtin_default_target() {
+    let d = shm_dir();
+    let o = check_in(d.path(), "[state]\ndir = \"{dir}/state\"\n", &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains(&format!("{}/state/default-target.dat", d.path().display())),
+        "{out}"
+    );
+    assert!(out.contains("job 4k-random-read"), "{out}");
+}
+
+#[test]
+fn env_overrides_change_the_plan() {
+    let d = shm_dir();
+    let cfg = one("", &soak(""));
+    let o = check_in(
+        d.path(),
+        &cfg,
+        &[("NVSOAK_EXPORTER__LISTEN", "127.0.0.1:1234")],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("listen               127.0.0.1:1234"),
+        "{}",
+        stdout(&o)
+    );
+    let o = check_in(
+        d.path(),
+        &cfg,
+        &[
+            ("NVSOAK_HEALTH__INCLUDE", "nvme0,re:^SAMSUNG"),
+            ("NVSOAK_STATS__INTERVAL", "2s"),
+            ("NVSOAK_LOG", "not an override, ignored"),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("include              nvme0, re:^SAMSUNG"),
+        "{out}"
+    );
+    assert!(out.contains("interval             2s"), "{out}");
+    // A bad override is named, with the variable that set it.
+    rejects_in(
+        d.path(),
+        &cfg,
+        "exporter.listen",
+        "set by the environment variable NVSOAK_EXPORTER__LISTEN",
+        &[("NVSOAK_EXPORTER__LISTEN", "garbage")],
+    );
+    rejects_in(
+        d.path(),
+        &cfg,
+        "exporter.lisen",
+        "unknown key",
+        &[("NVSOAK_EXPORTER__LISEN", "127.0.0.1:1")],
+    );
+}
+
+/// config/nvsoak.toml and config/examples/*.toml, as shipped.
+fn examples() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let mut v = vec![root.join("nvsoak.toml")];
+    if let Ok(rd) = std::fs::read_dir(root.join("examples")) {
+        let mut ex: Vec<PathBuf> = rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+            .collect();
+        ex.sort();
+        v.extend(ex);
+    }
+    v
+}
+
+#[test]
+fn every_shipped_example_passes() {
+    let ex = examples();
+    assert!(
+        ex.len() >= 4,
+        "expected config/nvsoak.toml and examples: {ex:?}"
+    );
+    for p in ex {
+        let o = nvsoak(&["check-config", p.to_str().unwrap()], &[]);
+        assert!(
+            o.status.success(),
+            "{} fails check-config:\n{}",
+            p.display(),
+            stderr(&o)
+        );
+        assert!(stdout(&o).contains("targets ("), "{}", stdout(&o));
+    }
+}
+
+#[test]
+fn profiles_lists_every_builtin_profile() {
+    let o = nvsoak(&["profiles"], &[]);
+    assert!(o.status.success());
+    let out = stdout(&o);
+    for (name, depth) in [
+        ("4k-random-read", 128),
+        ("4k-random-write", 64),
+        ("64k-seq-read", 16),
+        ("64k-seq-write", 8),
+    ] {
+        let block = out
+            .split("\njob ")
+            .find(|b| b.starts_with(&format!("{name}\n")))
+            .unwrap_or_else(|| panic!("{name} missing:\n{out}"));
+        assert!(
+            block.contains(&format!("in flight    {depth}\n")),
+            "{name} should have {depth} I/Os in flight:\n{block}"
+        );
+    }
+    for name in [
+        "sql",
+        "sql-90-10",
+        "sql-80-20",
+        "oracle",
+        "oracle-90-10",
+        "oracle-80-20",
+        "vdi-fc-boot",
+        "vdi-fc-initial-login",
+        "vdi-fc-monday-login",
+        "vdi-lc-boot",
+        "vdi-lc-initial-login",
+        "vdi-lc-monday-login",
+    ] {
+        assert!(out.contains(&format!("job {name}\n")), "{name} missing");
+    }
+    assert_eq!(out.matches("description").count(), 16);
+}

@@ -1,0 +1,320 @@
+//! Human-readable rendering of a validated plan (`nvsoak check-config`) and of jobs
+//! (`nvsoak profiles`).
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use super::Settings;
+use crate::units::{format_duration, format_size};
+use crate::workload::profiles::describe_access;
+use crate::workload::spec::*;
+
+/// `1G` when exact in binary units, otherwise bytes with a decimal approximation.
+pub fn bytes(b: u64) -> String {
+    let f = format_size(b);
+    if f.ends_with(|c: char| c.is_ascii_alphabetic()) || b < 1000 {
+        return f;
+    }
+    let units = [
+        (1e15, "PB"),
+        (1e12, "TB"),
+        (1e9, "GB"),
+        (1e6, "MB"),
+        (1e3, "kB"),
+    ];
+    let (m, u) = units
+        .iter()
+        .find(|(m, _)| b as f64 >= *m)
+        .copied()
+        .unwrap_or((1.0, "B"));
+    format!("{b} bytes ({:.2} {u})", b as f64 / m)
+}
+
+fn dur(d: Duration) -> String {
+    format_duration(d)
+}
+
+fn pct(f: f64) -> String {
+    let p = f * 100.0;
+    if (p - p.round()).abs() < 1e-9 {
+        format!("{}%", p.round() as i64)
+    } else {
+        format!("{p:.2}%")
+    }
+}
+
+fn num(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{}", x as i64)
+    } else {
+        format!("{x}")
+    }
+}
+
+pub fn rate(r: &Option<RateLimit>) -> String {
+    match r {
+        None => "none (as fast as the target goes)".into(),
+        Some(RateLimit::Iops(x)) => format!("{} IOPS", num(*x)),
+        Some(RateLimit::BytesPerSec(b)) => format!("{}/s", bytes(*b as u64)),
+        Some(RateLimit::PercentOfMax(p)) => format!(
+            "{}% of the measured maximum (from a preceding sweep of this job, or a calibration run)",
+            num(*p)
+        ),
+    }
+}
+
+/// A job as an indented block of `key value` lines.
+pub fn job(out: &mut String, indent: &str, j: &JobSpec) {
+    let _ = writeln!(out, "{indent}job {}", j.name);
+    let i = format!("{indent}  ");
+    let _ = writeln!(
+        out,
+        "{i}{:<12} {}% read / {}% write",
+        "mix",
+        j.read_pct,
+        100 - j.read_pct as u32
+    );
+    let bs = if j.bs.entries.len() > 1 {
+        format!("{} (weighted; mean {:.1}k)", j.bs, j.bs.mean() / 1024.0)
+    } else {
+        j.bs.to_string()
+    };
+    let _ = writeln!(out, "{i}{:<12} {bs}", "bs");
+    let _ = writeln!(out, "{i}{:<12} {}", "access", describe_access(&j.access));
+    let _ = writeln!(out, "{i}{:<12} {}", "iodepth", j.iodepth);
+    let _ = writeln!(out, "{i}{:<12} {}", "workers", j.workers);
+    let _ = writeln!(
+        out,
+        "{i}{:<12} {}",
+        "in flight",
+        j.iodepth as u64 * j.workers as u64
+    );
+    let _ = writeln!(out, "{i}{:<12} {}", "rate", rate(&j.rate));
+    let _ = writeln!(out, "{i}{:<12} {}", "description", j.description);
+}
+
+fn steady(s: &SteadyConfig) -> String {
+    let crit = match s.criterion {
+        SteadyCriterion::Snia => format!(
+            "snia: range ≤ {} and slope excursion ≤ {} of the window average",
+            pct(s.max_range),
+            pct(s.max_slope_excursion)
+        ),
+        SteadyCriterion::FioIops => format!(
+            "iops: every round within {} of the window mean",
+            pct(s.max_range)
+        ),
+        SteadyCriterion::FioIopsSlope => format!(
+            "iops_slope: |least-squares slope| ≤ {} of the mean per round",
+            pct(s.max_slope_excursion)
+        ),
+    };
+    format!(
+        "{crit}, over a window of {} rounds of {}",
+        s.window,
+        dur(s.round)
+    )
+}
+
+fn phase(out: &mut String, j: usize, p: &PhaseSpec) {
+    match p {
+        PhaseSpec::Precondition {
+            passes,
+            block_size,
+            iodepth,
+            workers,
+        } => {
+            let _ = writeln!(
+                out,
+                "    phase[{j}] precondition: {passes} pass(es) of sequential {} writes over the region, iodepth {iodepth}, workers {workers}",
+                format_size(*block_size as u64)
+            );
+        }
+        PhaseSpec::Sweep {
+            job: jb,
+            max_duration,
+            point_duration,
+            points,
+        } => {
+            let pts: Vec<String> = points.iter().map(|p| format!("{p}%")).collect();
+            let total = *max_duration + *point_duration * points.len() as u32;
+            let _ = writeln!(
+                out,
+                "    phase[{j}] sweep: an uncontrolled run of {} to find the maximum IOPS, then {} for {} each (about {} in all)",
+                dur(*max_duration),
+                pts.join(", "),
+                dur(*point_duration),
+                dur(Duration::from_secs(total.as_secs()))
+            );
+            job(out, "      ", jb);
+        }
+        PhaseSpec::Soak {
+            jobs,
+            duration,
+            rotate,
+            steady: st,
+        } => {
+            let d = match duration {
+                Some(d) => format!("for {}", dur(*d)),
+                None => "until stopped".into(),
+            };
+            let r = match rotate {
+                Some(r) => format!(
+                    ", rotating through {} profiles every {}",
+                    jobs.len(),
+                    dur(*r)
+                ),
+                None => String::new(),
+            };
+            let _ = writeln!(out, "    phase[{j}] soak {d}{r}");
+            let _ = writeln!(out, "      steady state: {}", steady(st));
+            for jb in jobs {
+                job(out, "      ", jb);
+            }
+        }
+    }
+}
+
+fn target(out: &mut String, t: &TargetSpec) {
+    let _ = writeln!(out, "  target {}", t.name);
+    let kind = match t.size {
+        Some(s) => format!("file, {} preallocated", bytes(s)),
+        None => "block device".into(),
+    };
+    let _ = writeln!(out, "    {:<26} {} ({kind})", "path", t.path.display());
+    let region = match t.size {
+        Some(s) => format!(
+            "{} ({})",
+            pct(t.region.0),
+            bytes(((s as f64 * t.region.0) as u64) / 512 * 512)
+        ),
+        None => format!("{} of the device", pct(t.region.0)),
+    };
+    let _ = writeln!(out, "    {:<26} {region}", "region");
+    let engine = match t.engine {
+        EngineChoice::Auto => "auto (io_uring, falling back to psync when refused)".into(),
+        e => e.as_str().to_string(),
+    };
+    let _ = writeln!(out, "    {:<26} {engine}", "engine");
+    let _ = writeln!(out, "    {:<26} {}", "direct (O_DIRECT)", yes(t.direct));
+    let v = match t.verify {
+        VerifyMode::Off => "off",
+        VerifyMode::Inline => "inline",
+        VerifyMode::Pass => "pass",
+    };
+    let _ = writeln!(out, "    {:<26} {v}", "verify");
+    let _ = writeln!(out, "    {:<26} {}", "verify_fatal", yes(t.verify_fatal));
+    let _ = writeln!(
+        out,
+        "    {:<26} {}",
+        "max_errors",
+        t.max_errors
+            .map(|m| m.to_string())
+            .unwrap_or_else(|| "unlimited".into())
+    );
+    let _ = writeln!(
+        out,
+        "    {:<26} {}",
+        "allow_destroy",
+        t.allow_destroy.as_deref().unwrap_or("(none)")
+    );
+    let _ = writeln!(
+        out,
+        "    {:<26} {}",
+        "force_overwrite_signatures",
+        yes(t.force_overwrite_signatures)
+    );
+    let _ = writeln!(out, "    {:<26} {}", "loop", yes(t.loop_phases));
+    for (j, p) in t.phases.iter().enumerate() {
+        phase(out, j, p);
+    }
+}
+
+fn yes(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+fn list(v: &[String], empty: &str) -> String {
+    if v.is_empty() {
+        empty.to_string()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// The whole resolved plan.
+pub fn plan(s: &Settings) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let _ = writeln!(w, "exporter");
+    let _ = writeln!(w, "  {:<20} {}", "listen", s.exporter.listen);
+    let _ = writeln!(
+        w,
+        "  {:<20} {}",
+        "web_config_file",
+        s.exporter
+            .web_config_file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "(none: plain HTTP, no auth)".into())
+    );
+    let _ = writeln!(
+        w,
+        "  {:<20} {}",
+        "max_connections", s.exporter.max_connections
+    );
+    let _ = writeln!(w, "state");
+    let _ = writeln!(w, "  {:<20} {}", "dir", s.state.dir.display());
+    let _ = writeln!(
+        w,
+        "  {:<20} {}",
+        "checkpoint_interval",
+        dur(s.state.checkpoint_interval)
+    );
+    let _ = writeln!(w, "stats");
+    let _ = writeln!(w, "  {:<20} {}", "interval", dur(s.stats.interval));
+    let _ = writeln!(w, "log");
+    let _ = writeln!(w, "  {:<20} {}", "level", s.log.level);
+    let h = &s.health;
+    let _ = writeln!(w, "health");
+    let _ = writeln!(w, "  {:<20} {}", "enabled", yes(h.enabled));
+    let _ = writeln!(w, "  {:<20} {}", "poll_interval", dur(h.poll_interval));
+    let _ = writeln!(w, "  {:<20} {}", "rescan_interval", dur(h.rescan_interval));
+    let _ = writeln!(
+        w,
+        "  {:<20} {}",
+        "include",
+        list(&h.include, "(all controllers)")
+    );
+    let _ = writeln!(w, "  {:<20} {}", "exclude", list(&h.exclude, "(none)"));
+    let _ = writeln!(
+        w,
+        "  {:<20} {}",
+        "ratings_file",
+        h.ratings_file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "(built-in drive ratings table)".into())
+    );
+    for d in &h.devices {
+        let mut parts = Vec::new();
+        if let Some(b) = d.rated_tbw_bytes {
+            parts.push(format!("rated_tbw {}", bytes(b)));
+        }
+        if let Some(x) = d.rated_dwpd {
+            parts.push(format!("rated_dwpd {}", num(x)));
+        }
+        if let Some(x) = d.warranty_years {
+            parts.push(format!("warranty_years {}", num(x)));
+        }
+        if let Some(b) = d.capacity_bytes {
+            parts.push(format!("capacity {}", bytes(b)));
+        }
+        let _ = writeln!(w, "  device {:<13} {}", d.matcher, parts.join(", "));
+    }
+    let _ = writeln!(w, "targets ({})", s.targets.len());
+    for t in &s.targets {
+        target(w, t);
+    }
+    out
+}
