@@ -268,6 +268,22 @@ mod tests {
     }
 
     #[test]
+    fn report_carries_engine_and_submitted() {
+        let mut s = WorkerStats::new();
+        assert_eq!(s.engine, "none");
+        s.engine = "io_uring";
+        s.submitted = 3;
+        s.record(Op::Write, 8192, 50_000);
+        s.record_error(Op::Write, 5);
+        let r = s.take_report(2, Duration::from_millis(500), None, true);
+        assert_eq!(
+            (r.worker, r.engine, r.submitted, r.done),
+            (2, "io_uring", 3, true)
+        );
+        assert_eq!(r.write.ops + r.write.errors.total(), 2);
+    }
+
+    #[test]
     fn errno_counts() {
         let mut e = ErrnoCounts::default();
         e.add(5);
