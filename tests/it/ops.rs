@@ -674,3 +674,621 @@ async fn web_config_errors_name_file_and_key() {
     .expect("missing file fails");
     assert!(err.to_string().contains("/nonexistent/web.yml"), "{err}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Dashboards and rules against the metric names nvsoak exports, and against a real Prometheus.
+
+/// Every metric name the team agreed on (DESIGN.md, issue 3's table, the derived series).
+/// Histograms are listed by family name.
+const AGREED_WORKLOAD: &[&str] = &[
+    "nvsoak_read_ops_total",
+    "nvsoak_write_ops_total",
+    "nvsoak_read_bytes_total",
+    "nvsoak_write_bytes_total",
+    "nvsoak_io_errors_total",
+    "nvsoak_read_latency_seconds",
+    "nvsoak_write_latency_seconds",
+    "nvsoak_read_latency_quantile_seconds",
+    "nvsoak_write_latency_quantile_seconds",
+    "nvsoak_read_iops",
+    "nvsoak_write_iops",
+    "nvsoak_read_bandwidth_bytes_per_second",
+    "nvsoak_write_bandwidth_bytes_per_second",
+    "nvsoak_phase_info",
+    "nvsoak_phase_running",
+    "nvsoak_target_up",
+    "nvsoak_steady_state_reached",
+    "nvsoak_steady_state_since_timestamp_seconds",
+    "nvsoak_steady_state_rounds",
+    "nvsoak_steady_state_window_average_iops",
+    "nvsoak_steady_state_range_ratio",
+    "nvsoak_steady_state_slope_excursion_ratio",
+    "nvsoak_sweep_max_iops",
+    "nvsoak_sweep_point_iops",
+    "nvsoak_sweep_point_target_iops",
+    "nvsoak_sweep_point_latency_average_seconds",
+    "nvsoak_sweep_point_latency_p99_seconds",
+    "nvsoak_build_info",
+    "nvsoak_uptime_seconds",
+    "nvsoak_engine_info",
+    "nvsoak_verify_errors_total",
+    "nvsoak_soak_read_bytes",
+    "nvsoak_soak_written_bytes",
+    "nvsoak_soak_errors",
+    "nvsoak_soak_elapsed_seconds",
+];
+
+/// Series that need an NVMe controller (health log pages and what is derived from them); the VM
+/// harness covers them. A query naming only these may return no data on a file target.
+const NVME_ONLY: &[&str] = &[
+    "nvme_info",
+    "nvme_up",
+    "nvme_critical_warning",
+    "nvme_critical_warning_active",
+    "nvme_temperature_celsius",
+    "nvme_temperature_sensor_celsius",
+    "nvme_warning_temperature_threshold_celsius",
+    "nvme_critical_temperature_threshold_celsius",
+    "nvme_available_spare_ratio",
+    "nvme_available_spare_threshold_ratio",
+    "nvme_percentage_used_ratio",
+    "nvme_data_read_bytes_total",
+    "nvme_data_written_bytes_total",
+    "nvme_host_read_commands_total",
+    "nvme_host_write_commands_total",
+    "nvme_controller_busy_seconds_total",
+    "nvme_power_on_seconds_total",
+    "nvme_power_cycles_total",
+    "nvme_unsafe_shutdowns_total",
+    "nvme_media_errors_total",
+    "nvme_error_log_entries_total",
+    "nvme_warning_temperature_seconds_total",
+    "nvme_critical_temperature_seconds_total",
+    "nvme_thermal_transitions_total",
+    "nvme_thermal_management_seconds_total",
+    "nvme_error_log_status_total",
+    "nvme_namespace_size_bytes",
+    "nvme_namespace_lba_size_bytes",
+    "nvme_total_capacity_bytes",
+    "nvme_ocp_physical_media_written_bytes_total",
+    "nvme_ocp_physical_media_read_bytes_total",
+    "nvme_ocp_bad_user_nand_blocks",
+    "nvme_ocp_bad_system_nand_blocks",
+    "nvme_ocp_xor_recovery_total",
+    "nvme_ocp_uncorrectable_read_errors_total",
+    "nvme_ocp_thermal_throttling_events_total",
+    "nvme_ocp_thermal_throttling_status",
+    "nvme_ocp_pcie_correctable_errors_total",
+    "nvme_ocp_endurance_estimate_bytes",
+    "nvsoak_health_poll_timestamp_seconds",
+    "nvsoak_health_poll_duration_seconds",
+    "nvsoak_health_poll_errors_total",
+    "nvsoak_rated_endurance_bytes",
+    "nvsoak_rated_dwpd",
+    "nvsoak_rated_warranty_seconds",
+    "nvsoak_endurance_consumed_ratio",
+    "nvsoak_observed_dwpd",
+    "nvsoak_projected_wearout_days",
+    "nvsoak_write_amplification_ratio",
+    "nvsoak_accounting_host_written_bytes",
+    "nvsoak_accounting_drive_written_bytes",
+    "nvsoak_accounting_ratio",
+    "nvsoak_thermal_throttling",
+    "nvsoak_thermal_throttle_events_total",
+    "nvsoak_throttled_iops",
+    "nvsoak_unthrottled_iops",
+];
+
+/// Workload series that appear only once they count something (no I/O error, no verify error:
+/// no series). Their panels fall back to 0 through `or ... nvsoak_target_up * 0`.
+const CONDITIONAL: &[&str] = &["nvsoak_io_errors_total", "nvsoak_verify_errors_total"];
+
+/// Names Prometheus itself provides.
+const PROMETHEUS_BUILTIN: &[&str] = &["up"];
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A query from a dashboard panel or a rule, with where it came from.
+struct Query {
+    origin: String,
+    expr: String,
+}
+
+/// Grafana's variables, substituted the way "All" and a 1 s scrape interval would.
+fn substitute(expr: &str) -> String {
+    expr.replace("$__rate_interval", "10s")
+        .replace("$__interval", "2s")
+        .replace("$__range", "1m")
+        .replace("$instance", ".*")
+        .replace("$device", ".*")
+        .replace("$target", ".*")
+}
+
+fn dashboard_queries() -> Vec<Query> {
+    let mut out = Vec::new();
+    let dir = repo().join("dashboards/grafana");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("dashboards/grafana")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 2,
+        "expected the device and fleet dashboards in {dir:?}"
+    );
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("dashboard JSON");
+        let d: serde_json::Value = serde_json::from_str(&text).expect("dashboard is JSON");
+        let vars: Vec<&str> = d["templating"]["list"]
+            .as_array()
+            .expect("templating.list")
+            .iter()
+            .filter_map(|v| v["name"].as_str())
+            .collect();
+        for v in ["datasource", "instance"] {
+            assert!(vars.contains(&v), "{f:?}: no ${v} variable");
+        }
+        let name = f
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("?")
+            .to_string();
+        for p in d["panels"].as_array().expect("panels") {
+            for t in p["targets"].as_array().into_iter().flatten() {
+                let expr = t["expr"].as_str().expect("expr").to_string();
+                out.push(Query {
+                    origin: format!(
+                        "{name}: panel {:?} ref {}",
+                        p["title"].as_str().unwrap_or(""),
+                        t["refId"].as_str().unwrap_or("")
+                    ),
+                    expr: substitute(&expr),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// (record or alert name, expr) of every rule in a rules file.
+fn rules(file: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(repo().join(file)).expect("rules file");
+    let doc: serde_norway::Value = serde_norway::from_str(&text).expect("rules YAML");
+    let mut out = Vec::new();
+    for g in doc["groups"].as_sequence().expect("groups") {
+        for r in g["rules"].as_sequence().expect("rules") {
+            let name = r["record"]
+                .as_str()
+                .or(r["alert"].as_str())
+                .expect("record or alert");
+            out.push((
+                name.to_string(),
+                r["expr"].as_str().expect("expr").to_string(),
+            ));
+        }
+    }
+    out
+}
+
+/// Metric names a PromQL expression selects (functions, keywords, label names, grouping
+/// labels, strings, durations and numbers stripped).
+fn metric_names(expr: &str) -> Vec<String> {
+    let strip = |s: &str, re: &str| {
+        regex::Regex::new(re)
+            .expect("regex")
+            .replace_all(s, " ")
+            .into_owned()
+    };
+    let mut e = strip(expr, r#""(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'"#);
+    e = strip(&e, r"\{[^}]*\}");
+    e = strip(&e, r"\[[^\]]*\]");
+    e = strip(
+        &e,
+        r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)",
+    );
+    let ident = regex::Regex::new(r"[A-Za-z_:][A-Za-z0-9_:]*").expect("regex");
+    let keywords = [
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "bool",
+        "and",
+        "or",
+        "unless",
+        "offset",
+        "inf",
+        "nan",
+        "Inf",
+        "NaN",
+    ];
+    let mut names = Vec::new();
+    for m in ident.find_iter(&e) {
+        let before = e[..m.start()].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '.') {
+            continue; // the exponent of a number such as 1e15
+        }
+        let after = e[m.end()..].trim_start();
+        if after.starts_with('(') || keywords.contains(&m.as_str()) {
+            continue;
+        }
+        names.push(m.as_str().to_string());
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn family(name: &str) -> &str {
+    for suffix in ["_bucket", "_count", "_sum"] {
+        if let Some(base) = name.strip_suffix(suffix) {
+            if base.ends_with("_seconds") {
+                return base;
+            }
+        }
+    }
+    name
+}
+
+#[test]
+fn metric_name_extraction() {
+    assert_eq!(
+        metric_names(
+            r#"histogram_quantile(0.99, sum by (instance, le) (rate(nvsoak_read_latency_seconds_bucket{target=~".*"}[1m]))) / 1e15"#
+        ),
+        vec!["nvsoak_read_latency_seconds_bucket"]
+    );
+    assert_eq!(
+        metric_names(
+            "(a_ratio >= 0.8) * on (instance, device) group_left (serial, model) nvme_info or on (x) b == bool 0"
+        ),
+        vec!["a_ratio", "b", "nvme_info"]
+    );
+    assert_eq!(
+        metric_names("count(nvme:drive_badness:score > 0) or vector(0)"),
+        vec!["nvme:drive_badness:score"]
+    );
+}
+
+/// Static check, no Prometheus needed: every dashboard and rule query parses (promtool) and names
+/// only agreed metric names or recording rules.
+#[test]
+fn dashboards_and_rules_name_only_agreed_metrics() {
+    let recorded: Vec<String> = rules("dashboards/rules/nvsoak-recording.yml")
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    let mut queries = dashboard_queries();
+    for f in [
+        "dashboards/rules/nvsoak-recording.yml",
+        "dashboards/rules/nvsoak-alerts.yml",
+    ] {
+        for (name, expr) in rules(f) {
+            queries.push(Query {
+                origin: format!("{f}: {name}"),
+                expr,
+            });
+        }
+    }
+    assert!(queries.len() > 100, "only {} queries found", queries.len());
+    let mut unknown = Vec::new();
+    for q in &queries {
+        let names = metric_names(&q.expr);
+        assert!(!names.is_empty(), "{}: no metric in {:?}", q.origin, q.expr);
+        for n in names {
+            let f = family(&n);
+            let known = AGREED_WORKLOAD.contains(&f)
+                || NVME_ONLY.contains(&f)
+                || PROMETHEUS_BUILTIN.contains(&f)
+                || recorded.iter().any(|r| r == f);
+            if !known {
+                unknown.push(format!("{}: {n}", q.origin));
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "queries name metrics nobody agreed on:\n{}",
+        unknown.join("\n")
+    );
+
+    // promtool parses every dashboard query (as a recording rule of its own).
+    let dir = crate::common::shm_dir();
+    let mut yaml = String::from("groups:\n  - name: dashboard-queries\n    rules:\n");
+    for (i, q) in queries.iter().enumerate() {
+        yaml.push_str(&format!(
+            "      - record: q{i}\n        expr: {}\n",
+            serde_json::to_string(&q.expr).expect("json")
+        ));
+    }
+    let path = dir.path().join("queries.yml");
+    std::fs::write(&path, yaml).expect("write queries");
+    let out = std::process::Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&path)
+        .output()
+        .expect("promtool missing: apt-get install -y prometheus");
+    assert!(
+        out.status.success(),
+        "promtool rejected a query:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A `prometheus` server on 127.0.0.1 with its TSDB in a scratch directory, killed on drop.
+struct Prometheus {
+    child: std::process::Child,
+    addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start(scrape: SocketAddr) -> Prometheus {
+        let dir = crate::common::shm_dir();
+        let rules_dir = dir.path().join("rules");
+        std::fs::create_dir_all(&rules_dir).expect("rules dir");
+        for f in ["nvsoak-recording.yml", "nvsoak-alerts.yml"] {
+            // Evaluate every second, like the 1 s scrape, so the test needs seconds, not minutes.
+            let text =
+                std::fs::read_to_string(repo().join("dashboards/rules").join(f)).expect("rules");
+            std::fs::write(
+                rules_dir.join(f),
+                text.replace("interval: 15s", "interval: 1s"),
+            )
+            .expect("write rules");
+        }
+        let port = crate::common::free_port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+        let cfg = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}/*.yml\nscrape_configs:\n  - job_name: nvsoak\n    static_configs:\n      - targets: [\"{scrape}\"]\n",
+            rules_dir.display()
+        );
+        let cfg_path = dir.path().join("prometheus.yml");
+        std::fs::write(&cfg_path, cfg).expect("write prometheus.yml");
+        let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log file");
+        let child = std::process::Command::new("prometheus")
+            .arg(format!("--config.file={}", cfg_path.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .arg("--storage.tsdb.retention.time=1h")
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("prometheus missing: apt-get install -y prometheus");
+        let p = Prometheus {
+            child,
+            addr,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !matches!(crate::common::http_get(p.addr, "/-/ready"), Ok((200, _))) {
+            assert!(
+                Instant::now() < deadline,
+                "prometheus not ready: {}",
+                p.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        p
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("prometheus.log")).unwrap_or_default()
+    }
+
+    /// Instant query; Err on an API error, Ok(number of series) otherwise.
+    fn query(&self, expr: &str) -> Result<Vec<serde_json::Value>, String> {
+        let path = format!("/api/v1/query?query={}", percent_encode(expr));
+        let (code, body) = crate::common::http_get(self.addr, &path).map_err(|e| e.to_string())?;
+        let v: serde_json::Value =
+            serde_json::from_str(&body).map_err(|e| format!("HTTP {code}: {e}: {body}"))?;
+        if v["status"] != "success" {
+            return Err(format!("HTTP {code}: {}", v["error"]));
+        }
+        Ok(v["data"]["result"].as_array().cloned().unwrap_or_default())
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A real Prometheus scrapes a real nvsoak (sweep, then a mixed soak with steady-state rounds and
+/// inline verify on a /dev/shm file) and evaluates every dashboard panel query and every
+/// recording rule through its HTTP API. Each returns data, except queries that need an NVMe
+/// controller (NVME_ONLY); a query naming a metric the daemon does not export fails.
+#[test]
+fn prometheus_evaluates_every_dashboard_query_and_recording_rule() {
+    let d = crate::common::Daemon::start(
+        r#"
+[state]
+dir = "{dir}/state"
+[stats]
+interval = "1s"
+[health]
+enabled = false
+[[target]]
+name = "t0"
+path = "{dir}/t0.dat"
+size = "64MiB"
+verify = "inline"
+[[target.phase]]
+kind = "sweep"
+profile = "4k-random-read"
+iodepth = 8
+max_duration = "2s"
+point_duration = "1s"
+points = [50, 100]
+[[target.phase]]
+kind = "soak"
+job = { name = "mixed", read = 70, bs = "4k", access = "random", iodepth = 4 }
+duration = "300s"
+steady_round = "1s"
+steady_window = 3
+"#,
+    );
+    let prom = Prometheus::start(d.addr);
+
+    let recorded: Vec<String> = rules("dashboards/rules/nvsoak-recording.yml")
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    let mut queries = dashboard_queries();
+    for (name, expr) in rules("dashboards/rules/nvsoak-recording.yml") {
+        queries.push(Query {
+            origin: format!("recording rule {name} (expr)"),
+            expr: expr.clone(),
+        });
+        queries.push(Query {
+            origin: format!("recording rule {name} (series)"),
+            expr: name,
+        });
+    }
+
+    // A query is NVMe-only when it names an NVMe-only series, directly or through a recording
+    // rule built on one.
+    let rule_exprs: std::collections::BTreeMap<String, String> =
+        rules("dashboards/rules/nvsoak-recording.yml")
+            .into_iter()
+            .collect();
+    let nvme_only = |expr: &str| -> bool {
+        let mut stack = metric_names(expr);
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some(n) = stack.pop() {
+            if !seen.insert(n.clone()) {
+                continue;
+            }
+            if NVME_ONLY.contains(&family(&n)) {
+                return true;
+            }
+            if let Some(e) = rule_exprs.get(&n) {
+                stack.extend(metric_names(e));
+            }
+        }
+        false
+    };
+
+    // Wait (bounded) until every query that must return data does: the sweep has to finish,
+    // the soak to run steady-state rounds, and rate() windows to fill.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut pending: Vec<&Query> = queries.iter().filter(|q| !nvme_only(&q.expr)).collect();
+    let must = pending.len();
+    let mut errors = Vec::new();
+    while !pending.is_empty() && Instant::now() < deadline {
+        let mut still = Vec::new();
+        for q in pending {
+            match prom.query(&q.expr) {
+                Ok(r) if !r.is_empty() => {}
+                Ok(_) => still.push(q),
+                Err(e) => errors.push(format!("{}: {e}\n  {}", q.origin, q.expr)),
+            }
+        }
+        assert!(errors.is_empty(), "queries failed:\n{}", errors.join("\n"));
+        pending = still;
+        if !pending.is_empty() {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+    // Every name a query selects is exported by nvsoak (seen by Prometheus during this run),
+    // NVMe-only, counted only once it is non-zero (CONDITIONAL), or a recording rule.
+    let exported: std::collections::BTreeSet<String> = {
+        let (code, body) =
+            crate::common::http_get(prom.addr, "/api/v1/label/__name__/values").expect("names");
+        let v: serde_json::Value =
+            serde_json::from_str(&body).unwrap_or_else(|e| panic!("HTTP {code}: {e}"));
+        v["data"]
+            .as_array()
+            .expect("names")
+            .iter()
+            .filter_map(|n| n.as_str())
+            .map(|n| family(n).to_string())
+            .collect()
+    };
+    let mut problems = Vec::new();
+    for q in &queries {
+        for n in metric_names(&q.expr) {
+            let f = family(&n);
+            if !(exported.contains(f)
+                || NVME_ONLY.contains(&f)
+                || CONDITIONAL.contains(&f)
+                || recorded.iter().any(|r| r == f))
+            {
+                problems.push(format!(
+                    "{}: names {n}, which nvsoak does not export",
+                    q.origin
+                ));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{}\nexported: {exported:?}",
+        problems.join("\n")
+    );
+    for c in CONDITIONAL {
+        assert!(AGREED_WORKLOAD.contains(c), "{c}");
+    }
+    assert!(
+        pending.is_empty(),
+        "{} of {must} queries returned no data within 90 s:\n{}\nprometheus log:\n{}",
+        pending.len(),
+        pending
+            .iter()
+            .map(|q| format!("{}: {}", q.origin, q.expr))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        prom.log()
+            .lines()
+            .rev()
+            .take(20)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // NVMe-only queries must still be valid PromQL against this server.
+    for q in queries.iter().filter(|q| nvme_only(&q.expr)) {
+        if let Err(e) = prom.query(&q.expr) {
+            panic!("{}: {e}", q.origin);
+        }
+    }
+    // nvsoak's `job` label arrives as `exported_job`, which the dashboards group by.
+    let r = prom
+        .query("count by (exported_job) (nvsoak_read_ops_total)")
+        .expect("query");
+    assert!(
+        r.iter().any(|s| s["metric"]["exported_job"] == "mixed"),
+        "no exported_job=\"mixed\": {r:?}"
+    );
+    // The exporter-down alert is quiet while the scrape works.
+    let up = prom.query("up{job=\"nvsoak\"}").expect("query");
+    assert_eq!(
+        up.first().map(|s| s["value"][1].clone()),
+        Some(serde_json::json!("1"))
+    );
+    let exempt = queries.iter().filter(|q| nvme_only(&q.expr)).count();
+    eprintln!("{must} queries returned data; {exempt} NVMe-only queries parsed and evaluated");
+    assert!(must > 50, "only {must} queries had to return data");
+}
