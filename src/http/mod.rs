@@ -63,6 +63,19 @@ pub trait App: Send + Sync + 'static {
     fn healthz(&self) -> bool {
         true
     }
+    /// Any other path (`/report`, for example): `Some` serves it with 200, `None` is a 404.
+    /// `path` comes from the client: treat it as untrusted.
+    fn page(&self, path: &str) -> Option<Page> {
+        let _ = path;
+        None
+    }
+}
+
+/// An extra page an [`App`] serves.
+#[derive(Debug, Clone)]
+pub struct Page {
+    pub content_type: &'static str,
+    pub body: String,
 }
 
 /// Where and how to serve.
@@ -108,10 +121,68 @@ pub struct Server {
 
 struct Shared {
     app: Arc<dyn App>,
-    web: WebConfig,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    /// The web config in force; connections take a snapshot when accepted.
+    state: std::sync::RwLock<Arc<WebState>>,
+    reloader: Option<Mutex<Reloader>>,
+    stats: Arc<ServerStats>,
     max_connections: usize,
     conns: Mutex<Tracker>,
+}
+
+/// A loaded web config with its TLS acceptor.
+struct WebState {
+    web: WebConfig,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl WebState {
+    fn new(web: WebConfig) -> Self {
+        let tls = web.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+        WebState { web, tls }
+    }
+}
+
+/// Watches the web config file and the files it names (certificates, keys, CAs) and reloads on
+/// change, as exporter-toolkit does, so certificates and users rotate without restarting a soak.
+struct Reloader {
+    path: PathBuf,
+    stamps: Vec<FileStamp>,
+    last_check: std::time::Instant,
+}
+
+type FileStamp = (PathBuf, Option<(std::time::SystemTime, u64, u64)>);
+
+fn stamps(files: &[PathBuf]) -> Vec<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    files
+        .iter()
+        .map(|f| {
+            let m = std::fs::metadata(f).ok().map(|m| {
+                (
+                    m.modified().unwrap_or(std::time::UNIX_EPOCH),
+                    m.len(),
+                    m.ino(),
+                )
+            });
+            (f.clone(), m)
+        })
+        .collect()
+}
+
+/// How often, at most, new connections trigger a check of the web config files.
+pub const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Counters about the server, for tests and logs.
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    /// Web config reloads that took effect.
+    pub reloads: std::sync::atomic::AtomicU64,
+    /// Web config reloads that failed (the previous config stays in force).
+    pub reload_errors: std::sync::atomic::AtomicU64,
+    /// Idle connections closed to make room at the connection cap.
+    pub evicted: std::sync::atomic::AtomicU64,
+    /// Connections closed at once because every connection was mid-request.
+    pub rejected: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default)]
@@ -144,7 +215,13 @@ pub async fn bind(opts: ServerOptions, app: Arc<dyn App>) -> Result<Server, Http
         addr: opts.listen,
         source,
     })?;
-    let tls = web.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+    let reloader = opts.web_config.as_ref().map(|p| {
+        Mutex::new(Reloader {
+            path: p.clone(),
+            stamps: stamps(&web.files),
+            last_check: std::time::Instant::now(),
+        })
+    });
     let max_connections = if opts.max_connections == 0 {
         DEFAULT_MAX_CONNECTIONS
     } else {
@@ -155,8 +232,9 @@ pub async fn bind(opts: ServerOptions, app: Arc<dyn App>) -> Result<Server, Http
         local_addr,
         shared: Arc::new(Shared {
             app,
-            web,
-            tls,
+            state: std::sync::RwLock::new(Arc::new(WebState::new(web))),
+            reloader,
+            stats: Arc::new(ServerStats::default()),
             max_connections,
             conns: Mutex::new(Tracker::default()),
         }),
@@ -168,9 +246,14 @@ impl Server {
         self.local_addr
     }
 
-    /// Whether the server speaks TLS.
+    /// Whether the server speaks TLS (with the web config currently in force).
     pub fn is_tls(&self) -> bool {
-        self.shared.tls.is_some()
+        self.shared.current().tls.is_some()
+    }
+
+    /// Live counters: reloads, evictions, rejections.
+    pub fn stats(&self) -> Arc<ServerStats> {
+        self.shared.stats.clone()
     }
 
     /// Serves until `shutdown` completes, then asks every connection to close and waits up to
@@ -192,6 +275,7 @@ impl Server {
                         }
                         Err(source) => return Err(HttpError::Accept { addr: self.local_addr, source }),
                     };
+                    let state = self.shared.current();
                     let Some((id, handle)) = self.shared.admit() else {
                         tracing::debug!(%peer, "connection cap reached and every connection is busy; closing");
                         drop(stream);
@@ -200,7 +284,7 @@ impl Server {
                     let shared = self.shared.clone();
                     let stop = stop_rx.clone();
                     tasks.spawn(async move {
-                        shared.clone().serve_conn(stream, peer, handle, stop).await;
+                        shared.clone().serve_conn(stream, peer, handle, stop, state).await;
                         shared.release(id);
                     });
                 }
@@ -232,6 +316,35 @@ fn is_transient_accept_error(e: &std::io::Error) -> bool {
 }
 
 impl Shared {
+    /// The web config in force, reloaded first when its files changed (checked at most every
+    /// [`RELOAD_CHECK_INTERVAL`]). A config that fails to load is logged and the previous one
+    /// stays in force.
+    fn current(&self) -> Arc<WebState> {
+        if let Some(Ok(mut r)) = self.reloader.as_ref().map(|m| m.try_lock()) {
+            if r.last_check.elapsed() >= RELOAD_CHECK_INTERVAL {
+                r.last_check = std::time::Instant::now();
+                let now = stamps(&r.stamps.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>());
+                if now != r.stamps {
+                    match webconfig::load(&r.path) {
+                        Ok(web) => {
+                            r.stamps = stamps(&web.files);
+                            *self.state.write().unwrap_or_else(|p| p.into_inner()) =
+                                Arc::new(WebState::new(web));
+                            self.stats.reloads.fetch_add(1, Ordering::Relaxed);
+                            tracing::info!(file = %r.path.display(), "web config reloaded");
+                        }
+                        Err(e) => {
+                            r.stamps = now;
+                            self.stats.reload_errors.fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!(error = %e, "web config changed but does not load; keeping the previous one");
+                        }
+                    }
+                }
+            }
+        }
+        self.state.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// Registers a new connection, evicting the oldest non-busy one when at the cap.
     fn admit(&self) -> Option<(u64, ConnHandle)> {
         let mut t = self.conns.lock().unwrap_or_else(|p| p.into_inner());
@@ -241,7 +354,11 @@ impl Shared {
                 .iter()
                 .find(|(_, h)| h.busy.load(Ordering::Acquire) == 0)
                 .map(|(&id, h)| (id, h.clone()));
-            let (vid, vh) = victim?;
+            let Some((vid, vh)) = victim else {
+                self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                return None;
+            };
+            self.stats.evicted.fetch_add(1, Ordering::Relaxed);
             vh.close.notify_one();
             t.live.remove(&vid);
         }
@@ -266,6 +383,7 @@ impl Shared {
         peer: SocketAddr,
         handle: ConnHandle,
         mut stop: watch::Receiver<bool>,
+        state: Arc<WebState>,
     ) {
         let _ = stream.set_nodelay(true);
         let closing = async {
@@ -275,10 +393,16 @@ impl Shared {
             }
         };
         tokio::pin!(closing);
-        match self.tls.clone() {
+        match state.tls.clone() {
             None => {
-                self.serve_http(TokioIo::new(stream), peer, handle.busy.clone(), closing)
-                    .await
+                self.serve_http(
+                    TokioIo::new(stream),
+                    peer,
+                    handle.busy.clone(),
+                    closing,
+                    state,
+                )
+                .await
             }
             Some(acceptor) => {
                 let setup = async {
@@ -310,7 +434,7 @@ impl Shared {
                     _ = &mut closing => None,
                 };
                 if let Some(s) = tls {
-                    self.serve_http(TokioIo::new(s), peer, handle.busy.clone(), closing)
+                    self.serve_http(TokioIo::new(s), peer, handle.busy.clone(), closing, state)
                         .await;
                 }
             }
@@ -323,6 +447,7 @@ impl Shared {
         peer: SocketAddr,
         busy: Arc<AtomicUsize>,
         mut closing: std::pin::Pin<&mut impl Future<Output = ()>>,
+        state: Arc<WebState>,
     ) where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
@@ -330,9 +455,10 @@ impl Shared {
         let in_flight = busy.clone();
         let svc = hyper::service::service_fn(move |req| {
             let shared = shared.clone();
+            let state = state.clone();
             let guard = BusyGuard::new(in_flight.clone());
             async move {
-                let resp = shared.handle(req).await;
+                let resp = shared.handle(req, &state).await;
                 Ok::<_, Infallible>(resp.map(|body| TrackedBody {
                     body,
                     _guard: guard,
@@ -365,16 +491,16 @@ impl Shared {
         let _ = tokio::time::timeout(CLOSE_GRACE, conn).await;
     }
 
-    async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
-        let mut resp = self.route(req).await;
-        for (n, v) in &self.web.headers {
+    async fn handle(&self, req: Request<Incoming>, st: &WebState) -> Response<Full<Bytes>> {
+        let mut resp = self.route(req, st).await;
+        for (n, v) in &st.web.headers {
             resp.headers_mut().insert(n.clone(), v.clone());
         }
         resp
     }
 
-    async fn route(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
-        if let Some(auth) = &self.web.auth {
+    async fn route(&self, req: Request<Incoming>, st: &WebState) -> Response<Full<Bytes>> {
+        if let Some(auth) = &st.web.auth {
             let creds = req
                 .headers()
                 .get(header::AUTHORIZATION)
@@ -401,18 +527,30 @@ impl Shared {
                 return r;
             }
         }
-        let path = req.uri().path();
-        if !matches!(path, "/" | "/metrics" | "/healthz") {
-            return text(StatusCode::NOT_FOUND, "Not Found\n");
-        }
+        let path = req.uri().path().to_string();
+        let app = self.app.clone();
+        let builtin = matches!(path.as_str(), "/" | "/metrics" | "/healthz");
+        let extra = if builtin {
+            None
+        } else {
+            let p = path.clone();
+            let a = app.clone();
+            match tokio::task::spawn_blocking(move || a.page(&p)).await {
+                Ok(Some(page)) => Some(page),
+                Ok(None) => return text(StatusCode::NOT_FOUND, "Not Found\n"),
+                Err(_) => return text(StatusCode::INTERNAL_SERVER_ERROR, "page failed\n"),
+            }
+        };
         if req.method() != Method::GET && req.method() != Method::HEAD {
             let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n");
             r.headers_mut()
                 .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
             return r;
         }
-        let app = self.app.clone();
-        match path {
+        if let Some(page) = extra {
+            return with_type(StatusCode::OK, page.content_type, page.body);
+        }
+        match path.as_str() {
             "/metrics" => match tokio::task::spawn_blocking(move || app.metrics()).await {
                 Ok(body) => with_type(StatusCode::OK, METRICS_CONTENT_TYPE, body),
                 Err(_) => text(

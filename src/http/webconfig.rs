@@ -31,6 +31,9 @@ pub struct WebConfig {
     pub auth: Option<Arc<BasicAuth>>,
     /// Extra headers added to every response (`http_server_config.headers`).
     pub headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
+    /// The files this config was built from (itself, certificates, keys, CAs), watched for
+    /// changes by the server.
+    pub files: Vec<PathBuf>,
 }
 
 impl std::fmt::Debug for WebConfig {
@@ -39,6 +42,7 @@ impl std::fmt::Debug for WebConfig {
             .field("tls", &self.tls.is_some())
             .field("auth_users", &self.auth.as_ref().map(|a| a.user_count()))
             .field("headers", &self.headers)
+            .field("files", &self.files)
             .finish()
     }
 }
@@ -177,9 +181,12 @@ pub fn parse(file: &Path, text: &str) -> Result<WebConfig, HttpError> {
     };
     unsupported(&ctx, "", &raw.other)?;
 
-    let mut cfg = WebConfig::default();
+    let mut cfg = WebConfig {
+        files: vec![file.to_path_buf()],
+        ..WebConfig::default()
+    };
     if let Some(tls) = raw.tls_server_config {
-        cfg.tls = Some(Arc::new(build_tls(&ctx, tls)?));
+        cfg.tls = Some(Arc::new(build_tls(&ctx, tls, &mut cfg.files)?));
     }
     if let Some(http) = raw.http_server_config {
         unsupported(&ctx, "http_server_config.", &http.other)?;
@@ -236,7 +243,11 @@ fn tls_version(
     }
 }
 
-fn build_tls(ctx: &Ctx<'_>, raw: RawTls) -> Result<rustls::ServerConfig, HttpError> {
+fn build_tls(
+    ctx: &Ctx<'_>,
+    raw: RawTls,
+    files: &mut Vec<PathBuf>,
+) -> Result<rustls::ServerConfig, HttpError> {
     unsupported(ctx, "tls_server_config.", &raw.other)?;
     let cert_key = "tls_server_config.cert_file";
     let key_key = "tls_server_config.key_file";
@@ -250,8 +261,10 @@ fn build_tls(ctx: &Ctx<'_>, raw: RawTls) -> Result<rustls::ServerConfig, HttpErr
         .ok_or_else(|| ctx.err(key_key, "missing: TLS needs a private key file (PEM)"))?;
 
     let cert_path = ctx.resolve(&cert_file);
+    files.push(cert_path.clone());
     let certs = load_certs(&cert_path).map_err(|r| ctx.err(cert_key, r))?;
     let key_path = ctx.resolve(&key_file);
+    files.push(key_path.clone());
     let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|e| {
         ctx.err(
             key_key,
@@ -277,6 +290,7 @@ fn build_tls(ctx: &Ctx<'_>, raw: RawTls) -> Result<rustls::ServerConfig, HttpErr
         None => None,
         Some(f) => {
             let p = ctx.resolve(f);
+            files.push(p.clone());
             let mut roots = RootCertStore::empty();
             for c in load_certs(&p).map_err(|r| ctx.err(ca_key, r))? {
                 roots.add(c).map_err(|e| {

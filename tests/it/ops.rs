@@ -35,12 +35,19 @@ impl App for TestApp {
     fn healthz(&self) -> bool {
         self.healthy.load(Ordering::Relaxed)
     }
+    fn page(&self, path: &str) -> Option<http::Page> {
+        (path == "/report").then(|| http::Page {
+            content_type: "text/html; charset=utf-8",
+            body: "<!doctype html><h1>report</h1>".into(),
+        })
+    }
 }
 
 /// A running server; dropping it stops the server.
 struct Running {
     addr: SocketAddr,
     app: Arc<TestApp>,
+    stats: Arc<http::ServerStats>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<Result<(), HttpError>>>,
 }
@@ -81,6 +88,7 @@ async fn start(web_config: Option<PathBuf>, max_connections: usize) -> Running {
     .await
     .expect("bind");
     let addr = server.local_addr();
+    let stats = server.stats();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(server.run(async move {
         let _ = rx.await;
@@ -88,6 +96,7 @@ async fn start(web_config: Option<PathBuf>, max_connections: usize) -> Running {
     Running {
         addr,
         app,
+        stats,
         stop: Some(tx),
         task: Some(task),
     }
@@ -309,6 +318,12 @@ async fn plain_http_routes_methods_and_health() {
 
     let r = plain(srv.addr, "GET", "/nope").await.expect("404");
     assert_eq!(r.status, StatusCode::NOT_FOUND);
+    // An App's extra page (the status page links to /report).
+    let r = plain(srv.addr, "GET", "/report").await.expect("extra page");
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.body.contains("<h1>report</h1>"));
+    let r = plain(srv.addr, "POST", "/report").await.expect("405");
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
     let r = plain(srv.addr, "POST", "/metrics").await.expect("405");
     assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(r.headers[hyper::header::ALLOW], "GET, HEAD");
@@ -511,6 +526,98 @@ async fn plain_http_and_garbage_to_the_tls_port() {
     assert_eq!(r.status, StatusCode::OK);
 }
 
+/// Polls `f` until it returns true or `limit` passes.
+async fn eventually(limit: Duration, mut f: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_config_reloads_users_and_keeps_the_last_good_config() {
+    let pki = Pki::new();
+    let users = |pw: &str| {
+        let hash = bcrypt::hash(pw, 4).expect("bcrypt");
+        format!(
+            "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\nbasic_auth_users:\n  prometheus: {hash}\n"
+        )
+    };
+    let cfg = pki.web_config("web.yml", &users("first"));
+    let srv = start(Some(cfg.clone()), 0).await;
+    let cc = client_config(&pki, ClientCert::None, V12_13);
+    let status = async |pw: &str| {
+        tls(srv.addr, cc.clone(), "/metrics", Some(("prometheus", pw)))
+            .await
+            .map(|r| r.status)
+    };
+    assert_eq!(status("first").await, Ok(StatusCode::OK));
+
+    std::fs::write(&cfg, users("second")).expect("rewrite web config");
+    assert!(
+        eventually(Duration::from_secs(10), async || status("second").await
+            == Ok(StatusCode::OK))
+        .await,
+        "the new password never worked"
+    );
+    assert_eq!(status("first").await, Ok(StatusCode::UNAUTHORIZED));
+    assert!(srv.stats.reloads.load(Ordering::Relaxed) >= 1);
+
+    // A broken edit is refused and the last good config stays in force.
+    std::fs::write(&cfg, "basic_auth_users:\n  prometheus: not-a-hash\n")
+        .expect("break web config");
+    assert!(
+        eventually(Duration::from_secs(10), async || {
+            let _ = status("second").await;
+            srv.stats.reload_errors.load(Ordering::Relaxed) >= 1
+        })
+        .await,
+        "the broken config was never checked"
+    );
+    assert_eq!(status("second").await, Ok(StatusCode::OK));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotated_server_certificate_is_picked_up() {
+    let old = Pki::new();
+    let new = Pki::new();
+    let cfg = old.web_config(
+        "web.yml",
+        "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n",
+    );
+    let srv = start(Some(cfg), 0).await;
+    let trusts_old = client_config(&old, ClientCert::None, V12_13);
+    let trusts_new = client_config(&new, ClientCert::None, V12_13);
+    assert!(
+        tls(srv.addr, trusts_old.clone(), "/metrics", None)
+            .await
+            .is_ok()
+    );
+    assert!(
+        tls(srv.addr, trusts_new.clone(), "/metrics", None)
+            .await
+            .is_err()
+    );
+    // Rotate in place, key first, as a certificate manager would.
+    for f in ["server.key", "server.pem"] {
+        std::fs::copy(new.path(f), old.path(f)).expect("rotate");
+    }
+    assert!(
+        eventually(Duration::from_secs(10), async || {
+            tls(srv.addr, trusts_new.clone(), "/metrics", None)
+                .await
+                .is_ok()
+        })
+        .await,
+        "the rotated certificate was never served"
+    );
+    assert!(tls(srv.addr, trusts_old, "/metrics", None).await.is_err());
+}
+
 /// Many idle connections (bare TCP, and half-sent request heads or TLS records) held open beyond
 /// the connection cap: a normal scrape still succeeds at once, because the oldest idle ones are
 /// evicted.
@@ -557,6 +664,7 @@ async fn idle_flood(
             .is_err(),
         "the newest idle connection should still be open"
     );
+    assert!(srv.stats.evicted.load(Ordering::Relaxed) >= 40);
     assert!(
         srv.stop().await < Duration::from_secs(3),
         "shutdown with idle connections"
