@@ -4,6 +4,7 @@
 //!
 //! Architecture Invariant: no other module knows a metric name.
 
+pub mod health;
 pub mod workload;
 
 use prometheus::proto::{

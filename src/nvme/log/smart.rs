@@ -67,9 +67,10 @@ pub struct SmartLog {
 }
 
 impl SmartLog {
-    /// Kelvin to celsius (the drive reports whole kelvin).
+    /// Kelvin to celsius (the drive reports whole kelvin). Computed in hundredths so the
+    /// result is the double nearest to the decimal value (323 K prints as 49.85).
     pub fn kelvin_to_celsius(k: u16) -> f64 {
-        f64::from(k) - 273.15
+        (f64::from(k) * 100.0 - 27_315.0) / 100.0
     }
 
     /// Implemented sensors as (1-based index, kelvin).
@@ -209,6 +210,7 @@ mod tests {
 
     #[test]
     fn celsius_conversion() {
-        assert!((SmartLog::kelvin_to_celsius(323) - 49.85).abs() < 1e-9);
+        assert_eq!(SmartLog::kelvin_to_celsius(323).to_string(), "49.85");
+        assert_eq!(SmartLog::kelvin_to_celsius(0), -273.15);
     }
 }
