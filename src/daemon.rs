@@ -20,6 +20,8 @@ pub struct DaemonApp {
     pub targets: Vec<SharedSnapshot>,
     pub health: Option<crate::health::HealthHandle>,
     pub started: Instant,
+    /// The last hour of figures for the status page's charts (bounded).
+    pub history: std::sync::Mutex<crate::report::history::History>,
 }
 
 impl DaemonApp {
@@ -56,10 +58,9 @@ impl DaemonApp {
             revision: option_env!("NVSOAK_GIT_REVISION").unwrap_or("unknown"),
             uptime_secs: self.started.elapsed().as_secs_f64(),
         };
-        let fams = crate::metrics::workload::families(&snaps, &self.soak_totals(&snaps), &info);
+        let mut fams = crate::metrics::workload::families(&snaps, &self.soak_totals(&snaps), &info);
         if let Some(h) = &self.health {
-            // HEALTH-METRICS: enabled once metrics::health lands.
-            let _ = h.snapshot();
+            fams.extend(crate::metrics::health::families(&h.snapshot()));
         }
         match crate::metrics::encode_text(&fams) {
             Ok(t) => t,
@@ -69,24 +70,33 @@ impl DaemonApp {
 
     pub fn render_status(&self) -> String {
         let snaps = self.target_snapshots();
-        let mut rows = String::new();
-        for s in &snaps {
-            rows.push_str(&format!(
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td></tr>",
-                html_escape(&s.name),
-                html_escape(&s.path),
-                html_escape(&s.phase),
-                html_escape(&s.profile),
-                s.iops
-            ));
+        let drives = match &self.health {
+            Some(h) => drives_from_health(&h.snapshot()),
+            None => Vec::new(),
+        };
+        let history = match self.history.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        crate::report::status::render_status(&snaps, &drives, &history)
+    }
+
+    /// Sample the current figures into the status page's history (once per second).
+    pub fn sample_history(&self) {
+        let snaps = self.target_snapshots();
+        let now = scheduler::now_unix();
+        let mut h = match self.history.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        h.push(now, &snaps);
+        if let Some(hh) = &self.health {
+            for d in drives_from_health(&hh.snapshot()) {
+                if let Some(t) = d.temperature_c {
+                    h.push_device(now, &d.device, t);
+                }
+            }
         }
-        format!(
-            "<!doctype html><html><head><meta charset=\"utf-8\"><title>nvsoak</title></head><body>\
-             <h1>nvsoak {}</h1><p><a href=\"/metrics\">/metrics</a></p>\
-             <table><tr><th>target</th><th>path</th><th>phase</th><th>profile</th><th>IOPS</th></tr>{rows}</table>\
-             </body></html>",
-            env!("CARGO_PKG_VERSION")
-        )
     }
 }
 
@@ -99,11 +109,42 @@ impl crate::http::App for DaemonApp {
     }
 }
 
-pub fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+/// What the status page shows of each drive, from the latest health poll.
+pub fn drives_from_health(
+    snap: &crate::health::HealthSnapshot,
+) -> Vec<crate::report::status::DriveStatus> {
+    let k2c = |k: u16| {
+        if k == 0 {
+            None
+        } else {
+            Some(k as f64 - 273.15)
+        }
+    };
+    snap.devices
+        .iter()
+        .map(|d| {
+            let smart = d.smart.as_ref();
+            crate::report::status::DriveStatus {
+                device: d.name.clone(),
+                model: d.model.clone(),
+                serial: d.serial.clone(),
+                up: d.up,
+                temperature_c: smart.and_then(|s| k2c(s.temperature)),
+                warning_temp_c: d.id.as_ref().and_then(|i| k2c(i.wctemp)),
+                critical_temp_c: d.id.as_ref().and_then(|i| k2c(i.cctemp)),
+                percentage_used: smart.map(|s| s.percent_used as f64 / 100.0),
+                available_spare: smart.map(|s| s.avail_spare as f64 / 100.0),
+                data_written_bytes: smart.map(|s| s.data_units_written as f64 * 512_000.0),
+                rated_endurance_bytes: d.derived.rated.as_ref().and_then(|r| r.bytes),
+                throttling: Some(d.derived.throttle.throttling),
+                throttle_events: Some(d.derived.throttle.events),
+                media_errors: smart.map(|s| u64::try_from(s.media_errors).unwrap_or(u64::MAX)),
+                error_log_entries: smart
+                    .map(|s| u64::try_from(s.num_err_log_entries).unwrap_or(u64::MAX)),
+                critical_warning: smart.map(|s| s.critical_warning),
+            }
+        })
+        .collect()
 }
 
 /// Options from the command line.
@@ -174,6 +215,10 @@ pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
             targets: snapshots.clone(),
             health,
             started: Instant::now(),
+            history: std::sync::Mutex::new(crate::report::history::History::new(
+                3600,
+                Duration::from_secs(1),
+            )),
         });
         let server = crate::http::bind(
             crate::http::ServerOptions {
@@ -212,6 +257,7 @@ pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
                 _ = sighup.recv() => { tracing::warn!("SIGHUP: config reload is not supported yet; keeping the running config"); }
                 _ = tick.tick() => {
                     notify(&[sd_notify::NotifyState::Watchdog]);
+                    app.sample_history();
                     let status = status_line(&app);
                     if status != last_status {
                         notify(&[sd_notify::NotifyState::Status(&status)]);

@@ -141,7 +141,7 @@ pub struct RunOptions {
     pub state_dir: PathBuf,
 }
 
-fn now_unix() -> f64 {
+pub fn now_unix() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
