@@ -45,6 +45,8 @@ pub enum StateError {
     Corrupt { path: PathBuf, reason: String },
     #[error("checkpoint: target \"{0}\" has a generation map but no entry in the checkpoint")]
     UnknownTarget(String),
+    #[error("state directory {} is in use by another nvsoak (pid {owner}); stop it, or give this run its own state.dir", path.display())]
+    Locked { path: PathBuf, owner: String },
     #[error("serialising the checkpoint: {0}")]
     Serialise(#[from] serde_json::Error),
 }
@@ -485,6 +487,46 @@ pub fn reset(dir: &Path) -> Result<Option<PathBuf>, StateError> {
     move_aside(dir, "reset")
 }
 
+/// An exclusive lock on a state directory, held while a daemon runs so that two nvsoak
+/// processes never share one checkpoint. Released on drop (and by the kernel on exit).
+#[derive(Debug)]
+pub struct StateLock {
+    _lock: nix::fcntl::Flock<fs::File>,
+    pub path: PathBuf,
+}
+
+/// Take the state directory's lock (`<dir>/lock`, holding the owner's pid), creating `dir`
+/// if needed. Fails at once if another process holds it.
+pub fn lock(dir: &Path) -> Result<StateLock, StateError> {
+    fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let path = dir.join("lock");
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    let mut lock = match nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(l) => l,
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+            let owner = fs::read_to_string(&path).unwrap_or_default();
+            return Err(StateError::Locked {
+                path: dir.to_path_buf(),
+                owner: owner.trim().to_string(),
+            });
+        }
+        Err((_, e)) => return Err(io_err(&path)(io::Error::from(e))),
+    };
+    let f: &mut fs::File = &mut lock;
+    let pid = std::process::id().to_string();
+    f.set_len(0)
+        .and_then(|_| io::Seek::seek(f, io::SeekFrom::Start(0)))
+        .and_then(|_| f.write_all(pid.as_bytes()))
+        .map_err(io_err(&path))?;
+    Ok(StateLock { _lock: lock, path })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -685,6 +727,26 @@ mod tests {
         assert!(to.to_string_lossy().contains("checkpoint.json.reset-"));
         assert!(to.exists());
         assert!(load(d.path(), "abc").unwrap().is_none());
+    }
+
+    #[test]
+    fn state_dir_lock_is_exclusive() {
+        let d = tempfile::tempdir().unwrap();
+        let l = lock(d.path()).unwrap();
+        assert_eq!(
+            fs::read_to_string(&l.path).unwrap(),
+            std::process::id().to_string()
+        );
+        // flock locks belong to the open file, so a second open conflicts even in-process.
+        let e = lock(d.path()).unwrap_err();
+        assert!(matches!(e, StateError::Locked { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .contains(&format!("pid {}", std::process::id())),
+            "{e}"
+        );
+        drop(l);
+        lock(d.path()).expect("free again");
     }
 
     #[test]
