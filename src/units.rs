@@ -66,7 +66,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         if secs < 0.0 || !secs.is_finite() {
             return Err(format!("\"{s}\" is not a valid duration"));
         }
-        return Ok(Duration::from_secs_f64(secs));
+        return Duration::try_from_secs_f64(secs).map_err(|_| format!("\"{s}\" is too long"));
     }
     let mut total = 0f64;
     let mut rest = t;
@@ -103,7 +103,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         };
         total += n * m;
     }
-    Ok(Duration::from_secs_f64(total))
+    Duration::try_from_secs_f64(total).map_err(|_| format!("\"{s}\" is too long"))
 }
 
 /// `4096` -> `4k`, `1048576` -> `1M`, otherwise plain bytes.
@@ -173,6 +173,8 @@ mod tests {
         assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
         assert!(parse_duration("10x").is_err());
         assert!(parse_duration("s").is_err());
+        assert!(parse_duration("99999999999999999999999d").is_err());
+        assert!(parse_duration("1e300").is_err());
         assert_eq!(format_duration(Duration::from_secs(7200)), "2h");
         assert_eq!(format_duration(Duration::from_secs(90)), "90s");
     }

@@ -364,3 +364,200 @@ pub fn builtin_default() -> Settings {
         }],
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::spec::*;
+
+    fn load_toml(t: &str) -> Result<Settings, ConfigError> {
+        load_str(t, "test.toml", vec![])
+    }
+
+    const FULL: &str = include_str!("../../config/nvsoak.toml");
+
+    #[test]
+    fn shipped_reference_resolves_to_typed_values() {
+        let s = load_toml(FULL).expect("config/nvsoak.toml is valid");
+        assert_eq!(s.exporter.listen, DEFAULT_LISTEN.parse().unwrap());
+        assert_eq!(
+            s.health.devices[0].rated_tbw_bytes,
+            Some(17_520_000_000_000_000)
+        );
+        assert_eq!(s.health.devices[1].rated_dwpd, Some(3.0));
+        assert_eq!(s.health.devices[1].warranty_years, Some(5.0));
+        let t = &s.targets[0];
+        assert_eq!(t.size, Some(1 << 30));
+        assert_eq!(t.engine, EngineChoice::Auto);
+        assert_eq!(t.phases.len(), 4);
+        assert_eq!(
+            t.phases[0],
+            PhaseSpec::Precondition {
+                passes: 2,
+                block_size: 128 << 10,
+                iodepth: 32,
+                workers: 1
+            }
+        );
+        match &t.phases[1] {
+            PhaseSpec::Sweep { job, points, .. } => {
+                assert_eq!(job.name, "4k-random-read");
+                assert_eq!(points, &vec![10, 50, 70, 80, 90, 100, 110, 120]);
+            }
+            p => panic!("phase 1 is {p:?}"),
+        }
+        match &t.phases[3] {
+            PhaseSpec::Soak { jobs, duration, .. } => {
+                let j = &jobs[0];
+                assert_eq!(j.name, "oltp-mix");
+                assert_eq!(j.read_pct, 70);
+                assert_eq!(j.bs.entries, vec![(4096, 60), (8192, 30), (65536, 10)]);
+                assert_eq!(
+                    j.access,
+                    Access::Random {
+                        skew: Skew::Zipf { theta: 1.2 }
+                    }
+                );
+                assert_eq!((j.iodepth, j.workers), (32, 2));
+                assert_eq!(j.rate, Some(RateLimit::Iops(5000.0)));
+                assert_eq!(*duration, None);
+            }
+            p => panic!("phase 3 is {p:?}"),
+        }
+    }
+
+    fn soak_with(extra: &str) -> PhaseSpec {
+        let t = format!(
+            "[[target]]\nname = \"t\"\npath = \"/dev/shm/nvsoak-unit-t.dat\"\nsize = \"1M\"\n\
+             [[target.phase]]\nkind = \"soak\"\nprofile = \"sql\"\n{extra}\n"
+        );
+        load_toml(&t).expect("valid").targets[0].phases[0].clone()
+    }
+
+    #[test]
+    fn steady_criteria_map_onto_the_config() {
+        let PhaseSpec::Soak { steady, .. } = soak_with("steady_criterion = \"iops:15%\"") else {
+            unreachable!()
+        };
+        assert_eq!(steady.criterion, SteadyCriterion::FioIops);
+        assert!((steady.max_range - 0.15).abs() < 1e-12);
+        let PhaseSpec::Soak { steady, .. } = soak_with(
+            "steady_criterion = \"iops_slope:5%\"\nsteady_round = \"10s\"\nsteady_window = 8",
+        ) else {
+            unreachable!()
+        };
+        assert_eq!(steady.criterion, SteadyCriterion::FioIopsSlope);
+        assert!((steady.max_slope_excursion - 0.05).abs() < 1e-12);
+        assert_eq!(steady.round, Duration::from_secs(10));
+        assert_eq!(steady.window, 8);
+        let PhaseSpec::Soak { steady, .. } = soak_with("") else {
+            unreachable!()
+        };
+        assert_eq!(steady, SteadyConfig::default());
+    }
+
+    #[test]
+    fn overrides_and_rates() {
+        let PhaseSpec::Soak { jobs, .. } =
+            soak_with("iodepth = 4\nworkers = 3\nrate = \"200MB/s\"")
+        else {
+            unreachable!()
+        };
+        let base = crate::workload::profiles::lookup("sql").unwrap();
+        assert_eq!((jobs[0].iodepth, jobs[0].workers), (4, 3));
+        assert_eq!(jobs[0].rate, Some(RateLimit::BytesPerSec(200e6)));
+        assert_eq!(jobs[0].bs, base.bs);
+        assert_eq!(jobs[0].name, "sql");
+        let r = |s: &str| rate("k", &raw::Scalar::Str(s.into()));
+        assert_eq!(r("50k iops"), Ok(RateLimit::Iops(50_000.0)));
+        assert_eq!(r("75%"), Ok(RateLimit::PercentOfMax(75.0)));
+        assert_eq!(r("1GiB/s"), Ok(RateLimit::BytesPerSec((1u64 << 30) as f64)));
+        assert!(r("-5iops").is_err());
+        assert_eq!(
+            skew("k", "hotband:10%:90%"),
+            Ok(Skew::HotBand {
+                fraction: 0.1,
+                access: 0.9
+            })
+        );
+    }
+
+    #[test]
+    fn env_overrides_apply_and_are_named() {
+        let env = vec![
+            (
+                "NVSOAK_EXPORTER__LISTEN".to_string(),
+                "127.0.0.1:1234".to_string(),
+            ),
+            ("NVSOAK_HEALTH__ENABLED".to_string(), "false".to_string()),
+            (
+                "NVSOAK_STATE__CHECKPOINT_INTERVAL".to_string(),
+                "5s".to_string(),
+            ),
+            ("NVSOAK_UNRELATED".to_string(), "x".to_string()),
+        ];
+        let s = load_str("", "t", env).unwrap();
+        assert_eq!(s.exporter.listen, "127.0.0.1:1234".parse().unwrap());
+        assert!(!s.health.enabled);
+        assert_eq!(s.state.checkpoint_interval, Duration::from_secs(5));
+        let e = load_str(
+            "",
+            "t",
+            vec![("NVSOAK_STATS__INTERVAL".into(), "fast".into())],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "stats.interval: \"fast\" is not a valid duration (expected e.g. 30s, 5m, 2h) \
+             (set by the environment variable NVSOAK_STATS__INTERVAL)"
+        );
+        assert!(e.to_string().contains("NVSOAK_STATS__INTERVAL"));
+    }
+
+    #[test]
+    fn key_paths_get_their_dots_back() {
+        assert_eq!(fix_key("target[0]phase[1]"), "target[0].phase[1]");
+        assert_eq!(fix_key("health.device[2]"), "health.device[2]");
+        assert_eq!(fix_key("a[0][1]b"), "a[0][1].b");
+    }
+
+    /// Random single-byte edits, insertions and deletions of the reference config: every
+    /// result is either a valid config or an error, never a panic.
+    #[test]
+    fn mutated_configs_never_panic() {
+        let base = FULL.as_bytes();
+        let alphabet = b"=[]{}\",.:%0123456789-_ aezkMGsh\n#'\\";
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut ok, mut err) = (0, 0);
+        for _ in 0..1500 {
+            let mut b = base.to_vec();
+            for _ in 0..(1 + next() % 4) {
+                let pos = (next() as usize) % b.len();
+                let c = alphabet[(next() as usize) % alphabet.len()];
+                match next() % 3 {
+                    0 => b[pos] = c,
+                    1 => b.insert(pos, c),
+                    _ => {
+                        b.remove(pos);
+                    }
+                }
+            }
+            let text = String::from_utf8_lossy(&b);
+            match load_str(&text, "fuzz.toml", vec![]) {
+                Ok(_) => ok += 1,
+                Err(e) => {
+                    assert!(!e.to_string().is_empty());
+                    err += 1;
+                }
+            }
+        }
+        // The mutations must exercise both outcomes to mean anything.
+        assert!(ok > 10 && err > 10, "ok {ok}, err {err}");
+    }
+}
