@@ -373,10 +373,34 @@ mount -t tmpfs tmp /tmp
 mount -t tmpfs shm /dev/shm
 dmesg -n 1
 echo "@@NVSOAK-BOOTED"
-# emit KEY FILE: the file's bytes as marker lines, then the end marker with status 0
+# emit KEY FILE [STATUS]: the file's bytes as marker lines, then the end marker with STATUS
 emit() {
   base64 "$2" | while read -r l; do echo "@@NVSOAK:$1:$l"; done
-  echo "@@NVSOAKEND:$1:0"
+  echo "@@NVSOAKEND:$1:${3:-0}"
+}
+# start_daemon CONFIG: nvsoak run in the background, output in /tmp/daemon.log
+start_daemon() {
+  nvsoak run --config "$1" >/tmp/daemon.log 2>&1 &
+  echo $! > /tmp/daemon.pid
+  echo "@@NVSOAK-DAEMON-STARTED"
+}
+# stop_daemon KEY: SIGTERM, wait up to 20 s (then SIGKILL), emit the log as KEY with the
+# exit status, and the seconds it took to exit as KEY.secs
+stop_daemon() {
+  pid=$(cat /tmp/daemon.pid)
+  t0=$(date +%s)
+  kill -TERM $pid
+  i=0
+  while kill -0 $pid 2>/dev/null && [ -d /proc/$pid ] && ! grep -q '^State:.*Z' /proc/$pid/status 2>/dev/null; do
+    i=$((i+1))
+    if [ $i -gt 200 ]; then echo "@@NVSOAK-DAEMON-HUNG"; kill -KILL $pid; fi
+    sleep 0.1
+  done
+  wait $pid
+  rc=$?
+  echo $(( $(date +%s) - t0 )) > /tmp/daemon.secs
+  emit $1.secs /tmp/daemon.secs
+  emit $1 /tmp/daemon.log $rc
 }
 # run KEY CMD...: runs CMD, emits its stdout as KEY and its stderr as KEY.err, and the status
 run() {

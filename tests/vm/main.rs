@@ -6,10 +6,14 @@
 //!
 //! Run exactly these with `cargo test --release --test vm`.
 
+/// Scenarios 2–8: the daemon on the emulated controller.
+mod daemon;
 /// Scenario 0: boot, nvme-cli in the guest, raw log pages as fixtures.
 mod fixtures;
 /// Prerequisites, initramfs, QEMU, console markers.
 mod harness;
+/// Scenario 1: `nvsoak health --json` field by field against nvme-cli.
+mod health;
 /// `/metrics` scraping and Prometheus text parsing.
 mod prom;
 /// QMP client (critical warning bits, hot-unplug).

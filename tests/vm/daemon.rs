@@ -1,0 +1,213 @@
+//! Scenario 2: the daemon on a real controller. `nvsoak run` soaks `/dev/nvme0n1` (allowed by
+//! its serial) with a mixed random workload while the host scrapes `/metrics` through the
+//! forwarded port. The drive's own accounting, read with nvme-cli before and after, must agree
+//! with what nvsoak says it did: data units written within one unit (512,000 bytes) of
+//! nvsoak's written bytes, and host write commands equal to nvsoak's write ops.
+
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::fixtures::json_u128;
+use crate::harness::{Drive, Vm, VmSpec};
+use crate::prom::Metrics;
+
+/// A config with the exporter on every guest interface (the host reaches it through
+/// user-mode networking) and fast health polling. `targets` is raw TOML `[[target]]` tables.
+pub fn config(poll_interval: &str, targets: &str) -> String {
+    format!(
+        r#"[exporter]
+listen = ":9757"
+[state]
+dir = "/tmp/nvsoak-state"
+[stats]
+interval = "1s"
+[health]
+enabled = true
+poll_interval = "{poll_interval}"
+rescan_interval = "2s"
+{targets}"#
+    )
+}
+
+/// One block-device target running an inline random job for `duration`.
+pub fn nvme_target(name: &str, path: &str, serial: &str, read_pct: u32, duration: &str) -> String {
+    format!(
+        r#"
+[[target]]
+name = "{name}"
+path = "{path}"
+allow_destroy = "{serial}"
+[[target.phase]]
+kind = "soak"
+job = {{ name = "mix", read = {read_pct}, bs = "4k", access = "random", iodepth = 8, workers = 1 }}
+duration = "{duration}"
+"#
+    )
+}
+
+/// A VM with networking whose script starts the daemon on `/etc/nvsoak.toml` after `pre`, then
+/// waits for the host's `stop` and stops it (result key `daemon`), then runs `post`.
+pub fn daemon_spec(name: &str, config: &str, pre: &str, post: &str) -> VmSpec {
+    let script = format!(
+        "wait_for /dev/nvme0n1 10 || echo 'no /dev/nvme0n1'\n{pre}\nstart_daemon /etc/nvsoak.toml\n\
+         wait_host stop\nstop_daemon daemon\n{post}\n"
+    );
+    let mut spec = VmSpec::new(name, &script);
+    spec.net = true;
+    spec.files
+        .insert("/etc/nvsoak.toml".into(), config.as_bytes().to_vec());
+    spec
+}
+
+/// Stops the daemon (`stop` on the console) and checks it exited 0 within 10 s of SIGTERM.
+/// Returns its log.
+#[track_caller]
+pub fn stop_daemon(vm: &mut Vm) -> String {
+    vm.send_line("stop");
+    let secs = vm.wait_ok("daemon.secs", Duration::from_secs(60));
+    let r = vm.wait_result("daemon", Duration::from_secs(30));
+    let log = r.stdout_str();
+    if r.status != 0 {
+        vm.fail(&format!(
+            "nvsoak run exited {} after SIGTERM; its log:\n{log}",
+            r.status
+        ));
+    }
+    let secs: u64 = secs.stdout_str().trim().parse().unwrap_or(u64::MAX);
+    if secs > 10 {
+        vm.fail(&format!(
+            "nvsoak run took {secs} s to exit after SIGTERM; its log:\n{log}"
+        ));
+    }
+    log
+}
+
+/// Scrapes until two scrapes at least `gap` apart agree on `f`, i.e. the value stopped moving.
+#[track_caller]
+pub fn stable<T: PartialEq + Clone>(
+    vm: &Vm,
+    what: &str,
+    timeout: Duration,
+    f: impl Fn(&Metrics) -> Option<T>,
+) -> (T, Metrics) {
+    let gap = Duration::from_millis(1200);
+    let mut last: Option<(T, Instant)> = None;
+    vm.wait_metrics(what, timeout, |m| {
+        let v = f(m)?;
+        match &last {
+            Some((prev, at)) if *prev == v && at.elapsed() >= gap => return Some((v, m.clone())),
+            Some((prev, _)) if *prev == v => {}
+            _ => last = Some((v.clone(), Instant::now())),
+        }
+        None
+    })
+}
+
+fn smart(vm: &Vm, key: &str) -> Value {
+    let r = vm.wait_ok(key, Duration::from_secs(60));
+    serde_json::from_slice(&r.stdout)
+        .unwrap_or_else(|e| vm.fail(&format!("{key}: smart-log printed no JSON ({e})")))
+}
+
+fn counter(vm: &Vm, v: &Value, k: &str) -> u128 {
+    json_u128(&v[k]).unwrap_or_else(|| vm.fail(&format!("smart-log JSON lacks {k}: {v}")))
+}
+
+#[test]
+fn daemon_soaks_real_namespace_and_drive_accounting_agrees() {
+    crate::require_vm!();
+    let cfg = config(
+        "1s",
+        &nvme_target("ns0", "/dev/nvme0n1", "SOAK0001", 50, "6s"),
+    );
+    let spec = daemon_spec(
+        "daemon",
+        &cfg,
+        // The block layer merges adjacent 4k random writes that meet in one plug into one
+        // NVMe command; with merging off, each nvsoak op is exactly one host command.
+        "echo 2 > /sys/block/nvme0n1/queue/nomerges\nrun before nvme smart-log /dev/nvme0 -o json",
+        "run after nvme smart-log /dev/nvme0 -o json",
+    );
+    let mut vm = Vm::boot(&spec);
+    let t = [("target", "ns0")];
+
+    // During the run: the workload is live and /metrics serves.
+    let mid = vm.wait_metrics("write ops during the soak", Duration::from_secs(90), |m| {
+        (m.get("nvsoak_phase_running", &t) == Some(1.0)
+            && m.sum("nvsoak_write_ops_total", &t).is_some_and(|v| v > 0.0))
+        .then(|| m.clone())
+    });
+    assert_eq!(
+        mid.get("nvsoak_target_up", &t),
+        Some(1.0),
+        "target up during the soak"
+    );
+
+    // After the phase: the final counters.
+    vm.wait_metrics("the phase to finish", Duration::from_secs(60), |m| {
+        (m.get("nvsoak_phase_running", &t) == Some(0.0)).then_some(())
+    });
+    let ((wops, wbytes, rops), fin) = stable(&vm, "final counters", Duration::from_secs(30), |m| {
+        Some((
+            m.sum("nvsoak_write_ops_total", &t)? as u128,
+            m.sum("nvsoak_write_bytes_total", &t)? as u128,
+            m.sum("nvsoak_read_ops_total", &t)? as u128,
+        ))
+    });
+    assert_eq!(
+        fin.get("nvsoak_target_up", &t),
+        Some(1.0),
+        "target still up after its plan"
+    );
+    assert_eq!(
+        fin.sum("nvsoak_io_errors_total", &t).unwrap_or(0.0),
+        0.0,
+        "no I/O errors"
+    );
+    let log = stop_daemon(&mut vm);
+    let before = smart(&vm, "before");
+    let after = smart(&vm, "after");
+    vm.finish(Duration::from_secs(30));
+
+    assert!(
+        wops > 1000 && rops > 1000,
+        "a real workload ran: {wops} writes, {rops} reads\n{log}"
+    );
+    assert_eq!(wbytes, wops * 4096, "4k writes");
+    let du = counter(&vm, &after, "data_units_written").saturating_sub(counter(
+        &vm,
+        &before,
+        "data_units_written",
+    ));
+    let du_bytes = du * 512_000;
+    assert!(
+        du_bytes.abs_diff(wbytes) < 512_000,
+        "drive data units written delta {du} ({du_bytes} bytes) vs nvsoak's {wbytes} bytes written: off by more than one data unit"
+    );
+    let hwc = counter(&vm, &after, "host_write_commands").saturating_sub(counter(
+        &vm,
+        &before,
+        "host_write_commands",
+    ));
+    assert_eq!(
+        hwc, wops,
+        "drive host write commands delta vs nvsoak write ops"
+    );
+    let hrc = counter(&vm, &after, "host_read_commands").saturating_sub(counter(
+        &vm,
+        &before,
+        "host_read_commands",
+    ));
+    eprintln!(
+        "daemon: nvsoak {wops} writes ({wbytes} bytes), {rops} reads; drive: data units written +{du}, host write commands +{hwc}, host read commands +{hrc}"
+    );
+    // nvme-cli's own admin commands are not host reads, but the kernel may read the partition
+    // table; nvsoak's reads are a lower bound.
+    assert!(
+        hrc >= rops,
+        "drive host read commands delta {hrc} vs nvsoak read ops {rops}"
+    );
+}
