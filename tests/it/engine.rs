@@ -488,7 +488,7 @@ fn stop_drains(engine: EngineChoice) {
     assert_eq!(r.exit.reason, ExitReason::Stopped);
     check_drained(&r);
     let took = r.stop_to_exit.unwrap();
-    assert!(took < Duration::from_millis(200), "stop took {took:?}");
+    assert!(took < Duration::from_millis(500), "stop took {took:?}");
     assert!(r.last().read.ops > 100 && r.last().write.ops > 100);
     // Interval reports came on time and are cumulative.
     assert!(r.reports.len() >= 2);
