@@ -768,3 +768,90 @@ fn worker_stops_when_the_report_receiver_goes_away() {
     assert_eq!(exit.reason, ExitReason::Stopped);
     assert!(!stop.load(Ordering::SeqCst));
 }
+
+/// Make io_uring_setup fail with EPERM in the calling thread and the threads it spawns, the
+/// way container seccomp profiles refuse io_uring.
+fn refuse_io_uring_in_this_thread() {
+    use libc::{sock_filter, sock_fprog};
+    let stmt = |code: u32, k: u32| sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let filter = [
+        // A = seccomp_data.nr
+        stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0),
+        sock_filter {
+            code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 1,
+            k: libc::SYS_io_uring_setup as u32,
+        },
+        stmt(
+            libc::BPF_RET | libc::BPF_K,
+            libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+        ),
+        stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW),
+    ];
+    let prog = sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut sock_filter,
+    };
+    // SAFETY: plain prctl calls; the filter program outlives the call (the kernel copies it),
+    // and without SECCOMP_FILTER_FLAG_TSYNC it applies to this thread and its children only.
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &prog as *const sock_fprog
+            ),
+            0,
+            "installing the seccomp filter: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+#[test]
+fn auto_falls_back_to_psync_when_io_uring_is_refused() {
+    let dir = shm_dir();
+    let p = make_file(dir.path(), 1 << 16);
+    let fd = open_direct(&p, true);
+    let t = std::thread::spawn(move || {
+        refuse_io_uring_in_this_thread();
+        let setup = EngineSetup {
+            fd: std::os::fd::AsRawFd::as_raw_fd(&*fd),
+            iodepth: 4,
+            buffers: 4,
+            max_bs: 4096,
+        };
+        // Explicit io_uring: an error that says what to do.
+        let e = engine::open(EngineChoice::IoUring, setup)
+            .err()
+            .expect("io_uring refused");
+        assert!(matches!(e, EngineError::UringRefused(_)), "{e}");
+        assert!(e.to_string().contains("engine = \"psync\""), "{e}");
+        // Auto: psync.
+        assert_eq!(
+            engine::open(EngineChoice::Auto, setup).unwrap().name(),
+            "psync"
+        );
+        // And a worker spawned from here (it inherits the filter) runs on psync.
+        run(Spec {
+            job: job(100, &[(4096, 1)], random(Skew::Uniform), 4, 1),
+            index: 0,
+            fd: fd.clone(),
+            region: (0, 1 << 16),
+            engine: EngineChoice::Auto,
+            rate: None,
+            limit: Some(32 * 4096),
+            run_for: None,
+        })
+    });
+    let r = t.join().expect("test thread");
+    assert_eq!(r.exit.engine, "psync");
+    assert_eq!(r.last().read.ops, 32);
+}
