@@ -1252,3 +1252,118 @@ mod tests {
         }
     }
 }
+
+/// Counts allocations per thread, so a test can show the hot loop does not allocate per I/O.
+#[cfg(test)]
+mod alloc_count {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        pub static COUNT: Cell<u64> = const { Cell::new(0) };
+    }
+
+    fn bump() {
+        let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+    }
+
+    pub struct Counting;
+
+    // SAFETY: forwards every call to the system allocator unchanged; counting touches only a
+    // const-initialised thread-local Cell, which never allocates.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            bump();
+            // SAFETY: same contract as the caller's.
+            unsafe { System.alloc(l) }
+        }
+        unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+            bump();
+            // SAFETY: same contract as the caller's.
+            unsafe { System.alloc_zeroed(l) }
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+            bump();
+            // SAFETY: same contract as the caller's.
+            unsafe { System.realloc(p, l, new) }
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            // SAFETY: same contract as the caller's.
+            unsafe { System.dealloc(p, l) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOC: Counting = Counting;
+}
+
+#[cfg(test)]
+mod hot_path {
+    use super::*;
+    use crate::workload::spec::BlockSizeMix;
+    use std::io::Write;
+
+    /// Allocations made by the worker loop (run on this thread) for `ios` I/Os.
+    fn allocs_for(engine: EngineChoice, ios: u64) -> u64 {
+        let mut f = tempfile::Builder::new()
+            .prefix("nvsoak-alloc-")
+            .tempfile_in("/dev/shm")
+            .or_else(|_| tempfile::NamedTempFile::new())
+            .expect("temp file");
+        f.write_all(&vec![1u8; 1 << 20]).unwrap();
+        let file = f.reopen().unwrap();
+        let plan = WorkerPlan {
+            index: 0,
+            job: JobSpec {
+                name: "alloc".into(),
+                description: String::new(),
+                read_pct: 70,
+                bs: BlockSizeMix {
+                    entries: vec![(4096, 3), (8192, 1)],
+                },
+                access: Access::Random {
+                    skew: Skew::Zipf { theta: 0.9 },
+                },
+                iodepth: 16,
+                workers: 1,
+                rate: None,
+            },
+            fd: Arc::new(OwnedFd::from(file)),
+            region_start: 0,
+            region_len: 1 << 20,
+            engine,
+            rate_iops: None,
+            limit_bytes: Some(ios * 4096),
+            seed: 1,
+            // No interval report during the run: only the final one.
+            report_interval: Duration::from_secs(3600),
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let before = alloc_count::COUNT.with(|c| c.get());
+        let exit = run(plan, WorkerOptions::default(), tx).expect("worker");
+        let after = alloc_count::COUNT.with(|c| c.get());
+        assert_eq!(exit.reason, ExitReason::LimitReached);
+        let last = rx.try_iter().last().expect("final report");
+        assert!(last.read.ops + last.write.ops > ios / 2);
+        after - before
+    }
+
+    #[test]
+    fn the_loop_does_not_allocate_per_io() {
+        for engine in [
+            EngineChoice::IoUring,
+            EngineChoice::Psync,
+            EngineChoice::Null,
+        ] {
+            let small = allocs_for(engine, 1_000);
+            let large = allocs_for(engine, 50_000);
+            assert_eq!(
+                small,
+                large,
+                "{}: allocations grow with the number of I/Os",
+                engine.as_str()
+            );
+        }
+    }
+}
