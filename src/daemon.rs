@@ -39,16 +39,28 @@ impl DaemonApp {
         snaps
             .iter()
             .map(|s| {
-                let (r, w) = s.totals();
+                let t = s.soak_totals();
                 SoakTotals {
                     target: s.name.clone(),
-                    read_bytes: r.bytes,
-                    written_bytes: w.bytes,
-                    errors: r.errors.total() + w.errors.total(),
-                    elapsed_secs: self.started.elapsed().as_secs_f64(),
+                    read_bytes: t.read_bytes,
+                    written_bytes: t.write_bytes,
+                    errors: t.errors,
+                    elapsed_secs: t.soak_elapsed_secs,
                 }
             })
             .collect()
+    }
+
+    /// Save the checkpoint (atomically; see `state::save`).
+    pub fn checkpoint(&self, dir: &std::path::Path, plan_hash: &str) {
+        let snaps = self.target_snapshots();
+        let cp = crate::state::Checkpoint::new(
+            plan_hash.to_string(),
+            snaps.iter().map(|s| s.to_state()).collect(),
+        );
+        if let Err(e) = crate::state::save(dir, &cp, &[]) {
+            tracing::warn!(error = %e, "saving the checkpoint failed; will retry at the next interval");
+        }
     }
 
     pub fn render_metrics(&self) -> String {
@@ -180,9 +192,22 @@ pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
         .build()
         .context("starting the async runtime")?;
 
+    let _lock = crate::state::lock(&settings.state.dir).with_context(|| {
+        format!(
+            "locking state directory {} (is another nvsoak using it?)",
+            settings.state.dir.display()
+        )
+    })?;
+    let plan_hash = crate::state::plan_hash(&settings.targets);
+    let loaded = crate::state::load(&settings.state.dir, &plan_hash)
+        .with_context(|| format!("reading the checkpoint in {}", settings.state.dir.display()))?;
+
     let mut handles: Vec<TargetHandle> = Vec::new();
     for spec in &settings.targets {
-        match scheduler::start(spec.clone(), opts.clone(), global_stop.clone()) {
+        let resume = loaded
+            .as_ref()
+            .and_then(|l| l.checkpoint.target(&spec.name).cloned());
+        match scheduler::start(spec.clone(), opts.clone(), global_stop.clone(), resume) {
             Ok(h) => {
                 tracing::info!(target_name = %spec.name, path = %spec.path.display(), "target started");
                 handles.push(h);
@@ -249,12 +274,21 @@ pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
         let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .context("installing the SIGHUP handler")?;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut checkpoint_tick = tokio::time::interval(settings.state.checkpoint_interval);
+        checkpoint_tick.tick().await;
+        let state_dir = settings.state.dir.clone();
+        let save_checkpoint = |app: Arc<DaemonApp>, dir: std::path::PathBuf, hash: String| {
+            tokio::task::spawn_blocking(move || app.checkpoint(&dir, &hash))
+        };
         let mut last_status = String::new();
         loop {
             tokio::select! {
                 _ = sigterm.recv() => { tracing::info!("SIGTERM: stopping"); break; }
                 _ = sigint.recv() => { tracing::info!("SIGINT: stopping"); break; }
                 _ = sighup.recv() => { tracing::warn!("SIGHUP: config reload is not supported yet; keeping the running config"); }
+                _ = checkpoint_tick.tick() => {
+                    let _ = save_checkpoint(app.clone(), state_dir.clone(), plan_hash.clone()).await;
+                }
                 _ = tick.tick() => {
                     notify(&[sd_notify::NotifyState::Watchdog]);
                     app.sample_history();
@@ -281,6 +315,7 @@ pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
         if tokio::time::timeout(Duration::from_secs(4), joined).await.is_err() {
             tracing::warn!("targets did not stop within 4 s; exiting anyway");
         }
+        let _ = save_checkpoint(app.clone(), state_dir.clone(), plan_hash.clone()).await;
         let _ = stop_tx.send(true);
         match tokio::time::timeout(Duration::from_secs(1), server_task).await {
             Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server ended with an error"),

@@ -93,9 +93,57 @@ pub struct TargetSnapshot {
     /// IOPS (reads + writes) of the last interval, all jobs.
     pub iops: f64,
     pub started_at: f64,
+    /// Totals carried over from the checkpoint of an earlier run of this plan.
+    pub carried: crate::state::Totals,
+    /// Completed passes over the phase list.
+    pub loop_count: u64,
+    /// Unix time the current phase started in this run, and seconds of it done in earlier runs.
+    pub phase_started_unix: f64,
+    pub phase_elapsed_base: f64,
+    /// Unix time the soak (the target's first phase) started, across restarts.
+    pub soak_started: Option<f64>,
+    /// Steady-state rounds (IOPS) of the current soak job, newest last, bounded.
+    pub steady_history: Vec<f64>,
 }
 
+/// Rounds of steady-state history kept for the checkpoint.
+const STEADY_HISTORY_MAX: usize = 256;
+
 impl TargetSnapshot {
+    /// Seconds into the current phase, counting earlier runs.
+    pub fn phase_elapsed_secs(&self) -> f64 {
+        if self.running {
+            self.phase_elapsed_base + (now_unix() - self.phase_started_unix).max(0.0)
+        } else {
+            self.phase_elapsed_base
+        }
+    }
+
+    /// Soak totals: the checkpoint's plus this run's.
+    pub fn soak_totals(&self) -> crate::state::Totals {
+        let (r, w) = self.totals();
+        let mut t = self.carried.clone();
+        t.read_bytes += r.bytes;
+        t.write_bytes += w.bytes;
+        t.read_ops += r.ops;
+        t.write_ops += w.ops;
+        t.errors += r.errors.total() + w.errors.total();
+        t.soak_elapsed_secs += (now_unix() - self.started_at).max(0.0);
+        t
+    }
+
+    /// The checkpoint record of this target.
+    pub fn to_state(&self) -> crate::state::TargetState {
+        let mut st = crate::state::TargetState::new(&self.name, &self.path);
+        st.phase_index = self.phase_index;
+        st.phase_elapsed_secs = self.phase_elapsed_secs();
+        st.loop_count = self.loop_count;
+        st.soak_started = self.soak_started;
+        st.totals = self.soak_totals();
+        st.steady_history = self.steady_history.clone();
+        st
+    }
+
     pub fn totals(&self) -> (OpCounters, OpCounters) {
         let mut r = OpCounters::default();
         let mut w = OpCounters::default();
@@ -254,6 +302,7 @@ pub fn start(
     spec: TargetSpec,
     opts: RunOptions,
     global_stop: Arc<AtomicBool>,
+    resume: Option<crate::state::TargetState>,
 ) -> Result<TargetHandle, TargetError> {
     let (fd, size, is_block) = open_target(&spec, plan_writes(&spec))?;
     let align: u64 = 1 << 20;
@@ -270,15 +319,34 @@ pub fn start(
             size,
         });
     }
-    let snapshot: SharedSnapshot = Arc::new(RwLock::new(TargetSnapshot {
+    let now = now_unix();
+    let mut snap = TargetSnapshot {
         name: spec.name.clone(),
         path: spec.path.display().to_string(),
         is_block,
         up: true,
         running: true,
-        started_at: now_unix(),
+        started_at: now,
+        phase_started_unix: now,
+        soak_started: Some(now),
         ..Default::default()
-    }));
+    };
+    let mut resume_at = None;
+    if let Some(r) = &resume {
+        {
+            snap.carried = r.totals.clone();
+            snap.loop_count = r.loop_count;
+            snap.soak_started = r.soak_started.or(Some(now));
+            snap.steady_history = r.steady_history.clone();
+            snap.phase_index = r.phase_index;
+            snap.phase_elapsed_base = r.phase_elapsed_secs;
+            resume_at = Some((r.phase_index, r.phase_elapsed_secs));
+            tracing::info!(target_name = %spec.name, phase = r.phase_index,
+                elapsed_secs = r.phase_elapsed_secs, written = r.totals.write_bytes,
+                "resuming from the checkpoint");
+        }
+    }
+    let snapshot: SharedSnapshot = Arc::new(RwLock::new(snap));
     let stop = Arc::new(AtomicBool::new(false));
     let mut runner = Runner {
         spec: spec.clone(),
@@ -297,6 +365,7 @@ pub fn start(
         },
         max_iops: BTreeMap::new(),
         segment_counter: 0,
+        resume_at,
     };
     let thread = std::thread::Builder::new()
         .name(format!("sched-{}", spec.name))
@@ -354,6 +423,8 @@ struct Runner {
     /// Max IOPS measured per job name (sweep uncontrolled runs and calibrations).
     max_iops: BTreeMap<String, f64>,
     segment_counter: u64,
+    /// (phase index, seconds already done) from the checkpoint, consumed by the first pass.
+    resume_at: Option<(usize, f64)>,
 }
 
 impl Runner {
@@ -362,15 +433,43 @@ impl Runner {
     }
 
     fn run(&mut self) {
-        let mut loop_count = 0u64;
+        let mut loop_count = read_snapshot(&self.snapshot).loop_count;
+        if let Some((ri, _)) = self.resume_at {
+            if ri >= self.spec.phases.len() {
+                self.resume_at = None;
+                if !self.spec.loop_phases {
+                    tracing::info!(target_name = %self.spec.name,
+                        "the checkpoint says this plan already finished; nothing to run (nvsoak state reset starts over)");
+                    self.finish();
+                    return;
+                }
+            }
+        }
         'plan: loop {
             for (i, phase) in self.spec.phases.clone().iter().enumerate() {
                 if self.stopping() {
                     break 'plan;
                 }
+                let mut done_secs = 0.0;
+                if let Some((ri, el)) = self.resume_at {
+                    if i < ri {
+                        continue;
+                    }
+                    // Precondition and sweep restart from their beginning; a soak resumes with
+                    // the time it has left.
+                    if i == ri && matches!(phase, PhaseSpec::Soak { .. }) {
+                        done_secs = el;
+                    }
+                    self.resume_at = None;
+                }
                 with_snapshot(&self.snapshot, |s| {
                     s.phase_index = i;
                     s.phase = phase.kind().to_string();
+                    s.phase_started_unix = now_unix();
+                    s.phase_elapsed_base = done_secs;
+                    if done_secs == 0.0 {
+                        s.steady_history.clear();
+                    }
                 });
                 let r = match phase {
                     PhaseSpec::Precondition {
@@ -390,7 +489,12 @@ impl Runner {
                         duration,
                         rotate,
                         steady,
-                    } => self.soak(jobs, *duration, *rotate, steady),
+                    } => self.soak(
+                        jobs,
+                        duration.map(|d| d.saturating_sub(Duration::from_secs_f64(done_secs))),
+                        *rotate,
+                        steady,
+                    ),
                 };
                 if let Err(reason) = r {
                     tracing::error!(target_name = %self.spec.name, %reason, "target stopped");
@@ -401,12 +505,25 @@ impl Runner {
                     break 'plan;
                 }
             }
+            if self.stopping() {
+                break;
+            }
             loop_count += 1;
-            if !self.spec.loop_phases || self.stopping() {
+            with_snapshot(&self.snapshot, |s| s.loop_count = loop_count);
+            if !self.spec.loop_phases {
+                // Finished: a checkpoint now points past the last phase.
+                with_snapshot(&self.snapshot, |s| {
+                    s.phase_index = self.spec.phases.len();
+                    s.phase_elapsed_base = 0.0;
+                });
                 break;
             }
             tracing::info!(target_name = %self.spec.name, loop_count, "plan finished; looping");
         }
+        self.finish();
+    }
+
+    fn finish(&mut self) {
         with_snapshot(&self.snapshot, |s| {
             s.running = false;
             s.iops = 0.0;
@@ -543,6 +660,7 @@ impl Runner {
         steady: &SteadyConfig,
     ) -> Result<(), String> {
         let start = Instant::now();
+        let resumed_history = read_snapshot(&self.snapshot).steady_history;
         let mut detectors: BTreeMap<String, (SteadyDetector, u64, Instant)> = BTreeMap::new();
         let mut idx = 0usize;
         loop {
@@ -563,9 +681,16 @@ impl Runner {
             };
             let rate_iops = self.resolve_rate(job)?;
             let name = job.name.clone();
-            let det = detectors
-                .entry(name.clone())
-                .or_insert_with(|| (SteadyDetector::new(steady.clone()), 0, Instant::now()));
+            let det = detectors.entry(name.clone()).or_insert_with(|| {
+                let mut d = SteadyDetector::new(steady.clone());
+                // A resumed single-job soak continues its steady-state window.
+                if jobs.len() == 1 {
+                    for v in &resumed_history {
+                        d.push_round(*v, now_unix());
+                    }
+                }
+                (d, 0, Instant::now())
+            });
             // A rotation restarts the round clock for this job.
             det.1 = 0;
             det.2 = Instant::now();
@@ -581,6 +706,10 @@ impl Runner {
                     det.2 = now;
                     with_snapshot(&snapshot, |s| {
                         s.jobs.entry(name.clone()).or_default().steady = Some(st);
+                        s.steady_history.push(iops);
+                        if s.steady_history.len() > STEADY_HISTORY_MAX {
+                            s.steady_history.remove(0);
+                        }
                     });
                 }
             };

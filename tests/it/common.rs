@@ -169,7 +169,11 @@ impl Daemon {
     }
 
     pub fn start_with(config: &str, extra_args: &[&str]) -> Daemon {
-        let dir = shm_dir();
+        Self::start_in(shm_dir(), config, extra_args)
+    }
+
+    /// Start in an existing scratch directory (e.g. to resume from its checkpoint).
+    pub fn start_in(dir: tempfile::TempDir, config: &str, extra_args: &[&str]) -> Daemon {
         let port = free_port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
         let cfg = config.replace("{dir}", &dir.path().display().to_string());
@@ -252,6 +256,16 @@ impl Daemon {
             let _ = e.read_to_string(&mut err);
         }
         (status, el, err)
+    }
+}
+
+impl Daemon {
+    /// SIGKILL (no chance to checkpoint); hands back the scratch directory.
+    pub fn kill9(mut self) -> tempfile::TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let dir = std::mem::replace(&mut self.dir, shm_dir());
+        dir
     }
 }
 

@@ -294,3 +294,63 @@ duration = "4s"
     let (status, _, err) = d.terminate();
     assert!(status.success(), "{err}");
 }
+
+#[test]
+fn kill9_then_resume_loses_at_most_one_checkpoint_interval() {
+    let cfg = r#"
+[state]
+dir = "{dir}/state"
+checkpoint_interval = "1s"
+[health]
+enabled = false
+[[target]]
+name = "ck"
+path = "{dir}/ck.dat"
+size = "32MiB"
+engine = "io_uring"
+[[target.phase]]
+kind = "soak"
+profile = "4k-random-write"
+iodepth = 4
+rate = "3000iops"
+duration = "10m"
+"#;
+    let d = Daemon::start(cfg);
+    // Wait for a few checkpoints' worth of writes.
+    let s = d.scrape_until(Duration::from_secs(20), |s| {
+        sum(s, "nvsoak_soak_elapsed_seconds", &[("target", "ck")]) >= 3.5
+    });
+    let before = sum(&s, "nvsoak_soak_written_bytes", &[("target", "ck")]);
+    let elapsed = sum(&s, "nvsoak_soak_elapsed_seconds", &[("target", "ck")]);
+    assert!(before > 0.0, "nothing written before the kill");
+    let dir = d.kill9();
+    let cp = std::fs::read_to_string(dir.path().join("state/checkpoint.json"))
+        .expect("checkpoint after kill -9");
+    let v: serde_json::Value = serde_json::from_str(&cp).expect("checkpoint parses after kill -9");
+    assert_eq!(v["targets"][0]["name"], "ck");
+    let d = Daemon::start_in(dir, cfg, &[]);
+    let s = d.scrape();
+    let after = sum(&s, "nvsoak_soak_written_bytes", &[("target", "ck")]);
+    let rate = before / elapsed.max(0.1);
+    // At most one checkpoint interval (1 s) of totals lost, plus scrape-to-kill slack.
+    assert!(
+        after >= before - rate * 1.6,
+        "resumed soak reports {after} bytes written, {before} before the kill (rate {rate:.0} B/s)"
+    );
+    let el_after = sum(&s, "nvsoak_soak_elapsed_seconds", &[("target", "ck")]);
+    assert!(
+        el_after >= elapsed - 1.6,
+        "elapsed went from {elapsed} to {el_after}"
+    );
+    assert_eq!(
+        find(
+            &s,
+            "nvsoak_phase_info",
+            &[("target", "ck"), ("phase", "soak")]
+        )
+        .len(),
+        1
+    );
+    let (status, _, err) = d.terminate();
+    assert!(status.success(), "{err}");
+}
