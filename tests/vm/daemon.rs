@@ -51,9 +51,14 @@ duration = "{duration}"
 /// A VM with networking whose script starts the daemon on `/etc/nvsoak.toml` after `pre`, then
 /// waits for the host's `stop` and stops it (result key `daemon`), then runs `post`.
 pub fn daemon_spec(name: &str, config: &str, pre: &str, post: &str) -> VmSpec {
+    daemon_spec_mid(name, config, pre, "", post)
+}
+
+/// Like [`daemon_spec`], with `mid` run while the daemon runs (before waiting for `stop`).
+pub fn daemon_spec_mid(name: &str, config: &str, pre: &str, mid: &str, post: &str) -> VmSpec {
     let script = format!(
         "wait_for /dev/nvme0n1 10 || echo 'no /dev/nvme0n1'\n{pre}\nstart_daemon /etc/nvsoak.toml\n\
-         wait_host stop\nstop_daemon daemon\n{post}\n"
+         {mid}\nwait_host stop\nstop_daemon daemon\n{post}\n"
     );
     let mut spec = VmSpec::new(name, &script);
     spec.net = true;
@@ -209,5 +214,163 @@ fn daemon_soaks_real_namespace_and_drive_accounting_agrees() {
     assert!(
         hrc >= rops,
         "drive host read commands delta {hrc} vs nvsoak read ops {rops}"
+    );
+}
+
+/// The health poll's timestamp (guest clock) in a scrape.
+pub fn poll_ts(m: &Metrics) -> Option<f64> {
+    m.get("nvsoak_health_poll_timestamp_seconds", &[])
+}
+
+/// Waits for a scrape whose health poll is newer than `after` (a poll timestamp).
+#[track_caller]
+pub fn poll_after(vm: &Vm, after: f64, timeout: Duration) -> Metrics {
+    vm.wait_metrics("a newer health poll", timeout, |m| {
+        poll_ts(m).filter(|t| *t > after).map(|_| m.clone())
+    })
+}
+
+/// Runs the 6 s soak on nvme0n1 and returns (a scrape during the run, the final nvsoak
+/// counters, the first scrape whose health poll started after the workload finished).
+fn soak_to_final_poll(vm: &Vm) -> (Metrics, (u128, u128), Metrics) {
+    let t = [("target", "ns0")];
+    let mid = vm.wait_metrics(
+        "health and write ops during the soak",
+        Duration::from_secs(90),
+        |m| {
+            (m.get("nvsoak_phase_running", &t) == Some(1.0)
+                && m.sum("nvsoak_write_ops_total", &t).is_some_and(|v| v > 0.0)
+                && m.get("nvme_up", &[("device", "nvme0")]).is_some())
+            .then(|| m.clone())
+        },
+    );
+    let done = vm.wait_metrics("the phase to finish", Duration::from_secs(60), |m| {
+        (m.get("nvsoak_phase_running", &t) == Some(0.0)).then(|| m.clone())
+    });
+    let fin = |m: &Metrics| -> Option<(u128, u128)> {
+        Some((
+            m.sum("nvsoak_write_ops_total", &t)? as u128,
+            m.sum("nvsoak_write_bytes_total", &t)? as u128,
+        ))
+    };
+    let before = fin(&done).unwrap_or_else(|| vm.fail("no write counters after the phase"));
+    let ts = poll_ts(&done).unwrap_or_else(|| vm.fail("no nvsoak_health_poll_timestamp_seconds"));
+    let last = poll_after(vm, ts, Duration::from_secs(30));
+    if fin(&last) != Some(before) {
+        vm.fail(&format!(
+            "nvsoak's write counters moved after its plan finished: {before:?} then {:?}",
+            fin(&last)
+        ));
+    }
+    (mid, before, last)
+}
+
+#[test]
+fn daemon_exports_nvme_health_matching_its_own_io() {
+    crate::require_vm!();
+    let cfg = config(
+        "1s",
+        &nvme_target("ns0", "/dev/nvme0n1", "SOAK0001", 50, "6s"),
+    );
+    let spec = daemon_spec(
+        "daemon-health",
+        &cfg,
+        "echo 2 > /sys/block/nvme0n1/queue/nomerges",
+        "",
+    );
+    let mut vm = Vm::boot(&spec);
+    let (mid, (wops, wbytes), last) = soak_to_final_poll(&vm);
+    let d = [("device", "nvme0")];
+
+    // During the run.
+    assert_eq!(mid.get("nvme_up", &d), Some(1.0), "nvme_up during the soak");
+    let info = mid
+        .find("nvme_info", &d)
+        .next()
+        .unwrap_or_else(|| vm.fail("no nvme_info{device=nvme0}"));
+    assert_eq!(
+        info.labels.get("serial").map(String::as_str),
+        Some("SOAK0001")
+    );
+    assert_eq!(
+        info.labels.get("model").map(String::as_str),
+        Some("QEMU NVMe Ctrl")
+    );
+    for name in [
+        "nvme_critical_warning",
+        "nvme_temperature_celsius",
+        "nvme_data_written_bytes_total",
+        "nvme_data_read_bytes_total",
+        "nvme_host_write_commands_total",
+        "nvme_host_read_commands_total",
+        "nvme_power_on_seconds_total",
+        "nvme_media_errors_total",
+        "nvme_warning_temperature_threshold_celsius",
+    ] {
+        assert!(
+            mid.get(name, &d).is_some(),
+            "{name}{{device=\"nvme0\"}} missing during the soak"
+        );
+    }
+    let temp = mid.get("nvme_temperature_celsius", &d).unwrap_or_default();
+    assert!(
+        (temp - 49.85).abs() < 0.01,
+        "QEMU's 323 K is 49.85 °C, got {temp}"
+    );
+
+    // After the last poll: the drive's totals (from zero at boot) against nvsoak's.
+    let stop_log = stop_daemon(&mut vm);
+    vm.finish(Duration::from_secs(30));
+    assert_eq!(last.get("nvme_up", &d), Some(1.0));
+    let drive_bytes = last
+        .get("nvme_data_written_bytes_total", &d)
+        .unwrap_or(-1.0) as u128;
+    let drive_cmds = last
+        .get("nvme_host_write_commands_total", &d)
+        .unwrap_or(-1.0) as u128;
+    eprintln!(
+        "daemon-health: nvsoak {wops} writes / {wbytes} bytes; drive {drive_cmds} commands / {drive_bytes} bytes"
+    );
+    assert!(
+        wops > 1000,
+        "a real workload ran: {wops} writes\n{stop_log}"
+    );
+    assert!(
+        drive_bytes.abs_diff(wbytes) < 512_000,
+        "nvme_data_written_bytes_total {drive_bytes} vs nvsoak_write_bytes_total {wbytes}: more than one data unit apart"
+    );
+    assert_eq!(
+        drive_cmds, wops,
+        "nvme_host_write_commands_total vs nvsoak_write_ops_total"
+    );
+}
+
+/// The accounting gauges compare nvsoak's written bytes with the drive's data-units-written
+/// delta since the first poll. Both deltas must cover the same span, so they agree to within
+/// one data unit at each end.
+#[test]
+#[ignore = "fails: the poller's accounting baseline pairs a live SMART read with the workers' last 1 s stats snapshot, so the host delta runs ahead by up to one stats interval of writes (seen: host 64192512 vs drive 59904000 bytes)"]
+fn accounting_gauges_agree_within_one_data_unit_per_boundary() {
+    crate::require_vm!();
+    let cfg = config(
+        "1s",
+        &nvme_target("ns0", "/dev/nvme0n1", "SOAK0001", 50, "6s"),
+    );
+    let spec = daemon_spec("accounting", &cfg, "", "");
+    let mut vm = Vm::boot(&spec);
+    let (_, _, last) = soak_to_final_poll(&vm);
+    stop_daemon(&mut vm);
+    let d = [("device", "nvme0")];
+    let host = last.get("nvsoak_accounting_host_written_bytes", &d);
+    let drive = last.get("nvsoak_accounting_drive_written_bytes", &d);
+    let (Some(host), Some(drive)) = (host, drive) else {
+        vm.fail(&format!(
+            "accounting gauges missing: host {host:?}, drive {drive:?}"
+        ));
+    };
+    assert!(host > 0.0, "nvsoak wrote something");
+    assert!(
+        (host - drive).abs() <= 2.0 * 512_000.0,
+        "nvsoak_accounting_host_written_bytes {host} vs nvsoak_accounting_drive_written_bytes {drive}"
     );
 }
