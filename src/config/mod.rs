@@ -305,7 +305,7 @@ fn polish(msg: &str) -> String {
 pub fn builtin_default() -> Settings {
     use crate::workload::spec::*;
     let dir = default_state_dir();
-    let job = JobSpec {
+    let job = crate::workload::profiles::lookup("4k-random-read").unwrap_or_else(|| JobSpec {
         name: "4k-random-read".into(),
         description: "4K random read, QD128".into(),
         read_pct: 100,
@@ -316,7 +316,7 @@ pub fn builtin_default() -> Settings {
         iodepth: 128,
         workers: 1,
         rate: None,
-    };
+    });
     Settings {
         exporter: ExporterSettings {
             listen: DEFAULT_LISTEN.parse().expect("constant address"),
