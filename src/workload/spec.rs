@@ -154,9 +154,11 @@ pub struct SteadyConfig {
 pub enum SteadyCriterion {
     /// SNIA PTS: range and slope excursion.
     Snia,
-    /// fio `ss=iops:N%`: every sample within N% of the mean.
+    /// fio `ss=iops:N%`: every sample within N% of the mean. N/100 is carried in
+    /// `SteadyConfig::max_range`.
     FioIops,
-    /// fio `ss=iops_slope:N%`: |slope| ≤ N% of the mean per sample.
+    /// fio `ss=iops_slope:N%`: |slope| ≤ N% of the mean per sample. N/100 is carried in
+    /// `SteadyConfig::max_slope_excursion`.
     FioIopsSlope,
 }
 
