@@ -16,14 +16,15 @@ use crate::nvme::log::smart::{CRITICAL_WARNING_BITS, SmartLog};
 use crate::nvme::ratings::RatingsTable;
 use crate::nvme::{AdminTransport, NvmeError};
 
+/// `NVSOAK_SYSFS_ROOT` replaces `/sys` (a test hook: integration tests point it at a fake
+/// tree).
 pub fn main(json: bool, devices: &[String]) -> Result<ExitCode> {
-    run(
-        json,
-        devices,
-        Path::new("/sys"),
-        &mut std::io::stdout().lock(),
-        &|c| IoctlTransport::open(&c.dev_path).map(|t| Box::new(t) as Box<dyn AdminTransport>),
-    )
+    let root = std::env::var_os("NVSOAK_SYSFS_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/sys"));
+    run(json, devices, &root, &mut std::io::stdout().lock(), &|c| {
+        IoctlTransport::open(&c.dev_path).map(|t| Box::new(t) as Box<dyn AdminTransport>)
+    })
 }
 
 /// Which controllers `devices` names: all discovered when empty. A `/dev/nvmeX` path that
@@ -573,6 +574,38 @@ mod tests {
             "mn",
         ] {
             assert!(v.get(k).is_some(), "missing {k}");
+        }
+    }
+
+    #[test]
+    fn smart_json_equals_nvme_cli_on_the_qemu_page() {
+        // The same raw page nvme-cli 2.3 printed as smart.json in the VM.
+        let dir = "tests/fixtures/nvme/qemu-7.2";
+        for (bin, js) in [
+            (
+                &include_bytes!("../../tests/fixtures/nvme/qemu-7.2/smart.bin")[..],
+                include_str!("../../tests/fixtures/nvme/qemu-7.2/smart.json"),
+            ),
+            (
+                &include_bytes!("../../tests/fixtures/nvme/qemu-7.2/smart-warn.bin")[..],
+                include_str!("../../tests/fixtures/nvme/qemu-7.2/smart-warn.json"),
+            ),
+        ] {
+            let ours = smart_json(&crate::nvme::log::smart::parse(bin).expect("parse"));
+            let cli: Map<String, Value> = serde_json::from_str(js).expect("nvme-cli json");
+            let num = |v: &Value| match v {
+                Value::String(s) => s.parse::<u128>().ok(),
+                other => other.as_u64().map(u128::from),
+            };
+            let keys: Vec<&String> = cli.keys().collect();
+            assert_eq!(
+                ours.keys().collect::<Vec<_>>(),
+                keys,
+                "{dir}: same keys, same order"
+            );
+            for (k, want) in &cli {
+                assert_eq!(num(&ours[k]), num(want), "{dir}: {k}");
+            }
         }
     }
 

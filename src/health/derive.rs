@@ -159,11 +159,11 @@ impl WriteHistory {
         self.recent.back().copied()
     }
 
-    /// Drive writes per day between two samples: (bytes / capacity) / days. None for spans
-    /// under a minute.
+    /// Drive writes per day between two samples: (bytes / capacity) / days. None until two
+    /// samples at different times exist.
     fn dwpd_between(a: (f64, u128), b: (f64, u128), capacity_bytes: f64) -> Option<f64> {
         let dt = b.0 - a.0;
-        if dt < 60.0 || capacity_bytes <= 0.0 {
+        if dt <= 0.0 || capacity_bytes <= 0.0 {
             return None;
         }
         let bytes = b.1.saturating_sub(a.1) as f64 * DATA_UNIT_BYTES;
@@ -185,7 +185,7 @@ impl WriteHistory {
         let a = *self.recent.front()?;
         let b = self.latest()?;
         let dt = b.0 - a.0;
-        (dt >= 60.0).then(|| b.1.saturating_sub(a.1) as f64 * DATA_UNIT_BYTES / (dt / DAY_SECONDS))
+        (dt > 0.0).then(|| b.1.saturating_sub(a.1) as f64 * DATA_UNIT_BYTES / (dt / DAY_SECONDS))
     }
 
     /// Days until percentage used reaches 100 at its slope since the first sample

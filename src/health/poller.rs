@@ -811,7 +811,7 @@ mod tests {
         let t: Arc<ReplayTransport> = Arc::new(full_replay("/dev/nvme0"));
         let t2 = Arc::clone(&t);
         let opener: Opener = Arc::new(move |_c: &Controller| {
-            Ok(Box::new(ArcT(Arc::clone(&t2))) as Box<dyn AdminTransport>)
+            Ok(Box::new(Arc::clone(&t2)) as Box<dyn AdminTransport>)
         });
         let mut s = crate::config::builtin_default().health;
         s.rescan_interval = Duration::ZERO;
@@ -830,16 +830,5 @@ mod tests {
         assert!(p.device("nvme0").expect("back").up);
         assert!(p.device("nvme1").is_some(), "hot-added drive appears");
         assert_eq!(p.snapshot().polls, 3);
-    }
-
-    /// Share one replay transport across opens.
-    struct ArcT(Arc<ReplayTransport>);
-    impl AdminTransport for ArcT {
-        fn device(&self) -> String {
-            self.0.device()
-        }
-        fn admin(&self, c: &crate::nvme::AdminCmd, d: &mut [u8]) -> Result<u32, NvmeError> {
-            self.0.admin(c, d)
-        }
     }
 }

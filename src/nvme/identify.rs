@@ -294,6 +294,39 @@ mod tests {
     }
 
     #[test]
+    fn parses_qemu_identify_pages() {
+        // Captured from QEMU 7.2 by the VM harness; nvme-cli's reading is in the .json files.
+        let c = parse_ctrl(include_bytes!(
+            "../../tests/fixtures/nvme/qemu-7.2/id-ctrl.bin"
+        ))
+        .expect("parse");
+        assert_eq!(c.vid, 6966);
+        assert_eq!(c.ssvid, 6900);
+        assert_eq!(c.sn, "SOAK0001");
+        assert_eq!(c.mn, "QEMU NVMe Ctrl");
+        assert_eq!(c.fr, "7.2.22");
+        assert_eq!(c.ver, 66560);
+        assert_eq!(c.ctratt, 32768);
+        assert!(!c.uuid_list_supported());
+        assert_eq!((c.lpa, c.elpe, c.mdts), (7, 0, 7));
+        assert_eq!((c.wctemp, c.cctemp), (343, 373));
+        assert_eq!(c.tnvmcap, 0);
+        assert_eq!(c.nn, 256);
+        assert_eq!(c.subnqn, "nqn.2019-08.org.qemu:SOAK0001");
+        let n = parse_ns(include_bytes!(
+            "../../tests/fixtures/nvme/qemu-7.2/id-ns.bin"
+        ))
+        .expect("parse");
+        assert_eq!((n.nsze, n.ncap, n.nuse), (524_288, 524_288, 524_288));
+        assert_eq!((n.nlbaf, n.flbas), (7, 0));
+        assert_eq!(n.lbaf.len(), 8);
+        assert_eq!(n.lbaf[3].ms, 64);
+        assert_eq!(n.lbaf[4].lbads, 12);
+        assert_eq!(n.lba_size(), 512);
+        assert_eq!(n.size_bytes(), 256 << 20);
+    }
+
+    #[test]
     fn format_index_uses_high_bits() {
         let n = IdNs {
             flbas: 0b0110_0011,

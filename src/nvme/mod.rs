@@ -57,6 +57,16 @@ pub trait AdminTransport: Send + Sync {
     fn admin(&self, cmd: &AdminCmd, data: &mut [u8]) -> Result<u32, NvmeError>;
 }
 
+/// A shared transport (tests hand one replay transport to every open).
+impl<T: AdminTransport + ?Sized> AdminTransport for std::sync::Arc<T> {
+    fn device(&self) -> String {
+        (**self).device()
+    }
+    fn admin(&self, cmd: &AdminCmd, data: &mut [u8]) -> Result<u32, NvmeError> {
+        (**self).admin(cmd, data)
+    }
+}
+
 /// A malformed page.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {

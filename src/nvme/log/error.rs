@@ -148,6 +148,13 @@ mod tests {
     }
 
     #[test]
+    fn qemu_error_log_is_empty() {
+        let b = include_bytes!("../../../tests/fixtures/nvme/qemu-7.2/error.bin");
+        assert_eq!(b.len(), 4096);
+        assert!(parse(b).expect("parse").is_empty());
+    }
+
+    #[test]
     fn entry_count_is_bounded() {
         assert_eq!(entries_to_read(0), 1);
         assert_eq!(entries_to_read(15), 16);

@@ -66,4 +66,15 @@ mod tests {
         assert_eq!(f.slots[3], "");
         assert_eq!(f.active_revision(), Some("2.0.1"));
     }
+
+    #[test]
+    fn parses_the_qemu_page() {
+        let f = parse(include_bytes!(
+            "../../../tests/fixtures/nvme/qemu-7.2/fw-slot.bin"
+        ))
+        .expect("parse");
+        assert_eq!(f.active_slot(), 1);
+        assert_eq!(f.active_revision(), Some("1.0"));
+        assert_eq!(f.next_slot(), 0);
+    }
 }

@@ -200,6 +200,33 @@ mod tests {
     }
 
     #[test]
+    fn parses_the_qemu_page() {
+        // Captured from QEMU 7.2's emulated controller (by the VM harness, tests/vm).
+        let s = parse(include_bytes!(
+            "../../../tests/fixtures/nvme/qemu-7.2/smart.bin"
+        ))
+        .expect("parse");
+        assert_eq!(
+            s.temperature, 323,
+            "QEMU fixes the composite temperature at 323 K"
+        );
+        assert_eq!(s.avail_spare, 0);
+        assert_eq!(s.percent_used, 0);
+        assert_eq!(s.media_errors, 0);
+        assert!(s.power_on_hours < 10, "a fresh VM");
+        assert_eq!(s.sensors().count(), 0);
+        // nvme-cli's reading of the same page (smart.json beside it): 7 read, 11 written.
+        assert_eq!((s.data_units_read, s.data_units_written), (7, 11));
+        assert_eq!((s.host_read_commands, s.host_write_commands), (11, 15));
+        assert_eq!(s.critical_warning, 0);
+        let w = parse(include_bytes!(
+            "../../../tests/fixtures/nvme/qemu-7.2/smart-warn.bin"
+        ))
+        .expect("parse");
+        assert_eq!(w.critical_warning, 22, "QMP bits plus the temperature bit");
+    }
+
+    #[test]
     fn short_page_is_an_error() {
         let e = parse(&[0u8; 200]).unwrap_err();
         assert_eq!(
