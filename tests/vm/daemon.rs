@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::fixtures::json_u128;
-use crate::harness::{Drive, Vm, VmSpec};
+use crate::harness::{Vm, VmSpec};
 use crate::prom::Metrics;
 
 /// A config with the exporter on every guest interface (the host reaches it through

@@ -18,3 +18,5 @@ mod health;
 mod prom;
 /// QMP client (critical warning bits, hot-unplug).
 mod qmp;
+/// Scenarios 3 and 4: critical warning bits through QMP and Set Features.
+mod warn;
