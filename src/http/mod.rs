@@ -320,29 +320,43 @@ impl Shared {
     /// [`RELOAD_CHECK_INTERVAL`]). A config that fails to load is logged and the previous one
     /// stays in force.
     fn current(&self) -> Arc<WebState> {
-        if let Some(Ok(mut r)) = self.reloader.as_ref().map(|m| m.try_lock()) {
-            if r.last_check.elapsed() >= RELOAD_CHECK_INTERVAL {
-                r.last_check = std::time::Instant::now();
-                let now = stamps(&r.stamps.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>());
-                if now != r.stamps {
-                    match webconfig::load(&r.path) {
-                        Ok(web) => {
-                            r.stamps = stamps(&web.files);
-                            *self.state.write().unwrap_or_else(|p| p.into_inner()) =
-                                Arc::new(WebState::new(web));
-                            self.stats.reloads.fetch_add(1, Ordering::Relaxed);
-                            tracing::info!(file = %r.path.display(), "web config reloaded");
-                        }
-                        Err(e) => {
-                            r.stamps = now;
-                            self.stats.reload_errors.fetch_add(1, Ordering::Relaxed);
-                            tracing::warn!(error = %e, "web config changed but does not load; keeping the previous one");
-                        }
-                    }
-                }
+        self.maybe_reload();
+        self.state.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn maybe_reload(&self) {
+        // try_lock: a connection never waits for another one's reload.
+        let Some(Ok(mut r)) = self.reloader.as_ref().map(|m| m.try_lock()) else {
+            return;
+        };
+        if r.last_check.elapsed() < RELOAD_CHECK_INTERVAL {
+            return;
+        }
+        r.last_check = std::time::Instant::now();
+        let files: Vec<PathBuf> = r.stamps.iter().map(|(p, _)| p.clone()).collect();
+        let now = stamps(&files);
+        if now == r.stamps {
+            return;
+        }
+        match webconfig::load(&r.path) {
+            Ok(web) => {
+                // Stamps taken before the load: a change during it is picked up next time.
+                r.stamps = if web.files == files {
+                    now
+                } else {
+                    stamps(&web.files)
+                };
+                *self.state.write().unwrap_or_else(|p| p.into_inner()) =
+                    Arc::new(WebState::new(web));
+                self.stats.reloads.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(file = %r.path.display(), "web config reloaded");
+            }
+            Err(e) => {
+                r.stamps = now;
+                self.stats.reload_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(error = %e, "web config changed but does not load; keeping the previous one");
             }
         }
-        self.state.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Registers a new connection, evicting the oldest non-busy one when at the cap.

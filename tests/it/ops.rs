@@ -1034,10 +1034,10 @@ fn metric_names(expr: &str) -> Vec<String> {
 
 fn family(name: &str) -> &str {
     for suffix in ["_bucket", "_count", "_sum"] {
-        if let Some(base) = name.strip_suffix(suffix) {
-            if base.ends_with("_seconds") {
-                return base;
-            }
+        if let Some(base) = name.strip_suffix(suffix)
+            && base.ends_with("_seconds")
+        {
+            return base;
         }
     }
     name
@@ -1399,4 +1399,219 @@ steady_window = 3
     let exempt = queries.iter().filter(|q| nvme_only(&q.expr)).count();
     eprintln!("{must} queries returned data; {exempt} NVMe-only queries parsed and evaluated");
     assert!(must > 50, "only {must} queries had to return data");
+}
+
+/// Health series from the replay transport (the hand-built SMART, error, firmware and OCP C0h
+/// fixtures on a fake sysfs tree), served through `http::bind` and scraped by a real
+/// Prometheus: the NVMe-only dashboard queries and recording rules must return data too, so a
+/// wrong health label or name fails here rather than only in the VM harness.
+mod replayed_health {
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+
+    use nvsoak::health::poller::Opener;
+    use nvsoak::health::{HealthHandle, HostIo, HostIoSource, spawn_with};
+    use nvsoak::http::{self, App, ServerOptions};
+    use nvsoak::nvme::AdminTransport;
+    use nvsoak::nvme::cmd::{OPC_GET_FEATURES, OPC_GET_LOG_PAGE, OPC_IDENTIFY};
+    use nvsoak::nvme::discover::Controller;
+    use nvsoak::nvme::replay::{ReplayTransport, Reply};
+
+    use super::{NVME_ONLY, Prometheus, Query, dashboard_queries, family, metric_names, rules};
+
+    /// Queries that cannot return data from these fixtures, and why.
+    const NOT_IN_FIXTURES: &[(&str, &str)] = &[(
+        "nvsoak-device.json: panel \"IOPS while throttled and not\" ref B",
+        "the OCP fixture throttles from the first poll, so no unthrottled IOPS is ever measured",
+    )];
+
+    fn fixture(name: &str) -> Vec<u8> {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/nvme/handbuilt")
+            .join(name);
+        std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    fn replay() -> Arc<ReplayTransport> {
+        let t = ReplayTransport::new("/dev/nvme0");
+        t.on_loose(OPC_IDENTIFY, 0x01, Reply::Data(fixture("id-ctrl.bin"), 0));
+        t.on_loose(OPC_IDENTIFY, 0x00, Reply::Data(fixture("id-ns.bin"), 0));
+        t.on_loose(OPC_IDENTIFY, 0x17, Reply::Data(vec![0; 4096], 0));
+        t.on_loose(OPC_GET_LOG_PAGE, 0x02, Reply::Data(fixture("smart.bin"), 0));
+        t.on_loose(OPC_GET_LOG_PAGE, 0x01, Reply::Data(fixture("error.bin"), 0));
+        t.on_loose(
+            OPC_GET_LOG_PAGE,
+            0x03,
+            Reply::Data(fixture("fw-slot.bin"), 0),
+        );
+        t.on_loose(
+            OPC_GET_LOG_PAGE,
+            0xc0,
+            Reply::Data(fixture("ocp-c0.bin"), 0),
+        );
+        t.on_loose(OPC_GET_FEATURES, 0x04, Reply::Data(vec![], 343));
+        Arc::new(t)
+    }
+
+    /// A workload that writes 64 MiB between polls.
+    struct Writes(AtomicU64);
+    impl HostIoSource for Writes {
+        fn host_io(&self) -> Vec<HostIo> {
+            let w = self.0.fetch_add(64 << 20, Ordering::Relaxed);
+            vec![HostIo {
+                path: "/dev/nvme0n1".into(),
+                written_bytes: w,
+                write_ops: w / 4096,
+                iops: 1234.0,
+                ..Default::default()
+            }]
+        }
+    }
+
+    struct HealthApp(HealthHandle);
+    impl App for HealthApp {
+        fn metrics(&self) -> String {
+            nvsoak::metrics::encode_text(&nvsoak::metrics::health::families(&self.0.snapshot()))
+                .unwrap_or_default()
+        }
+        fn status_page(&self) -> String {
+            String::new()
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn prometheus_evaluates_nvme_queries_on_replayed_health() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = root.path().join("class/nvme/nvme0");
+        std::fs::create_dir_all(dir.join("nvme0n1")).expect("mkdir");
+        for (f, v) in [
+            ("serial", "SN-HANDBUILT-0001"),
+            ("model", "HWE62P43032M000N nvsoak handbuilt model"),
+            ("firmware_rev", "FW1.2.3"),
+            ("nvme0n1/nsid", "1"),
+        ] {
+            std::fs::write(dir.join(f), format!("{v}\n")).expect("sysfs");
+        }
+        let t = replay();
+        let opener: Opener = {
+            let t = Arc::clone(&t);
+            Arc::new(move |_c: &Controller| Ok(Box::new(Arc::clone(&t)) as Box<dyn AdminTransport>))
+        };
+        let mut settings = nvsoak::config::builtin_default().health;
+        settings.poll_interval = Duration::from_secs(1);
+        settings.rescan_interval = Duration::ZERO;
+        // Rated figures so the endurance derivations have something to work with.
+        settings.devices = vec![nvsoak::config::DeviceRatingOverride {
+            matcher: "nvme0".into(),
+            rated_tbw_bytes: Some(7_000_000_000_000_000),
+            rated_dwpd: None,
+            warranty_years: Some(5.0),
+            capacity_bytes: None,
+        }];
+        let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let h = spawn_with(
+            settings,
+            Arc::new(Writes(AtomicU64::new(0))),
+            stop_rx,
+            root.path().to_path_buf(),
+            opener,
+        );
+        h.wait_for_polls(2, Duration::from_secs(20))
+            .await
+            .expect("two polls");
+
+        let server = http::bind(
+            ServerOptions {
+                listen: "127.0.0.1:0".parse().expect("addr"),
+                web_config: None,
+                max_connections: 0,
+            },
+            Arc::new(HealthApp(h.clone())),
+        )
+        .await
+        .expect("bind");
+        let addr = server.local_addr();
+        let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server.run(async move {
+            let _ = rx.await;
+        }));
+
+        let prom = tokio::task::spawn_blocking(move || Prometheus::start(addr))
+            .await
+            .expect("prometheus");
+        let rule_exprs: std::collections::BTreeMap<String, String> =
+            rules("dashboards/rules/nvsoak-recording.yml")
+                .into_iter()
+                .collect();
+        let nvme_only = |expr: &str| {
+            let mut stack = metric_names(expr);
+            let mut seen = std::collections::BTreeSet::new();
+            while let Some(n) = stack.pop() {
+                if !seen.insert(n.clone()) {
+                    continue;
+                }
+                if NVME_ONLY.contains(&family(&n)) {
+                    return true;
+                }
+                if let Some(e) = rule_exprs.get(&n) {
+                    stack.extend(metric_names(e));
+                }
+            }
+            false
+        };
+        let mut queries: Vec<Query> = dashboard_queries()
+            .into_iter()
+            .filter(|q| nvme_only(&q.expr))
+            .collect();
+        for (name, expr) in &rule_exprs {
+            if nvme_only(expr) {
+                queries.push(Query {
+                    origin: format!("recording rule {name}"),
+                    expr: name.clone(),
+                });
+            }
+        }
+        let must: Vec<Query> = queries
+            .into_iter()
+            .filter(|q| !NOT_IN_FIXTURES.iter().any(|(o, _)| q.origin == *o))
+            .collect();
+        let total = must.len();
+        let pending = tokio::task::spawn_blocking(move || {
+            // Observed DWPD needs about a minute of write history; the rest is there in seconds.
+            let deadline = Instant::now() + Duration::from_secs(150);
+            let mut pending = must;
+            while !pending.is_empty() && Instant::now() < deadline {
+                let mut still = Vec::new();
+                for q in pending {
+                    match prom.query(&q.expr) {
+                        Ok(r) if !r.is_empty() => {}
+                        Ok(_) => still.push(q),
+                        Err(e) => panic!("{}: {e}\n  {}", q.origin, q.expr),
+                    }
+                }
+                pending = still;
+                if !pending.is_empty() {
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+            }
+            pending
+                .into_iter()
+                .map(|q| format!("{}: {}", q.origin, q.expr))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .expect("queries");
+        let _ = stop.send(());
+        let _ = task.await;
+        assert!(
+            pending.is_empty(),
+            "{} of {total} NVMe queries returned no data within 150 s:\n{}",
+            pending.len(),
+            pending.join("\n")
+        );
+        eprintln!("{total} NVMe-only queries returned data from replayed health");
+        assert!(total > 50, "only {total} NVMe queries");
+    }
 }
