@@ -72,6 +72,7 @@ fn spark(
     span_min: f64,
     reference: Option<RefLine>,
 ) -> String {
+    let few = points.len() < 10;
     let series = [Series {
         name: name.to_string(),
         points,
@@ -88,7 +89,8 @@ fn spark(
         legend: false,
         x_si: false,
         y_si: true,
-        markers: false,
+        // A young history (a few samples) would be an invisible line: mark the points.
+        markers: few,
     });
     match svg {
         Ok(s) => format!("<figure>{s}</figure>"),
@@ -247,6 +249,18 @@ fn drive_rows(drives: &[DriveStatus]) -> String {
     t
 }
 
+/// The x range of a "last N minutes" chart: the smallest of 1, 2, 5, 10, 15, 30 and 60 minutes
+/// that covers the oldest sample, capped at the history's span, so a young history is not
+/// squeezed against the right edge.
+pub fn window_minutes(oldest_age_secs: f64, span_min: f64) -> f64 {
+    let age_min = oldest_age_secs.max(0.0) / 60.0;
+    [1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0]
+        .into_iter()
+        .find(|w| *w >= age_min)
+        .unwrap_or(span_min)
+        .min(span_min.max(1.0 / 60.0))
+}
+
 /// The status page. `drives` is empty when health polling is off or has not reported yet.
 pub fn render_status(
     targets: &[TargetSnapshot],
@@ -263,6 +277,8 @@ pub fn render_status(
         "<meta http-equiv=\"refresh\" content=\"{REFRESH_SECS}\">\n"
     ));
     h.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    // An inline empty icon, so browsers do not request /favicon.ico.
+    h.push_str("<link rel=\"icon\" href=\"data:,\">\n");
     h.push_str("<title>nvsoak status</title>\n<style>");
     h.push_str(CSS);
     h.push_str("</style></head><body>\n");
@@ -282,17 +298,22 @@ pub fn render_status(
             .target(&s.name)
             .map(|q| q.iter().copied().collect())
             .unwrap_or_default();
+        let win = window_minutes(q.first().map_or(0.0, |x| now - x.t), span_min);
         h.push_str(&format!(
-            "<h3>{} — last {:.0} minutes</h3>\n<div class=\"charts\">",
+            "<h3>{} — last {}</h3>\n<div class=\"charts\">",
             esc(&s.name),
-            span_min
+            if win == 1.0 {
+                "minute".to_string()
+            } else {
+                format!("{win:.0} minutes")
+            }
         ));
         h.push_str(&spark(
             &format!("{}: IOPS", s.name),
             "IOPS",
             &s.name,
             q.iter().map(|x| (ago(x.t), x.iops)).collect(),
-            span_min,
+            win,
             None,
         ));
         h.push_str(&spark(
@@ -300,7 +321,7 @@ pub fn render_status(
             "B/s",
             &s.name,
             q.iter().map(|x| (ago(x.t), x.bytes_per_sec)).collect(),
-            span_min,
+            win,
             None,
         ));
         h.push_str(&spark(
@@ -310,7 +331,7 @@ pub fn render_status(
             q.iter()
                 .filter_map(|x| x.p99_secs.map(|p| (ago(x.t), p * 1e6)))
                 .collect(),
-            span_min,
+            win,
             Some(RefLine {
                 y: 1000.0,
                 label: "1 ms".into(),
@@ -328,8 +349,10 @@ pub fn render_status(
         h.push_str(&drive_rows(drives));
         h.push_str("<div class=\"charts\">");
         for d in drives {
-            let pts: Vec<(f64, f64)> = history
-                .device(&d.device)
+            let q = history.device(&d.device);
+            let oldest = q.and_then(|q| q.front()).map_or(0.0, |x| now - x.t);
+            let win = window_minutes(oldest, span_min);
+            let pts: Vec<(f64, f64)> = q
                 .map(|q| q.iter().map(|x| (ago(x.t), x.temperature_c)).collect())
                 .unwrap_or_default();
             h.push_str(&spark(
@@ -337,7 +360,7 @@ pub fn render_status(
                 "°C",
                 &d.device,
                 pts,
-                span_min,
+                win,
                 d.warning_temp_c.map(|w| RefLine {
                     y: w,
                     label: format!("warning {w:.0} °C"),
@@ -404,6 +427,16 @@ mod tests {
         assert_eq!(page.matches("class=\"series\"").count(), 4);
         assert_eq!(page.matches("<td class=\"bad\">2</td>").count(), 1);
         assert!(!page.contains("<script"));
+    }
+
+    #[test]
+    fn chart_window_grows_with_the_history() {
+        assert_eq!(window_minutes(5.0, 60.0), 1.0);
+        assert_eq!(window_minutes(61.0, 60.0), 2.0);
+        assert_eq!(window_minutes(700.0, 60.0), 15.0);
+        assert_eq!(window_minutes(3000.0, 60.0), 60.0);
+        // A 10-minute history never shows more than 10 minutes.
+        assert_eq!(window_minutes(3000.0, 10.0), 10.0);
     }
 
     #[test]

@@ -13,5 +13,7 @@ mod engine;
 mod health;
 /// Deployment: web config (TLS, basic auth), connection limits, systemd unit, promtool.
 mod ops;
+/// `nvsoak report` on recorded and real sweeps; the report and status page in headless Chromium.
+mod report;
 /// Write safety on loop devices, data verification, checkpoints.
 mod safety;

@@ -1,0 +1,783 @@
+//! `nvsoak report` on the recorded fixtures (hand-computed figures) and on a real sweep of a
+//! /dev/shm file, plus the HTML report and the daemon's status page in headless Chromium
+//! (`#[ignore]`d: `scripts/test-browser` runs them, since they need the `chromium` package).
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{Daemon, bin, free_port, http_get, shm_dir, sum};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/report")
+        .join(name)
+}
+
+fn report(args: &[&str]) -> Output {
+    Command::new(bin())
+        .arg("report")
+        .args(args)
+        .output()
+        .expect("running nvsoak report")
+}
+
+fn fixture_args() -> Vec<String> {
+    vec![
+        "--from".into(),
+        fixture("drive-a.json").display().to_string(),
+        fixture("drive-b.json").display().to_string(),
+    ]
+}
+
+fn args_with<'a>(base: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
+    base.iter()
+        .map(String::as_str)
+        .chain(extra.iter().copied())
+        .collect()
+}
+
+/// `data-series-count` of every chart, in document order.
+fn declared_series(html: &str) -> Vec<usize> {
+    html.split("<svg class=\"chart\"")
+        .skip(1)
+        .map(|rest| {
+            rest.split("data-series-count=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(usize::MAX)
+        })
+        .collect()
+}
+
+/// Tagged series polylines per chart, in document order.
+fn drawn_series(html: &str) -> Vec<usize> {
+    html.split("<svg class=\"chart\"")
+        .skip(1)
+        .map(|rest| {
+            let body = rest.split("</svg>").next().unwrap_or("");
+            body.matches("<polyline class=\"series\"").count()
+        })
+        .collect()
+}
+
+/// Every `http(s)://` reference except the SVG namespace name (which is never fetched).
+fn external_refs(html: &str) -> Vec<String> {
+    let cleaned = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+    let mut found = Vec::new();
+    for scheme in ["http://", "https://", "//"] {
+        for (i, _) in cleaned.match_indices(scheme) {
+            let ctx: String = cleaned[i.saturating_sub(20)..(i + 40).min(cleaned.len())].into();
+            // "//" also matches inside "http://"; report the attribute uses only.
+            if scheme == "//" && !(ctx.contains("src=\"//") || ctx.contains("href=\"//")) {
+                continue;
+            }
+            found.push(ctx);
+        }
+    }
+    found
+}
+
+#[test]
+fn fixture_report_json_has_the_hand_computed_figures() {
+    let base = fixture_args();
+    let out = report(&args_with(&base, &["--format", "json"]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON report parses");
+    let a = &v["drives"][0];
+    let b = &v["drives"][1];
+    assert_eq!(a["label"], "HUAWEI HWE52P433T2M002N A1B2C3");
+    let a_rr = &a["sweeps"][0];
+    assert_eq!(a_rr["profile"], "4k-random-read");
+    // Peak: the uncontrolled run, 100 000 IOPS at 1 280 µs (see src/report/compute.rs tests).
+    assert_eq!(a_rr["peak"]["iops"], 100_000.0);
+    assert_eq!(a_rr["peak"]["lat_avg_us"], 1280.0);
+    assert_eq!(a_rr["peak"]["uncontrolled"], true);
+    // Sub-1 ms: 79 950 IOPS at 640 µs (80 %); p99 frontier 49 990 IOPS.
+    assert_eq!(a_rr["sub_ms"]["iops"], 79_950.0);
+    assert_eq!(a_rr["sub_ms"]["lat_avg_us"], 640.0);
+    assert_eq!(a_rr["sub_ms_p99"]["iops"], 49_990.0);
+    assert_eq!(a_rr["crossed_1ms"], true);
+    // The 60 % point completed no I/O and is not on the curve: 7 points in the file, 6 drawn.
+    assert_eq!(a_rr["curve"].as_array().map(|c| c.len()), Some(6));
+    let b_rr = &b["sweeps"][0];
+    assert_eq!(b_rr["peak"]["iops"], 121_500.0);
+    assert_eq!(b_rr["peak"]["lat_avg_us"], 880.0);
+    assert_eq!(b_rr["peak"]["pct"], 100);
+    assert_eq!(b_rr["sub_ms"]["iops"], 121_500.0);
+    assert_eq!(b_rr["crossed_1ms"], false);
+    // Ranking across the two hosts' drives.
+    let cmp = &v["comparisons"][0];
+    assert_eq!(cmp["profile"], "4k-random-read");
+    assert_eq!(cmp["ranking"][0]["drive"], "Test Drive B B9Y8X7");
+    assert_eq!(
+        cmp["ranking"][0]["summary"],
+        "first place with 121,500 IOPS at 880 µs"
+    );
+    assert_eq!(
+        cmp["ranking"][1]["summary"],
+        "second place with 100,000 IOPS at 1.28 ms"
+    );
+    assert_eq!(v["comparisons"][1]["profile"], "64k-seq-read");
+    // Steady state and soak of drive B.
+    assert_eq!(b["steady"][0]["round"], 4);
+    assert_eq!(b["soak"]["accounting_ratio"], 1.03125);
+    assert_eq!(b["soak"]["observed_dwpd"], 1.0);
+    let cost = b["soak"]["throttle_iops_cost_ratio"]
+        .as_f64()
+        .unwrap_or(-1.0);
+    assert!((cost - 0.2).abs() < 1e-12, "{cost}");
+}
+
+#[test]
+fn fixture_report_html_is_self_contained_with_every_chart() {
+    let dir = shm_dir();
+    let out_path = dir.path().join("report.html");
+    let base = fixture_args();
+    let out_s = out_path.display().to_string();
+    let out = report(&args_with(&base, &["--format", "html", "--out", &out_s]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&out_path).expect("report written");
+    // Charts: 2 comparisons (4k: both drives, 64k: drive A), then per drive and sweep the
+    // average and p99 charts (A: 4k + 64k, B: 4k), one series each.
+    assert_eq!(html.matches("<svg").count(), 8);
+    assert_eq!(declared_series(&html), vec![2, 1, 1, 1, 1, 1, 1, 1]);
+    assert_eq!(drawn_series(&html), vec![2, 1, 1, 1, 1, 1, 1, 1]);
+    assert!(html.contains("first place with 121,500 IOPS at 880 µs"));
+    assert!(html.contains("below 1 ms up to 79,950 IOPS (640 µs), crossing 1 ms above it"));
+    assert!(html.contains("<style>"));
+    for tag in ["<script", "<link", "<img", "src=", "@import", "url("] {
+        assert!(!html.contains(tag), "report contains {tag}");
+    }
+    assert!(
+        external_refs(&html).is_empty(),
+        "{:?}",
+        external_refs(&html)
+    );
+}
+
+#[test]
+fn fixture_report_markdown_links_its_svgs() {
+    let dir = shm_dir();
+    let md_path = dir.path().join("qual.md");
+    let base = fixture_args();
+    let md_s = md_path.display().to_string();
+    let out = report(&args_with(&base, &["--format", "md", "--out", &md_s]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(&md_path).expect("markdown written");
+    let links: Vec<&str> = md
+        .split("](")
+        .skip(1)
+        .filter_map(|r| r.split(')').next())
+        .filter(|l| l.ends_with(".svg"))
+        .collect();
+    assert_eq!(links.len(), 8, "{md}");
+    let mut series = Vec::new();
+    for l in &links {
+        assert!(!l.contains('/'), "link {l} is not next to the report");
+        let svg = std::fs::read_to_string(dir.path().join(l)).expect("linked SVG exists");
+        assert!(svg.starts_with("<svg class=\"chart\""), "{l}");
+        series.extend(drawn_series(&svg));
+    }
+    assert_eq!(series, vec![2, 1, 1, 1, 1, 1, 1, 1]);
+    assert!(md.contains("| 1 | Test Drive B B9Y8X7 | 121,500 | 880 µs | 1.80 ms | 121,500 |"));
+    assert!(
+        md.contains("- HUAWEI HWE52P433T2M002N A1B2C3: second place with 100,000 IOPS at 1.28 ms")
+    );
+}
+
+#[test]
+fn report_errors_name_the_problem() {
+    let base = fixture_args();
+    let out = report(&args_with(&base, &["--format", "pdf"]));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unknown report format \"pdf\" (use html, md or json)"),
+        "{err}"
+    );
+
+    let out = report(&args_with(&base, &["--format", "md"]));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs --out PATH"));
+
+    let dir = shm_dir();
+    let ds = dir.path().display().to_string();
+    let out = report(&["--state", &ds]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no results in") && err.contains(&ds), "{err}");
+
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "[1, 2]").expect("write");
+    let out = report(&["--from", &bad.display().to_string()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.json is not a results file"), "{err}");
+}
+
+/// Run `nvsoak run --exit-when-done` with `config` and wait for it to exit.
+fn run_to_completion(config: &str, timeout: Duration) -> tempfile::TempDir {
+    let dir = shm_dir();
+    let cfg = config.replace("{dir}", &dir.path().display().to_string());
+    let cfg_path = dir.path().join("nvsoak.toml");
+    std::fs::write(&cfg_path, cfg).expect("writing config");
+    let mut child = Command::new(bin())
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg_path)
+        .arg("--web.listen-address")
+        .arg(format!("127.0.0.1:{}", free_port()))
+        .arg("--exit-when-done")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting nvsoak run");
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("waiting for nvsoak") {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("nvsoak run did not finish its plan within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    assert!(status.success(), "nvsoak run failed: {err}");
+    dir
+}
+
+const SWEEP_CONFIG: &str = r#"
+[state]
+dir = "{dir}/state"
+[health]
+enabled = false
+[[target]]
+name = "shm"
+path = "{dir}/shm.dat"
+size = "32MiB"
+engine = "psync"
+[[target.phase]]
+kind = "sweep"
+profile = "4k-random-read"
+iodepth = 2
+max_duration = "1s"
+point_duration = "1s"
+points = [25, 50, 100]
+"#;
+
+#[test]
+fn report_from_a_real_sweep_matches_the_results_file() {
+    let dir = run_to_completion(SWEEP_CONFIG, Duration::from_secs(60));
+    let state = dir.path().join("state");
+    let results: Value = serde_json::from_str(
+        &std::fs::read_to_string(state.join("results/shm.json")).expect("results file"),
+    )
+    .expect("results JSON");
+    let points = results["sweeps"][0]["points"]
+        .as_array()
+        .expect("points")
+        .clone();
+    assert_eq!(points.len(), 4, "uncontrolled + 3 points: {results}");
+    // The figures, computed here straight from the results file.
+    let f = |p: &Value, k: &str| p[k].as_f64().unwrap_or(f64::NAN);
+    let peak = points
+        .iter()
+        .max_by(|a, b| f(a, "iops").total_cmp(&f(b, "iops")))
+        .expect("peak");
+    let below: Vec<&Value> = points
+        .iter()
+        .filter(|p| f(p, "lat_avg_us") < 1000.0)
+        .collect();
+    let frontier = below
+        .iter()
+        .max_by(|a, b| f(a, "iops").total_cmp(&f(b, "iops")));
+
+    let ss = state.display().to_string();
+    let out = report(&["--state", &ss, "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    let s = &v["drives"][0]["sweeps"][0];
+    assert_eq!(v["drives"][0]["target"], "shm");
+    assert_eq!(s["profile"], "4k-random-read");
+    assert_eq!(s["complete"], true);
+    assert!(f(peak, "iops") > 0.0);
+    assert_eq!(f(&s["peak"], "iops"), f(peak, "iops"));
+    assert_eq!(f(&s["peak"], "lat_avg_us"), f(peak, "lat_avg_us"));
+    assert_eq!(f(&s["peak"], "lat_p99_us"), f(peak, "lat_p99_us"));
+    match frontier {
+        Some(fr) => assert_eq!(f(&s["sub_ms"], "iops"), f(fr, "iops")),
+        None => assert!(s["sub_ms"].is_null()),
+    }
+    // Curve: the paced points by load, then the uncontrolled run.
+    let pcts: Vec<u64> = s["curve"]
+        .as_array()
+        .expect("curve")
+        .iter()
+        .filter_map(|p| p["pct"].as_u64())
+        .collect();
+    assert_eq!(pcts, vec![25, 50, 100, 0]);
+    // The paced 25 % point ran near its target, so the curve has a real spread.
+    let c25 = &s["curve"][0];
+    assert!(
+        f(c25, "iops") < f(c25, "target_iops") * 1.3 + 5.0,
+        "25 % point ran at {} IOPS for {}",
+        f(c25, "iops"),
+        f(c25, "target_iops")
+    );
+    assert_eq!(v["comparisons"][0]["ranking"][0]["drive"], "shm");
+
+    // The HTML report of the same state directory: per-drive charts plus the comparison.
+    let html_path = dir.path().join("r.html");
+    let hs = html_path.display().to_string();
+    let out = report(&["--state", &ss, "--out", &hs]);
+    assert!(out.status.success());
+    let html = std::fs::read_to_string(&html_path).expect("html");
+    assert_eq!(drawn_series(&html), vec![1, 1, 1]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Headless Chromium, through the DevTools protocol on 127.0.0.1.
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+struct Browser {
+    child: Child,
+    port: u16,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    fn start() -> Browser {
+        assert!(
+            Path::new(CHROMIUM).exists(),
+            "{CHROMIUM} is missing (apt-get install -y chromium, or run scripts/setup-test-deps as root)"
+        );
+        let profile = tempfile::tempdir().expect("profile dir");
+        let mut child = Command::new(CHROMIUM)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+                "--window-size=1280,2000",
+                "--hide-scrollbars",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg("about:blank")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting chromium");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("DevTools listening on ws://127.0.0.1:").nth(1) {
+                    let port: u16 = rest
+                        .split('/')
+                        .next()
+                        .and_then(|p| p.parse().ok())
+                        .unwrap_or(0);
+                    let _ = tx.send(port);
+                }
+            }
+        });
+        let port = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("chromium did not print its DevTools endpoint within 30 s");
+        Browser {
+            child,
+            port,
+            _profile: profile,
+        }
+    }
+
+    /// A DevTools session on the browser's page.
+    fn page(&self) -> Cdp {
+        let addr: SocketAddr = format!("127.0.0.1:{}", self.port).parse().expect("addr");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let body = devtools_get(addr, "/json/list");
+            let list: Value = serde_json::from_str(&body).expect("target list");
+            let ws = list.as_array().and_then(|a| {
+                a.iter()
+                    .find(|t| t["type"] == "page")
+                    .and_then(|t| t["webSocketDebuggerUrl"].as_str().map(String::from))
+            });
+            if let Some(ws) = ws {
+                return Cdp::connect(&ws);
+            }
+            assert!(Instant::now() < deadline, "no page target: {body}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// GET from the DevTools HTTP endpoint, which keeps the connection open: read exactly
+/// Content-Length bytes.
+fn devtools_get(addr: SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .expect("connecting to DevTools");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("read timeout");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").expect("request");
+    let mut r = BufReader::new(s);
+    let mut len = 0usize;
+    let mut status = String::new();
+    r.read_line(&mut status).expect("status line");
+    assert!(status.contains(" 200 "), "DevTools {path}: {status}");
+    loop {
+        let mut line = String::new();
+        r.read_line(&mut line).expect("header");
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().expect("content length");
+        }
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).expect("body");
+    String::from_utf8_lossy(&body).to_string()
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Cdp {
+    ws: tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<std::net::TcpStream>>,
+    next_id: u64,
+    /// Events seen while waiting for responses.
+    events: Vec<Value>,
+}
+
+impl Cdp {
+    fn connect(url: &str) -> Cdp {
+        let (ws, _) = tungstenite::connect(url).expect("connecting to DevTools");
+        if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
+            s.set_read_timeout(Some(Duration::from_millis(500)))
+                .expect("read timeout");
+        }
+        Cdp {
+            ws,
+            next_id: 1,
+            events: Vec::new(),
+        }
+    }
+
+    fn recv(&mut self, deadline: Instant) -> Option<Value> {
+        while Instant::now() < deadline {
+            match self.ws.read() {
+                Ok(tungstenite::Message::Text(t)) => {
+                    return serde_json::from_str(t.as_str()).ok();
+                }
+                Ok(_) => {}
+                Err(tungstenite::Error::Io(e))
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) => panic!("DevTools connection failed: {e}"),
+            }
+        }
+        None
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let msg = json!({"id": id, "method": method, "params": params});
+        self.ws
+            .send(tungstenite::Message::Text(msg.to_string().into()))
+            .expect("sending a DevTools command");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let m = self
+                .recv(deadline)
+                .unwrap_or_else(|| panic!("no answer to {method} within 30 s"));
+            if m["id"] == id {
+                assert!(m["error"].is_null(), "{method} failed: {m}");
+                return m["result"].clone();
+            }
+            self.events.push(m);
+        }
+    }
+
+    /// Wait for an event named `method` (already seen or arriving).
+    fn wait_event(&mut self, method: &str, timeout: Duration) {
+        if self.events.iter().any(|e| e["method"] == method) {
+            return;
+        }
+        let deadline = Instant::now() + timeout;
+        while let Some(m) = self.recv(deadline) {
+            let hit = m["method"] == method;
+            self.events.push(m);
+            if hit {
+                return;
+            }
+        }
+        panic!("no {method} within {timeout:?}");
+    }
+
+    /// Navigate, wait for the load event, return every URL the page requested.
+    fn load(&mut self, url: &str) -> Vec<String> {
+        self.call("Network.enable", json!({}));
+        self.call("Page.enable", json!({}));
+        self.events.clear();
+        self.call("Page.navigate", json!({"url": url}));
+        self.wait_event("Page.loadEventFired", Duration::from_secs(30));
+        // Let late subresource requests (there should be none) show up.
+        let settle = Instant::now() + Duration::from_millis(300);
+        while let Some(m) = self.recv(settle) {
+            self.events.push(m);
+        }
+        self.events
+            .iter()
+            .filter(|e| e["method"] == "Network.requestWillBeSent")
+            .filter_map(|e| e["params"]["request"]["url"].as_str().map(String::from))
+            .collect()
+    }
+
+    fn eval(&mut self, expr: &str) -> Value {
+        let r = self.call(
+            "Runtime.evaluate",
+            json!({"expression": expr, "returnByValue": true}),
+        );
+        assert!(r["exceptionDetails"].is_null(), "{expr}: {r}");
+        r["result"]["value"].clone()
+    }
+
+    fn screenshot(&mut self, path: &Path) {
+        use base64::Engine;
+        let r = self.call("Page.captureScreenshot", json!({"format": "png"}));
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(r["data"].as_str().expect("screenshot data"))
+            .expect("screenshot base64");
+        assert!(data.starts_with(b"\x89PNG"), "not a PNG");
+        if let Some(d) = path.parent() {
+            std::fs::create_dir_all(d).expect("screenshot dir");
+        }
+        std::fs::write(path, &data).expect("writing the screenshot");
+    }
+}
+
+/// Per chart: rendered width and height, series polylines, their rendered lengths, and the
+/// declared series count.
+const CHART_PROBE: &str = r#"JSON.stringify(Array.from(document.querySelectorAll('svg.chart')).map(s => {
+  const r = s.getBoundingClientRect();
+  const lines = Array.from(s.querySelectorAll('polyline.series'));
+  return {w: r.width, h: r.height, declared: Number(s.dataset.seriesCount),
+          series: lines.length,
+          drawn: lines.filter(l => { const b = l.getBoundingClientRect(); return b.width > 0 || b.height > 0; }).length};
+}))"#;
+
+#[derive(Debug)]
+struct ChartProbe {
+    w: f64,
+    h: f64,
+    declared: u64,
+    series: u64,
+    drawn: u64,
+}
+
+fn probe_charts(cdp: &mut Cdp) -> Vec<ChartProbe> {
+    let v = cdp.eval(CHART_PROBE);
+    let list: Value = serde_json::from_str(v.as_str().expect("probe result")).expect("probe JSON");
+    list.as_array()
+        .expect("charts")
+        .iter()
+        .map(|c| ChartProbe {
+            w: c["w"].as_f64().unwrap_or(0.0),
+            h: c["h"].as_f64().unwrap_or(0.0),
+            declared: c["declared"].as_u64().unwrap_or(u64::MAX),
+            series: c["series"].as_u64().unwrap_or(0),
+            drawn: c["drawn"].as_u64().unwrap_or(0),
+        })
+        .collect()
+}
+
+/// Requests that left the machine (anything but file:, data:, about: and 127.0.0.1).
+fn outside(urls: &[String]) -> Vec<&String> {
+    urls.iter()
+        .filter(|u| {
+            !(u.starts_with("file://")
+                || u.starts_with("data:")
+                || u.starts_with("about:")
+                || u.starts_with("http://127.0.0.1:")
+                || u.starts_with("https://127.0.0.1:"))
+        })
+        .collect()
+}
+
+fn screenshot_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/browser")
+}
+
+#[test]
+#[ignore = "needs chromium; run by scripts/test-browser"]
+fn browser_renders_the_report_offline() {
+    let dir = shm_dir();
+    let html_path = dir.path().join("report.html");
+    let base = fixture_args();
+    let hs = html_path.display().to_string();
+    let out = report(&args_with(&base, &["--out", &hs]));
+    assert!(out.status.success());
+
+    let browser = Browser::start();
+    let mut cdp = browser.page();
+    let url = format!("file://{}", html_path.display());
+    let urls = cdp.load(&url);
+    assert_eq!(
+        urls,
+        vec![url.clone()],
+        "the report requested more than itself"
+    );
+    assert!(outside(&urls).is_empty());
+    let charts = probe_charts(&mut cdp);
+    let series: Vec<u64> = charts.iter().map(|c| c.series).collect();
+    assert_eq!(series, vec![2, 1, 1, 1, 1, 1, 1, 1], "{charts:?}");
+    for c in &charts {
+        assert!(
+            c.w > 100.0 && c.h > 50.0,
+            "chart rendered at {}x{}",
+            c.w,
+            c.h
+        );
+        assert_eq!(c.declared, c.series, "{c:?}");
+        assert_eq!(c.drawn, c.series, "a series has no rendered extent: {c:?}");
+    }
+    let resources = cdp.eval("performance.getEntriesByType('resource').length");
+    assert_eq!(resources, json!(0));
+    cdp.screenshot(&screenshot_dir().join("report.png"));
+}
+
+const STATUS_CONFIG: &str = r#"
+[state]
+dir = "{dir}/state"
+[health]
+enabled = false
+[[target]]
+name = "live"
+path = "{dir}/live.dat"
+size = "16MiB"
+engine = "psync"
+[[target.phase]]
+kind = "soak"
+job = { name = "paced-read", read = 100, bs = "4k", access = "random", iodepth = 1, workers = 1, rate = "2000iops" }
+duration = "5m"
+"#;
+
+#[test]
+#[ignore = "needs chromium; run by scripts/test-browser"]
+fn browser_renders_the_daemon_status_page() {
+    let d = Daemon::start(STATUS_CONFIG);
+    // Wait until the workload runs and the history holds a few samples.
+    let s = d.scrape_until(Duration::from_secs(20), |s| {
+        sum(s, "nvsoak_read_ops_total", &[("target", "live")]) > 2000.0
+    });
+    assert!(sum(&s, "nvsoak_read_ops_total", &[("target", "live")]) > 2000.0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let page = loop {
+        let (code, body) = http_get(d.addr, "/").expect("GET /");
+        assert_eq!(code, 200, "{body}");
+        assert!(
+            body.contains("<svg class=\"chart\""),
+            "the daemon's / is not the report::status page yet (wire report::status::render_status into DaemonApp)"
+        );
+        // Every chart's line has at least 3 samples (one per second), so it has an extent.
+        let lines: Vec<usize> = body
+            .split("<polyline class=\"series\"")
+            .skip(1)
+            .map(|l| {
+                l.split("points=\"")
+                    .nth(1)
+                    .and_then(|p| p.split('"').next())
+                    .map_or(0, |p| p.split_whitespace().count())
+            })
+            .collect();
+        if (lines.len() >= 3 && lines.iter().all(|n| *n >= 3)) || Instant::now() > deadline {
+            break body;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(page.contains("href=\"/metrics\""));
+    assert!(
+        external_refs(&page).is_empty(),
+        "{:?}",
+        external_refs(&page)
+    );
+
+    let browser = Browser::start();
+    let mut cdp = browser.page();
+    let url = format!("http://{}/", d.addr);
+    let urls = cdp.load(&url);
+    assert!(
+        outside(&urls).is_empty(),
+        "requests outside 127.0.0.1: {urls:?}"
+    );
+    let distinct: BTreeSet<&String> = urls.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        1,
+        "the page requested more than itself: {urls:?}"
+    );
+    let charts = probe_charts(&mut cdp);
+    // One target: IOPS, bandwidth and p99 charts, one series each (health is off: no drives).
+    assert_eq!(charts.len(), 3, "{charts:?}");
+    for c in &charts {
+        assert!(
+            c.w > 100.0 && c.h > 50.0,
+            "chart rendered at {}x{}",
+            c.w,
+            c.h
+        );
+        assert_eq!((c.series, c.declared, c.drawn), (1, 1, 1), "{c:?}");
+    }
+    let text = cdp.eval("document.body.innerText");
+    let text = text.as_str().unwrap_or("");
+    assert!(text.contains("live") && text.contains("running"), "{text}");
+    cdp.screenshot(&screenshot_dir().join("status.png"));
+}
