@@ -55,7 +55,7 @@ impl Family {
     /// Add a sample; for counters the value is the cumulative count.
     pub fn add(&mut self, label_pairs: &[(&str, &str)], value: f64) -> &mut Self {
         let mut m = Metric::default();
-        m.set_label(labels(label_pairs).into());
+        m.set_label(labels(label_pairs));
         match self.mf.get_field_type() {
             MetricType::COUNTER => {
                 let mut c = Counter::default();
@@ -92,11 +92,11 @@ impl Family {
             buckets.push(bk);
         }
         let total: u64 = counts.iter().sum();
-        h.set_bucket(buckets.into());
+        h.set_bucket(buckets);
         h.set_sample_count(total);
         h.set_sample_sum(sum);
         let mut m = Metric::default();
-        m.set_label(labels(label_pairs).into());
+        m.set_label(labels(label_pairs));
         m.set_histogram(h);
         self.mf.mut_metric().push(m);
         self
@@ -124,11 +124,11 @@ impl Family {
                 x
             })
             .collect();
-        sm.set_quantile(qs.into());
+        sm.set_quantile(qs);
         sm.set_sample_count(count);
         sm.set_sample_sum(sum);
         let mut m = Metric::default();
-        m.set_label(labels(label_pairs).into());
+        m.set_label(labels(label_pairs));
         m.set_summary(sm);
         self.mf.mut_metric().push(m);
         self

@@ -239,10 +239,10 @@ fn steady_families(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {
             if let Some(s) = &j.steady {
                 let l = [("target", t.name.as_str()), ("job", job.as_str())];
                 reached.add(&l, if s.reached { 1.0 } else { 0.0 });
-                if s.reached {
-                    if let Some(ts) = s.since_time {
-                        since.add(&l, ts);
-                    }
+                if s.reached
+                    && let Some(ts) = s.since_time
+                {
+                    since.add(&l, ts);
                 }
                 rounds.add(&l, s.rounds as f64);
                 avg.add(&l, s.average);

@@ -243,10 +243,10 @@ pub fn open_target(spec: &TargetSpec, writes: bool) -> Result<(OwnedFd, u64, boo
     }
     if !is_block {
         oo.create(true);
-        if let Some(dir) = spec.path.parent() {
-            if !dir.as_os_str().is_empty() {
-                std::fs::create_dir_all(dir).map_err(open_err)?;
-            }
+        if let Some(dir) = spec.path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir).map_err(open_err)?;
         }
     }
     if spec.direct {
@@ -434,15 +434,15 @@ impl Runner {
 
     fn run(&mut self) {
         let mut loop_count = read_snapshot(&self.snapshot).loop_count;
-        if let Some((ri, _)) = self.resume_at {
-            if ri >= self.spec.phases.len() {
-                self.resume_at = None;
-                if !self.spec.loop_phases {
-                    tracing::info!(target_name = %self.spec.name,
+        if let Some((ri, _)) = self.resume_at
+            && ri >= self.spec.phases.len()
+        {
+            self.resume_at = None;
+            if !self.spec.loop_phases {
+                tracing::info!(target_name = %self.spec.name,
                         "the checkpoint says this plan already finished; nothing to run (nvsoak state reset starts over)");
-                    self.finish();
-                    return;
-                }
+                self.finish();
+                return;
             }
         }
         'plan: loop {
@@ -739,8 +739,8 @@ impl Runner {
         let out = SteadyOutcome {
             profile: profile.to_string(),
             reached: st.reached,
-            round: st.since_round.map(|r| r as u64),
-            since: st.since_time,
+            round: st.first_round,
+            since: st.first_time,
             window: st.window.clone(),
             average: st.average,
             range_ratio: st.range_ratio,
@@ -1030,10 +1030,10 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
         f.sync_all()?;
     }
     std::fs::rename(&tmp, path)?;
-    if let Some(d) = path.parent() {
-        if let Ok(df) = File::open(d) {
-            let _ = df.sync_all();
-        }
+    if let Some(d) = path.parent()
+        && let Ok(df) = File::open(d)
+    {
+        let _ = df.sync_all();
     }
     Ok(())
 }

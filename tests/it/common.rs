@@ -264,8 +264,8 @@ impl Daemon {
     pub fn kill9(mut self) -> tempfile::TempDir {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let dir = std::mem::replace(&mut self.dir, shm_dir());
-        dir
+
+        std::mem::replace(&mut self.dir, shm_dir())
     }
 }
 
