@@ -1403,8 +1403,9 @@ steady_window = 3
 
 /// Health series from the replay transport (the hand-built SMART, error, firmware and OCP C0h
 /// fixtures on a fake sysfs tree), served through `http::bind` and scraped by a real
-/// Prometheus: the NVMe-only dashboard queries and recording rules must return data too, so a
-/// wrong health label or name fails here rather than only in the VM harness.
+/// Prometheus: the NVMe-only dashboard queries and recording rules must return data too, and
+/// the drive alerts must carry the serial, so a wrong health label or name fails here rather
+/// than only in the VM harness.
 mod replayed_health {
     use std::path::Path;
     use std::sync::Arc;
@@ -1596,6 +1597,19 @@ mod replayed_health {
                     std::thread::sleep(Duration::from_millis(500));
                 }
             }
+            // The fixture's critical warning (spare, reliability, PMR bits) raises the alert,
+            // with the serial and model joined from nvme_info (pending: its `for:` is 1m).
+            let alerts = prom
+                .query(r#"ALERTS{alertname="NvmeCriticalWarning", condition="spare"}"#)
+                .expect("ALERTS");
+            assert!(
+                alerts
+                    .iter()
+                    .any(|a| a["metric"]["serial"] == "SN-HANDBUILT-0001"
+                        && a["metric"]["device"] == "nvme0"
+                        && a["metric"]["severity"] == "critical"),
+                "NvmeCriticalWarning not raised with serial and device: {alerts:?}"
+            );
             pending
                 .into_iter()
                 .map(|q| format!("{}: {}", q.origin, q.expr))
