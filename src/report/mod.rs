@@ -178,12 +178,35 @@ pub struct Comparison {
 
 pub const FRONTIER_BASIS: &str = "highest-IOPS measured sweep point whose average latency is below 1 ms (no interpolation between points); the p99 frontier is given alongside";
 
-/// The rated figures for a drive, from the drive ratings table.
-///
-/// HOOK: the ratings table (`crate::nvme::ratings`, `config/drives.toml`) is being written in
-/// parallel; until it lands this returns `None` and the report leaves the rated columns empty.
-pub fn rated_figures(_device: &DeviceIdentity) -> Option<RatedFigures> {
-    None
+/// The rated figures for a drive from the built-in drive ratings table
+/// (`config/drives.toml`, matched on the model string and the nearest capacity point).
+pub fn rated_figures(device: &DeviceIdentity) -> Option<RatedFigures> {
+    static TABLE: std::sync::OnceLock<crate::nvme::ratings::RatingsTable> =
+        std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(crate::nvme::ratings::RatingsTable::builtin);
+    rated_from_table(table, device)
+}
+
+/// The rated figures for a drive from `table`.
+pub fn rated_from_table(
+    table: &crate::nvme::ratings::RatingsTable,
+    device: &DeviceIdentity,
+) -> Option<RatedFigures> {
+    let r = table.lookup(&device.model, device.capacity_bytes)?;
+    let cap = r
+        .capacity_bytes
+        .map(|c| format!(" {}", compute::fmt_bytes(c as f64)))
+        .unwrap_or_default();
+    Some(RatedFigures {
+        source: format!("ratings table: {} {}{cap}", r.vendor, r.series),
+        random_read_iops: r.perf.random_read_iops,
+        random_write_iops: r.perf.random_write_iops,
+        seq_read_bytes_per_sec: r.perf.seq_read_bytes_per_second,
+        seq_write_bytes_per_sec: r.perf.seq_write_bytes_per_second,
+        tbw_bytes: r.tbw_bytes,
+        dwpd: r.dwpd,
+        warranty_years: r.warranty_years,
+    })
 }
 
 fn now_unix() -> f64 {
@@ -376,7 +399,7 @@ mod tests {
     fn build_compares_profiles_across_drives() {
         let r = build(&fixtures());
         assert_eq!(r.drives.len(), 2);
-        assert_eq!(r.drives[0].label, "HUAWEI HWE52P433T2M002N A1B2C3");
+        assert_eq!(r.drives[0].label, "HUAWEI ES3600P V5 A1B2C3");
         let profiles: Vec<&str> = r.comparisons.iter().map(|c| c.profile.as_str()).collect();
         assert_eq!(profiles, vec!["4k-random-read", "64k-seq-read"]);
         let rr = &r.comparisons[0].ranking;
@@ -416,6 +439,27 @@ mod tests {
     }
 
     #[test]
+    fn ratings_table_gives_drive_a_its_rated_figures() {
+        let r = build(&fixtures());
+        let a = &r.drives[0];
+        let rated = a
+            .rated
+            .as_ref()
+            .expect("ES3600P V5 is in the ratings table");
+        // Seed 000: ES3600P V5 3.2 TB: 3500 MB/s read, 825K random read IOPS, 17.52 PBW.
+        assert_eq!(rated.random_read_iops, Some(825_000.0));
+        assert_eq!(rated.seq_read_bytes_per_sec, Some(3.5e9));
+        assert_eq!(rated.tbw_bytes, Some(17.52e15));
+        assert!(rated.source.contains("ES3600P V5"), "{}", rated.source);
+        let share = |j: usize| a.sweeps[j].rated_share.as_ref().map(|s| s.ratio);
+        // 100 000 / 825 000 and 3 276 800 000 / 3 500 000 000.
+        assert!((share(0).unwrap_or(0.0) - 100_000.0 / 825_000.0).abs() < 1e-12);
+        assert!((share(1).unwrap_or(0.0) - 3_276_800_000.0 / 3.5e9).abs() < 1e-12);
+        // "Test Drive B" is not in the table.
+        assert!(r.drives[1].rated.is_none());
+    }
+
+    #[test]
     fn labels_stay_unique_across_hosts() {
         let mut f = fixtures();
         let mut c = f[0].clone();
@@ -423,9 +467,9 @@ mod tests {
         f.push(c.clone());
         f.push(c);
         let labels = unique_labels(&f);
-        assert_eq!(labels[0], "HUAWEI HWE52P433T2M002N A1B2C3 @rack1");
-        assert_eq!(labels[2], "HUAWEI HWE52P433T2M002N A1B2C3 @rack9");
-        assert_eq!(labels[3], "HUAWEI HWE52P433T2M002N A1B2C3 @rack9 #2");
+        assert_eq!(labels[0], "HUAWEI ES3600P V5 A1B2C3 @rack1");
+        assert_eq!(labels[2], "HUAWEI ES3600P V5 A1B2C3 @rack9");
+        assert_eq!(labels[3], "HUAWEI ES3600P V5 A1B2C3 @rack9 #2");
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! The daemon's `/` page: server-rendered HTML with inline SVG, refreshed by a `<meta>` tag (no
 //! script, no external asset), so it works on an air-gapped rack.
 //!
-//! Drives are passed as [`DriveStatus`] rows, a flat view of the health poller's snapshot, so
-//! the page does not depend on the poller's internals. HOOK: when `crate::health::HealthSnapshot`
-//! lands, add `drive_status(&HealthSnapshot) -> Vec<DriveStatus>` here.
+//! Drives are passed as [`DriveStatus`] rows, a flat view of the health poller's snapshot
+//! (the daemon builds them with `daemon::drives_from_health`), so the page does not depend on
+//! the poller's internals.
 
 use super::charts::{self, LineChart, RefLine, Series, esc};
 use super::compute::{fmt_bytes, fmt_count, fmt_latency_us, fmt_pct, fmt_rate};

@@ -97,7 +97,7 @@ fn fixture_report_json_has_the_hand_computed_figures() {
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON report parses");
     let a = &v["drives"][0];
     let b = &v["drives"][1];
-    assert_eq!(a["label"], "HUAWEI HWE52P433T2M002N A1B2C3");
+    assert_eq!(a["label"], "HUAWEI ES3600P V5 A1B2C3");
     let a_rr = &a["sweeps"][0];
     assert_eq!(a_rr["profile"], "4k-random-read");
     // Peak: the uncontrolled run, 100 000 IOPS at 1 280 µs (see src/report/compute.rs tests).
@@ -109,6 +109,12 @@ fn fixture_report_json_has_the_hand_computed_figures() {
     assert_eq!(a_rr["sub_ms"]["lat_avg_us"], 640.0);
     assert_eq!(a_rr["sub_ms_p99"]["iops"], 49_990.0);
     assert_eq!(a_rr["crossed_1ms"], true);
+    // Rated figures from the built-in ratings table (ES3600P V5 3.2 TB: 825K random read IOPS,
+    // 3.5 GB/s sequential read): 100 000 / 825 000 = 12.12 %, 3 276 800 000 / 3.5e9 = 93.62 %.
+    assert_eq!(a["rated"]["random_read_iops"], 825_000.0);
+    let ratio = |s: &Value| s["rated_share"]["ratio"].as_f64().unwrap_or(f64::NAN);
+    assert!((ratio(a_rr) - 100_000.0 / 825_000.0).abs() < 1e-12);
+    assert!((ratio(&a["sweeps"][1]) - 3_276_800_000.0 / 3.5e9).abs() < 1e-12);
     // The 60 % point completed no I/O and is not on the curve: 7 points in the file, 6 drawn.
     assert_eq!(a_rr["curve"].as_array().map(|c| c.len()), Some(6));
     let b_rr = &b["sweeps"][0];
@@ -160,6 +166,8 @@ fn fixture_report_html_is_self_contained_with_every_chart() {
     assert_eq!(drawn_series(&html), vec![2, 1, 1, 1, 1, 1, 1, 1]);
     assert!(html.contains("first place with 121,500 IOPS at 880 µs"));
     assert!(html.contains("below 1 ms up to 79,950 IOPS (640 µs), crossing 1 ms above it"));
+    assert!(html.contains("12.1 % of rated random read IOPS (825,000)"));
+    assert!(html.contains("93.6 % of rated sequential read bandwidth (3.50 GB/s)"));
     assert!(html.contains("<style>"));
     for tag in ["<script", "<link", "<img", "src=", "@import", "url("] {
         assert!(!html.contains(tag), "report contains {tag}");
@@ -200,9 +208,7 @@ fn fixture_report_markdown_links_its_svgs() {
     }
     assert_eq!(series, vec![2, 1, 1, 1, 1, 1, 1, 1]);
     assert!(md.contains("| 1 | Test Drive B B9Y8X7 | 121,500 | 880 µs | 1.80 ms | 121,500 |"));
-    assert!(
-        md.contains("- HUAWEI HWE52P433T2M002N A1B2C3: second place with 100,000 IOPS at 1.28 ms")
-    );
+    assert!(md.contains("- HUAWEI ES3600P V5 A1B2C3: second place with 100,000 IOPS at 1.28 ms"));
 }
 
 #[test]
