@@ -88,6 +88,11 @@ pub enum WorkerError {
 
 /// Hook for data verification: stamps write buffers and checks read buffers. Runs on the hot
 /// path, so implementations must not lock or allocate. The default methods do nothing.
+///
+/// With a hook installed the worker never has two overlapping I/Os of which one is a write in
+/// flight at once (an I/O that would overlap waits until the earlier one completed), so a
+/// hook can rely on completion order for any one block. Workers of the same job do not
+/// coordinate with each other.
 pub trait BlockHook: Send {
     /// Called with the exact bytes about to be written at `offset`.
     fn before_write(&mut self, _buf: &mut [u8], _offset: u64) {}
@@ -533,6 +538,25 @@ impl Pacer {
 // ---------------------------------------------------------------------------------------------
 // The loop.
 
+/// Whether an I/O would overlap one in flight where either of them writes. Linear in the
+/// queue depth; only run when a verification hook is installed.
+fn overlaps_inflight(
+    op: Op,
+    offset: u64,
+    len: u32,
+    slot_op: &[Op],
+    slot_off: &[u64],
+    slot_len: &[u32],
+) -> bool {
+    let end = offset + len as u64;
+    (0..slot_len.len()).any(|s| {
+        slot_len[s] > 0
+            && (op == Op::Write || slot_op[s] == Op::Write)
+            && slot_off[s] < end
+            && offset < slot_off[s] + slot_len[s] as u64
+    })
+}
+
 /// Longest single wait, so that `stop` is seen within a few milliseconds.
 const MAX_WAIT_NS: u64 = 5_000_000;
 /// How long a stopping worker waits for in-flight I/O before abandoning it. The daemon has to
@@ -640,6 +664,10 @@ fn run(
     let mut slot_op = vec![Op::Read; depth];
     let mut slot_off = vec![0u64; depth];
     let mut slot_buf = vec![0u16; depth];
+    // Submitted length per slot, 0 while the slot is free.
+    let mut slot_len = vec![0u32; depth];
+    // An I/O that would have overlapped one in flight (only checked with a hook).
+    let mut pending: Option<(Op, u64, u32)> = None;
     let mut out: Vec<Completion> = Vec::with_capacity(nbufs * 2 + 8);
     let mut inflight = 0usize;
     let mut submitted_bytes = 0u64;
@@ -717,21 +745,34 @@ fn run(
         }
         let base = free.len();
         let mut queued = 0usize;
+        let mut blocked = false;
         while queued < can {
-            if limit.is_some_and(|l| submitted_bytes >= l) {
+            let (op, offset, len) = match pending.take() {
+                Some(p) => p,
+                None => {
+                    if limit.is_some_and(|l| submitted_bytes >= l) {
+                        break;
+                    }
+                    let op = if read_pct >= 100 || (read_pct > 0 && rng.below(100) < read_pct) {
+                        Op::Read
+                    } else {
+                        Op::Write
+                    };
+                    let bsi = picker.pick(&mut rng);
+                    let (offset, mut len) = offsets.next(&mut rng, bsi, picker.size(bsi));
+                    if let Some(l) = limit {
+                        len = len.min((l - submitted_bytes).min(u32::MAX as u64) as u32);
+                    }
+                    (op, offset, len)
+                }
+            };
+            if hook.is_some() && overlaps_inflight(op, offset, len, &slot_op, &slot_off, &slot_len)
+            {
+                pending = Some((op, offset, len));
+                blocked = true;
                 break;
             }
             let slot = free[base - 1 - queued];
-            let op = if read_pct >= 100 || (read_pct > 0 && rng.below(100) < read_pct) {
-                Op::Read
-            } else {
-                Op::Write
-            };
-            let bsi = picker.pick(&mut rng);
-            let (offset, mut len) = offsets.next(&mut rng, bsi, picker.size(bsi));
-            if let Some(l) = limit {
-                len = len.min((l - submitted_bytes).min(u32::MAX as u64) as u32);
-            }
             let buf = if mixed && op == Op::Read {
                 slot + depth as u16
             } else {
@@ -744,6 +785,7 @@ fn run(
             slot_op[s] = op;
             slot_off[s] = offset;
             slot_buf[s] = buf;
+            slot_len[s] = len;
             if caps.sync {
                 slot_t[s] = clock.ns();
             }
@@ -781,7 +823,7 @@ fn run(
 
         // Reap (or wait).
         let limit_hit = limit.is_some_and(|l| submitted_bytes >= l);
-        let res = if inflight > 0 && (free.is_empty() || stopping || limit_hit) {
+        let res = if inflight > 0 && (free.is_empty() || stopping || limit_hit || blocked) {
             let min = if free.is_empty() { reap_min } else { 1 };
             engine.reap(min, &mut out)
         } else if !stopping && now < backoff_until {
@@ -814,17 +856,28 @@ fn run(
             for c in out.drain(..) {
                 let s = c.user_data as usize;
                 let op = slot_op[s];
+                let (off, len) = (slot_off[s], slot_len[s]);
                 if c.result >= 0 {
                     stats.record(op, c.result as u64, tc.saturating_sub(slot_t[s]));
                     ok += 1;
-                    if let Some(h) = hook.as_mut().filter(|_| op == Op::Read) {
-                        let b = engine.buffer(slot_buf[s]);
-                        h.after_read(&b[..(c.result as usize).min(b.len())], slot_off[s]);
-                    }
                 } else {
                     stats.record_error(op, -c.result);
                     err += 1;
                 }
+                if let Some(h) = hook.as_mut() {
+                    match (op, c.result >= 0) {
+                        (Op::Read, true) => {
+                            let b = engine.buffer(slot_buf[s]);
+                            h.after_read(&b[..(c.result as usize).min(b.len())], off);
+                        }
+                        (Op::Read, false) => h.read_failed(off, len as usize, -c.result),
+                        // A short write counts as failed: not every stamped unit landed.
+                        (Op::Write, done) => {
+                            h.after_write(off, len as usize, done && c.result as u32 == len)
+                        }
+                    }
+                }
+                slot_len[s] = 0;
                 free.push(s as u16);
                 inflight -= 1;
             }
