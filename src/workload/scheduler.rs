@@ -212,7 +212,7 @@ fn with_snapshot(s: &SharedSnapshot, f: impl FnOnce(&mut TargetSnapshot)) {
 
 /// Open (and for files create and preallocate) the target. Returns the fd, the usable size, and
 /// whether it is a block device.
-pub fn open_target(spec: &TargetSpec, writes: bool) -> Result<(OwnedFd, u64, bool), TargetError> {
+pub fn open_target(spec: &TargetSpec, writes: bool) -> Result<OpenedTarget, TargetError> {
     let open_err = |source| TargetError::Open {
         target: spec.name.clone(),
         path: spec.path.clone(),
@@ -221,6 +221,10 @@ pub fn open_target(spec: &TargetSpec, writes: bool) -> Result<(OwnedFd, u64, boo
     let is_block = std::fs::metadata(&spec.path)
         .map(|m| m.file_type().is_block_device())
         .unwrap_or(false);
+    let mut identity = None;
+    if is_block && !writes {
+        identity = crate::safety::identify(&spec.path).ok();
+    }
     if is_block && writes {
         let id = crate::safety::check_writable(
             &spec.path,
@@ -235,6 +239,7 @@ pub fn open_target(spec: &TargetSpec, writes: bool) -> Result<(OwnedFd, u64, boo
             tracing::warn!(target_name = %spec.name, path = %spec.path.display(), signature = %sig,
                 "force_overwrite_signatures: about to destroy this signature");
         }
+        identity = Some(id);
     }
     let mut oo = OpenOptions::new();
     oo.read(true);
@@ -268,7 +273,21 @@ pub fn open_target(spec: &TargetSpec, writes: bool) -> Result<(OwnedFd, u64, boo
         }
         size
     };
-    Ok((OwnedFd::from(f), size, is_block))
+    Ok(OpenedTarget {
+        fd: OwnedFd::from(f),
+        size,
+        is_block,
+        identity,
+    })
+}
+
+/// An opened target.
+pub struct OpenedTarget {
+    pub fd: OwnedFd,
+    pub size: u64,
+    pub is_block: bool,
+    /// Block devices: who they are, to recognise the same device when it comes back.
+    pub identity: Option<crate::safety::DeviceIdentity>,
 }
 
 fn fully_allocated(f: &File, size: u64) -> bool {
@@ -304,7 +323,12 @@ pub fn start(
     global_stop: Arc<AtomicBool>,
     resume: Option<crate::state::TargetState>,
 ) -> Result<TargetHandle, TargetError> {
-    let (fd, size, is_block) = open_target(&spec, plan_writes(&spec))?;
+    let OpenedTarget {
+        fd,
+        size,
+        is_block,
+        identity,
+    } = open_target(&spec, plan_writes(&spec))?;
     let align: u64 = 1 << 20;
     let mut region_len = ((size as f64 * spec.region.0) as u64).min(size);
     if region_len >= align {
@@ -366,6 +390,7 @@ pub fn start(
         max_iops: BTreeMap::new(),
         segment_counter: 0,
         resume_at,
+        identity,
     };
     let thread = std::thread::Builder::new()
         .name(format!("sched-{}", spec.name))
@@ -402,6 +427,8 @@ struct SegmentOutcome {
     q_us: [f64; 4],
     /// Why it ended early, if it did.
     fatal: Option<String>,
+    /// The device went away (ENODEV/ENXIO, or its node vanished) during the segment.
+    device_gone: bool,
 }
 
 struct Segment<'a> {
@@ -425,6 +452,7 @@ struct Runner {
     segment_counter: u64,
     /// (phase index, seconds already done) from the checkpoint, consumed by the first pass.
     resume_at: Option<(usize, f64)>,
+    identity: Option<crate::safety::DeviceIdentity>,
 }
 
 impl Runner {
@@ -800,8 +828,9 @@ impl Runner {
     }
 
     /// Run one job with its workers until the duration passes, every worker hits its byte limit,
-    /// or the target is stopped. `on_interval(ops_delta, now)` runs after each stats interval.
-    fn run_segment(
+    /// the device goes away, or the target is stopped. `on_interval(ops_delta, now)` runs after
+    /// each stats interval.
+    fn run_segment_once(
         &mut self,
         seg: Segment<'_>,
         on_interval: &mut dyn FnMut(u64, Instant),
@@ -866,13 +895,15 @@ impl Runner {
         let mut stop_sent = false;
         let interval = self.opts.stats_interval;
         let mut fatal: Option<String> = None;
+        let mut device_gone = false;
+        let mut last_gone_errs = 0u64;
 
         loop {
             let now = Instant::now();
             let deadline_hit = seg
                 .duration
                 .is_some_and(|d| now.duration_since(started) >= d);
-            if !stop_sent && (deadline_hit || self.stopping() || fatal.is_some()) {
+            if !stop_sent && (deadline_hit || self.stopping() || fatal.is_some() || device_gone) {
                 seg_stop.store(true, Ordering::SeqCst);
                 stop_sent = true;
             }
@@ -952,6 +983,20 @@ impl Runner {
                         ));
                     }
                 }
+                // ENODEV/ENXIO, or errors while the device node is gone: the device went away.
+                let gone_errs: u64 = [&sr, &sw]
+                    .iter()
+                    .map(|c| c.errors.0[libc::ENODEV as usize] + c.errors.0[libc::ENXIO as usize])
+                    .sum();
+                let all_errs = sr.errors.total() + sw.errors.total();
+                if self.identity.is_some()
+                    && !device_gone
+                    && (gone_errs > last_gone_errs
+                        || (all_errs > 0 && !crate::safety::is_block_device(&self.spec.path)))
+                {
+                    device_gone = true;
+                }
+                last_gone_errs = gone_errs;
                 on_interval(d_ops, now);
                 let _ = seg_read_hist.add(&iv_read_hist);
                 let _ = seg_write_hist.add(&iv_write_hist);
@@ -1002,8 +1047,122 @@ impl Runner {
                 0.0
             },
             q_us: q.map(|s| s * 1e6),
-            fatal: fatal.or(worker_fatal),
+            fatal: if device_gone {
+                None
+            } else {
+                fatal.or(worker_fatal)
+            },
+            device_gone,
         })
+    }
+
+    /// [`Self::run_segment_once`], pausing while the device is gone and resuming on the same
+    /// device (checked by serial/WWN) when it returns.
+    fn run_segment(
+        &mut self,
+        seg: Segment<'_>,
+        on_interval: &mut dyn FnMut(u64, Instant),
+    ) -> Result<SegmentOutcome, String> {
+        let started = Instant::now();
+        let mut total = SegmentOutcome::default();
+        let mut limit = seg.limit_bytes_per_worker;
+        loop {
+            let duration = seg.duration.map(|d| d.saturating_sub(started.elapsed()));
+            let o = self.run_segment_once(
+                Segment {
+                    job: seg.job,
+                    rate_iops: seg.rate_iops,
+                    duration,
+                    limit_bytes_per_worker: limit,
+                },
+                on_interval,
+            )?;
+            let w = total.ops as f64;
+            let n = o.ops as f64;
+            if w + n > 0.0 {
+                total.lat_avg_us = (total.lat_avg_us * w + o.lat_avg_us * n) / (w + n);
+                for i in 0..4 {
+                    total.q_us[i] = total.q_us[i].max(o.q_us[i]);
+                }
+            }
+            total.ops += o.ops;
+            total.bytes += o.bytes;
+            total.errors += o.errors;
+            total.secs += o.secs;
+            total.fatal = o.fatal;
+            if !o.device_gone || self.stopping() {
+                return Ok(total);
+            }
+            if let Some(l) = limit.as_mut() {
+                let per_worker = o.bytes / seg.job.workers.max(1) as u64;
+                *l = l.saturating_sub(per_worker);
+            }
+            self.wait_for_device()?;
+            if seg.duration.is_some_and(|d| started.elapsed() >= d) {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Pause until the target's device is back (retrying with backoff), then reopen it.
+    fn wait_for_device(&mut self) -> Result<(), String> {
+        let path = self.spec.path.clone();
+        tracing::warn!(target_name = %self.spec.name, path = %path.display(),
+            "the target's device went away; pausing the workload and retrying");
+        with_snapshot(&self.snapshot, |s| {
+            s.up = false;
+            s.stop_reason = Some(format!(
+                "{} went away; waiting for it to return",
+                path.display()
+            ));
+            s.iops = 0.0;
+            for j in s.jobs.values_mut() {
+                j.read_iops = 0.0;
+                j.write_iops = 0.0;
+                j.read_bw = 0.0;
+                j.write_bw = 0.0;
+            }
+        });
+        let mut backoff = Duration::from_millis(500);
+        loop {
+            let deadline = Instant::now() + backoff;
+            while Instant::now() < deadline {
+                if self.stopping() {
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(30));
+            if !crate::safety::is_block_device(&path) {
+                continue;
+            }
+            if let Some(orig) = &self.identity {
+                match crate::safety::identify(&path) {
+                    Ok(now) if now.same_device(orig) => {}
+                    Ok(now) => {
+                        tracing::warn!(target_name = %self.spec.name, path = %path.display(),
+                            was = %orig, now = %now, "a different device appeared at the target's path; not touching it");
+                        continue;
+                    }
+                    Err(_) => continue,
+                }
+            }
+            match open_target(&self.spec, plan_writes(&self.spec)) {
+                Ok(t) => {
+                    self.fd = Arc::new(t.fd);
+                    tracing::info!(target_name = %self.spec.name, path = %path.display(),
+                        "the device is back; resuming the workload");
+                    with_snapshot(&self.snapshot, |s| {
+                        s.up = true;
+                        s.stop_reason = None;
+                    });
+                    return Ok(());
+                }
+                Err(e) => {
+                    tracing::warn!(target_name = %self.spec.name, error = %e, "reopening failed; retrying");
+                }
+            }
+        }
     }
 
     fn save_results(&self) {
