@@ -617,6 +617,25 @@ impl GenMap {
         }
     }
 
+    /// A write already recorded at submission (as [`VerifyHook`] does) failed: step each
+    /// unit's generation back and mark it recovered, so the old block (or the new one, if the
+    /// write landed after all) is accepted once.
+    pub fn undo_write(&self, offset: u64, len: usize) {
+        for u in 0..len / VERIFY_UNIT {
+            let i = self.idx(offset + (u * VERIFY_UNIT) as u64);
+            let g = self.gens[i].load(Ordering::Relaxed);
+            // Back past a recovery jump as well; generation 1 may be a first write (or a
+            // wrap), so it goes back to "never", which accepts anything ours at this offset.
+            let prev = if g <= 1 {
+                0
+            } else {
+                g.wrapping_sub(RECOVERY_JUMP).max(1)
+            };
+            self.gens[i].store(prev, Ordering::Relaxed);
+            self.recovered[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
+        }
+    }
+
     /// Verify a completed read of `buf` at `offset` against the map, unit by unit. Calls
     /// `on_mismatch` for each bad unit and returns how many there were. Recovered units that
     /// check out are learnt (their generation recorded, the bit cleared). Allocation-free.
@@ -776,6 +795,139 @@ impl GenMap {
                 .iter()
                 .zip(other.gens.iter())
                 .all(|(a, b)| a.load(Ordering::Relaxed) == b.load(Ordering::Relaxed))
+    }
+}
+
+/// Verification failures of one target by kind, shared between its workers (each adds with
+/// relaxed atomics) and the metrics collector (`nvsoak_verify_errors_total{target,kind}`).
+#[derive(Debug, Default)]
+pub struct VerifyCounters {
+    counts: [AtomicU64; 4],
+    /// Set by the first mismatch; with `verify_fatal` the scheduler stops the target on it.
+    pub tripped: std::sync::atomic::AtomicBool,
+}
+
+impl VerifyCounters {
+    fn index(kind: VerifyKind) -> usize {
+        match kind {
+            VerifyKind::WrongOffset => 0,
+            VerifyKind::StaleGeneration => 1,
+            VerifyKind::BadChecksum => 2,
+            VerifyKind::Unreadable => 3,
+        }
+    }
+    pub fn add(&self, kind: VerifyKind, n: u64) {
+        self.counts[Self::index(kind)].fetch_add(n, Ordering::Relaxed);
+        self.tripped.store(true, Ordering::Relaxed);
+    }
+    pub fn get(&self, kind: VerifyKind) -> u64 {
+        self.counts[Self::index(kind)].load(Ordering::Relaxed)
+    }
+    pub fn total(&self) -> u64 {
+        VerifyKind::ALL.iter().map(|k| self.get(*k)).sum()
+    }
+    /// (kind label, count) for each kind, for metrics and checkpoints.
+    pub fn by_label(&self) -> [(&'static str, u64); 4] {
+        VerifyKind::ALL.map(|k| (k.label(), self.get(k)))
+    }
+    /// Start from counts carried over from a checkpoint.
+    pub fn restore(&self, by_label: &std::collections::BTreeMap<String, u64>) {
+        for k in VerifyKind::ALL {
+            if let Some(n) = by_label.get(k.label()) {
+                self.counts[Self::index(k)].store(*n, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// How many mismatches of one hook are logged in full before only every 1024th is.
+pub const LOG_FIRST: u64 = 64;
+
+/// The worker's [`BlockHook`](crate::workload::worker::BlockHook) for `verify = "inline"`:
+/// stamps every write through the shared [`GenMap`], checks every read against it, counts
+/// mismatches in [`VerifyCounters`] and logs each (the first [`LOG_FIRST`] in full, then every
+/// 1024th) with the offset, LBA and the expected and found header fields.
+///
+/// Writes are recorded in the map when submitted (`before_write`), so a read submitted after a
+/// write expects the new generation. The worker must therefore never have a read and a write of
+/// the same unit in flight at once. A failed write (`after_write` with `ok` false) marks its
+/// units recovered: either the old or the new block is accepted once. A write that was in
+/// flight at the instant of a checkpoint and never landed because the process died right after
+/// would read back as one generation older after the restart; with checkpoints a minute apart
+/// and I/Os taking micro- to milliseconds, that window is negligible.
+pub struct VerifyHook {
+    map: std::sync::Arc<GenMap>,
+    counters: std::sync::Arc<VerifyCounters>,
+    target: String,
+    lba_size: u32,
+    seen: u64,
+}
+
+impl VerifyHook {
+    /// `lba_size` is the device's logical block size (512 or 4096; 512 for files), for logs.
+    pub fn new(
+        target: &str,
+        map: std::sync::Arc<GenMap>,
+        counters: std::sync::Arc<VerifyCounters>,
+        lba_size: u32,
+    ) -> Self {
+        VerifyHook {
+            map,
+            counters,
+            target: target.to_string(),
+            lba_size: lba_size.max(1),
+            seen: 0,
+        }
+    }
+
+    fn report(&mut self, m: &Mismatch) {
+        self.counters.add(m.kind, 1);
+        self.seen += 1;
+        if self.seen <= LOG_FIRST || self.seen.is_multiple_of(1024) {
+            tracing::error!(
+                target_name = %self.target,
+                kind = m.kind.label(),
+                offset = m.offset,
+                lba = m.lba(self.lba_size),
+                expected_generation = m.expected_generation,
+                found_offset = m.found.map(|h| h.offset),
+                found_generation = m.found.map(|h| h.generation),
+                found_seed = m.found.map(|h| h.seed),
+                "data verification failed on target {}: {m}{}",
+                self.target,
+                if self.seen == LOG_FIRST {
+                    "; further mismatches are logged every 1024th"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+}
+
+impl crate::workload::worker::BlockHook for VerifyHook {
+    fn before_write(&mut self, buf: &mut [u8], offset: u64) {
+        let len = buf.len() - buf.len() % VERIFY_UNIT;
+        self.map.stamp_write(&mut buf[..len], offset);
+        self.map.complete_write(offset, len);
+    }
+
+    fn after_read(&mut self, buf: &[u8], offset: u64) {
+        let map = self.map.clone();
+        map.verify_read(buf, offset, |m| self.report(m));
+    }
+
+    fn after_write(&mut self, offset: u64, len: usize, ok: bool) {
+        if !ok {
+            self.map.undo_write(offset, len);
+        }
+    }
+
+    fn read_failed(&mut self, offset: u64, len: usize, errno: i32) {
+        let exp = self.map.expect(offset).generation();
+        let m = Mismatch::unreadable(offset, exp, self.map.seed(), errno);
+        let _ = len;
+        self.report(&m);
     }
 }
 
@@ -1013,6 +1165,63 @@ mod tests {
         assert!(GenMap::from_bytes(&bad).is_err());
         assert!(GenMap::from_bytes(&bytes[..bytes.len() - 1]).is_err());
         assert!(GenMap::from_bytes(&[]).is_err());
+    }
+
+    #[test]
+    fn verify_hook_counts_and_records() {
+        use crate::workload::worker::BlockHook;
+        use std::sync::Arc;
+        let map = Arc::new(GenMap::new(0, 64 * 4096, SEED));
+        let counters = Arc::new(VerifyCounters::default());
+        let mut h = VerifyHook::new("t0", map.clone(), counters.clone(), 512);
+        let mut buf = vec![0u8; 2 * VERIFY_UNIT];
+        h.before_write(&mut buf, 4096);
+        assert_eq!((map.get(4096), map.get(8192)), (1, 1));
+        h.after_write(4096, buf.len(), true);
+        h.after_read(&buf, 4096);
+        assert_eq!(counters.total(), 0);
+        assert!(!counters.tripped.load(Ordering::Relaxed));
+        let old = buf.clone();
+        h.before_write(&mut buf, 4096);
+        h.after_read(&old, 4096); // the second write was lost
+        assert_eq!(counters.get(VerifyKind::StaleGeneration), 2);
+        assert!(counters.tripped.load(Ordering::Relaxed));
+        // A failed write accepts the old block (or the new one) once.
+        let gen2 = {
+            let mut b = vec![0u8; 2 * VERIFY_UNIT];
+            stamp(&mut b, 4096, 2, SEED);
+            b
+        };
+        h.before_write(&mut buf, 4096);
+        h.after_write(4096, buf.len(), false);
+        assert!(matches!(map.expect(4096), Expect::Recovered(Some(_))));
+        h.after_read(&gen2, 4096); // it did not land
+        assert_eq!(counters.total(), 2);
+        assert_eq!(map.expect(4096), Expect::Generation(2));
+        h.before_write(&mut buf, 4096);
+        h.after_write(4096, buf.len(), false);
+        h.after_read(&buf, 4096); // it landed after all
+        assert_eq!(counters.total(), 2);
+        assert_eq!(map.expect(4096), Expect::Generation(3));
+        // A failed first write: zeroes (never written) are fine.
+        let mut fresh = vec![0u8; VERIFY_UNIT];
+        h.before_write(&mut fresh, 40960);
+        h.after_write(40960, VERIFY_UNIT, false);
+        h.after_read(&vec![0u8; VERIFY_UNIT], 40960);
+        assert_eq!(counters.total(), 2);
+        h.after_read(&old, 4096);
+        assert_eq!(
+            counters.total(),
+            4,
+            "older than the last record: still stale"
+        );
+        h.read_failed(0, 4096, libc::EIO);
+        assert_eq!(counters.get(VerifyKind::Unreadable), 1);
+        let labels = counters.by_label();
+        assert_eq!(labels[1], ("stale_generation", 4));
+        let restored = VerifyCounters::default();
+        restored.restore(&[("bad_checksum".to_string(), 7)].into());
+        assert_eq!(restored.get(VerifyKind::BadChecksum), 7);
     }
 
     #[test]
