@@ -470,7 +470,7 @@ fn write_text(out: &mut dyn Write, d: &DeviceHealth) -> Result<()> {
         None => kv(
             out,
             "rated",
-            "unknown (add the drive to config/drives.toml or set health.devices)".into(),
+            "unknown (add the drive to config/drives.toml or add a [[health.device]] entry to the config)".into(),
         )?,
     }
     if let Some(o) = &d.ocp {

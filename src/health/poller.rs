@@ -104,6 +104,10 @@ pub struct DeviceHealth {
     accounting: AccountingTracker,
     #[serde(skip)]
     throttle: ThrottleTracker,
+    #[serde(skip)]
+    permission_warned: bool,
+    #[serde(skip)]
+    last_by_page: BTreeMap<&'static str, String>,
 }
 
 impl DeviceHealth {
@@ -130,6 +134,8 @@ impl DeviceHealth {
             history: WriteHistory::default(),
             accounting: AccountingTracker::default(),
             throttle: ThrottleTracker::default(),
+            permission_warned: false,
+            last_by_page: BTreeMap::new(),
         }
     }
 
@@ -151,12 +157,16 @@ impl DeviceHealth {
     fn fail(&mut self, page: &'static str, e: &NvmeError) {
         *self.poll_errors.entry(page).or_insert(0) += 1;
         let msg = e.to_string();
-        if self.last_error.as_deref() != Some(msg.as_str()) {
-            if e.is_permission() {
+        if e.is_permission() {
+            // Once per device: the workload keeps running, the health pages stay empty.
+            if !self.permission_warned {
                 tracing::warn!("{msg}");
-            } else {
-                tracing::debug!("{msg}");
+                self.permission_warned = true;
             }
+        } else if self.last_by_page.get(page) != Some(&msg) {
+            // Once per page and message, not once per poll.
+            tracing::warn!("{msg}");
+            self.last_by_page.insert(page, msg.clone());
         }
         self.last_error = Some(msg);
     }

@@ -453,7 +453,7 @@ fn derived(f: &mut F, dev: &str, d: &DeviceHealth) {
         if let Some(b) = r.bytes {
             f.gauge(
                 "nvsoak_rated_endurance_bytes",
-                "Rated bytes written over the warranty (config health.devices, else config/drives.toml; DWPD x capacity x 365 x years when no TBW).",
+                "Rated bytes written over the warranty (config [[health.device]], else config/drives.toml; DWPD x capacity x 365 x years when no TBW).",
                 &l,
                 b,
             );
@@ -461,7 +461,7 @@ fn derived(f: &mut F, dev: &str, d: &DeviceHealth) {
         if let Some(w) = r.dwpd {
             f.gauge(
                 "nvsoak_rated_dwpd",
-                "Rated drive writes per day (config health.devices, else config/drives.toml).",
+                "Rated drive writes per day (config [[health.device]], else config/drives.toml).",
                 &l,
                 w,
             );
