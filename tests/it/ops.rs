@@ -695,6 +695,24 @@ async fn idle_connections_do_not_block_a_tls_scrape() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_gets_400_and_the_server_keeps_serving() {
+    let srv = start(None, 4).await;
+    for junk in [
+        &b"\x00\x01\x02\xff\xfe garbage\r\n\r\n"[..],
+        b"GET /metrics HTTP/9.9\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nHost x\r\n\r\n",
+    ] {
+        let out = raw_exchange(srv.addr, junk, Duration::from_secs(5)).await;
+        assert!(out.starts_with("HTTP/1.1 400 "), "{junk:?}: {out:?}");
+        assert!(!out.contains("test_scrapes_total"));
+    }
+    let r = plain(srv.addr, "GET", "/metrics")
+        .await
+        .expect("scrape after garbage");
+    assert_eq!(r.status, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_headers_are_rejected() {
     let srv = start(None, 0).await;
     let big = "x".repeat(http::MAX_HEADER_BYTES + 1024);
