@@ -8,6 +8,8 @@
 
 /// Scenarios 2–8: the daemon on the emulated controller.
 mod daemon;
+/// Scenarios 5 and 6: blkdebug media errors, hot-unplug.
+mod faults;
 /// Scenario 0: boot, nvme-cli in the guest, raw log pages as fixtures.
 mod fixtures;
 /// Prerequisites, initramfs, QEMU, console markers.
