@@ -386,6 +386,22 @@ pub fn render_report_html(state_dir: &Path) -> Result<String, ReportError> {
     html::render(&build(&inputs))
 }
 
+/// `/report` on the daemon: the HTML report of `state_dir`, or, when it cannot be built (no
+/// sweep has finished a point yet, an unreadable file), a small page saying why. Never fails.
+pub fn report_page_html(state_dir: &Path) -> String {
+    match render_report_html(state_dir) {
+        Ok(h) => h,
+        Err(e) => format!(
+            "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\">\
+             <title>nvsoak qualification report</title><style>{}</style></head><body>\
+             <h1>nvsoak qualification report</h1><p class=\"muted\">No report yet: {}.</p>\
+             <p><a href=\"/\">status</a> <a href=\"/metrics\">/metrics</a></p></body></html>\n",
+            html::CSS,
+            charts::esc(&e.to_string())
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,6 +486,22 @@ mod tests {
         assert_eq!(labels[0], "HUAWEI ES3600P V5 A1B2C3 @rack1");
         assert_eq!(labels[2], "HUAWEI ES3600P V5 A1B2C3 @rack9");
         assert_eq!(labels[3], "HUAWEI ES3600P V5 A1B2C3 @rack9 #2");
+    }
+
+    #[test]
+    fn report_page_explains_a_missing_report() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let page = report_page_html(dir.path());
+        assert!(page.contains("No report yet: no results in"), "{page}");
+        assert!(!page.contains("<svg"));
+        let results = dir.path().join("results");
+        std::fs::create_dir_all(&results).expect("mkdir");
+        let fixture =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report/drive-b.json");
+        std::fs::copy(fixture, results.join("nvme-b.json")).expect("copy");
+        let page = report_page_html(dir.path());
+        // One drive, one profile: comparison + avg + p99 charts.
+        assert_eq!(page.matches("<svg class=\"chart\"").count(), 3);
     }
 
     #[test]
