@@ -56,7 +56,7 @@ fn media_errors_are_counted_and_the_soak_goes_on() {
     let eio = [("target", "ns0"), ("op", "read"), ("errno", "ENODATA")];
     // Errors show up while the workload runs…
     let first = vm.wait_metrics(
-        "EIO read errors during the soak",
+        "ENODATA read errors during the soak",
         Duration::from_secs(60),
         |m| {
             (m.sum("nvsoak_io_errors_total", &eio)

@@ -146,6 +146,22 @@ macro_rules! require_vm {
     };
 }
 
+/// An extra host tool a scenario needs (`None` = skip, printed), failing with `install` as the
+/// fix when `NVSOAK_VM_REQUIRED` is set.
+pub fn which_tool(name: &str, install: &str) -> Option<PathBuf> {
+    if let Some(p) = which(name) {
+        return Some(p);
+    }
+    let required = std::env::var("NVSOAK_VM_REQUIRED").is_ok_and(|v| v != "0" && !v.is_empty());
+    if required {
+        panic!(
+            "VM tests are required (NVSOAK_VM_REQUIRED is set) but {name} is missing; install with: {install}"
+        );
+    }
+    eprintln!("skipping VM test: {name} is missing; install with: {install}");
+    None
+}
+
 // ---------------------------------------------------------------------------------------------
 // Initramfs
 
