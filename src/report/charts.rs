@@ -173,7 +173,7 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
             .draw()
             .map_err(|e| err(&e))?;
         if let Some(r) = reference {
-            let grey = RGBColor(0x99, 0x99, 0x99);
+            let grey = RGBColor(0x55, 0x55, 0x55);
             chart
                 .draw_series(LineSeries::new(
                     vec![(x0, r.y), (x1, r.y)],
@@ -184,7 +184,7 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
                 .draw_series(std::iter::once(Text::new(
                     r.label.clone(),
                     (x0 + (x1 - x0) * 0.01, r.y + y1 * 0.01),
-                    ("sans-serif", 11).into_font().color(&grey),
+                    ("sans-serif", 12).into_font().color(&grey),
                 )))
                 .map_err(|e| err(&e))?;
         }

@@ -39,7 +39,7 @@ impl Lat {
     }
 }
 
-pub const CHART_W: u32 = 620;
+pub const CHART_W: u32 = 600;
 pub const CHART_H: u32 = 380;
 
 /// An IOPS-against-latency chart of one or more drives' curves. Latency is plotted in µs when

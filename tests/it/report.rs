@@ -596,17 +596,39 @@ impl Cdp {
         r["result"]["value"].clone()
     }
 
+    /// Screenshots of the whole page, 2000 px per file: `<stem>.png`, `<stem>-2.png`, ...
     fn screenshot(&mut self, path: &Path) {
         use base64::Engine;
-        let r = self.call("Page.captureScreenshot", json!({"format": "png"}));
-        let data = base64::engine::general_purpose::STANDARD
-            .decode(r["data"].as_str().expect("screenshot data"))
-            .expect("screenshot base64");
-        assert!(data.starts_with(b"\x89PNG"), "not a PNG");
-        if let Some(d) = path.parent() {
-            std::fs::create_dir_all(d).expect("screenshot dir");
+        let height = self
+            .eval("document.documentElement.scrollHeight")
+            .as_f64()
+            .unwrap_or(2000.0);
+        let stem = path.with_extension("");
+        let mut y = 0.0;
+        let mut n = 1;
+        while y < height && n <= 5 {
+            let h = (height - y).min(2000.0);
+            let r = self.call(
+                "Page.captureScreenshot",
+                json!({"format": "png", "captureBeyondViewport": true,
+                       "clip": {"x": 0, "y": y, "width": 1280, "height": h, "scale": 1}}),
+            );
+            let data = base64::engine::general_purpose::STANDARD
+                .decode(r["data"].as_str().expect("screenshot data"))
+                .expect("screenshot base64");
+            assert!(data.starts_with(b"\x89PNG"), "not a PNG");
+            if let Some(d) = path.parent() {
+                std::fs::create_dir_all(d).expect("screenshot dir");
+            }
+            let file = if n == 1 {
+                path.to_path_buf()
+            } else {
+                PathBuf::from(format!("{}-{n}.png", stem.display()))
+            };
+            std::fs::write(&file, &data).expect("writing the screenshot");
+            y += h;
+            n += 1;
         }
-        std::fs::write(path, &data).expect("writing the screenshot");
     }
 }
 
