@@ -10,6 +10,11 @@
 //!   idle sockets cannot lock out Prometheus. Only when every connection is mid-request is the
 //!   new one closed at once.
 //!
+//! The web config and the files it names are watched: new connections get the reloaded config
+//! (a broken edit is logged and the last good config stays), so certificates and users rotate
+//! without restarting a multi-day soak. Paths other than the three built-in ones go to
+//! [`App::page`] (the status page links to `/report`).
+//!
 //! Architecture Invariant: this module knows nothing about metrics or drives; it serves what an
 //! [`App`] returns.
 
