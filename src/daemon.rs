@@ -4,8 +4,9 @@
 //! Architecture Invariant: tokio runs HTTP, signals, the poller and timers; workload threads are
 //! plain OS threads that never enter the runtime.
 
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -17,7 +18,8 @@ use crate::workload::scheduler::{self, RunOptions, SharedSnapshot, TargetHandle}
 
 /// What the HTTP server asks of the daemon.
 pub struct DaemonApp {
-    pub targets: Vec<SharedSnapshot>,
+    /// The running targets, in config order; swapped as a whole when SIGHUP reloads the config.
+    pub targets: TargetList,
     pub health: Option<crate::health::HealthHandle>,
     pub started: Instant,
     /// The last hour of figures for the status page's charts (bounded).
@@ -27,6 +29,7 @@ pub struct DaemonApp {
 impl DaemonApp {
     pub fn target_snapshots(&self) -> Vec<scheduler::TargetSnapshot> {
         self.targets
+            .get()
             .iter()
             .map(|s| match s.read() {
                 Ok(g) => g.clone(),
@@ -58,7 +61,11 @@ impl DaemonApp {
             plan_hash.to_string(),
             snaps.iter().map(|s| s.to_state()).collect(),
         );
-        if let Err(e) = crate::state::save(dir, &cp, &[]) {
+        let maps: Vec<(&str, &crate::workload::pattern::GenMap)> = snaps
+            .iter()
+            .filter_map(|s| s.verify.as_ref().map(|v| (s.name.as_str(), &*v.map)))
+            .collect();
+        if let Err(e) = crate::state::save(dir, &cp, &maps) {
             tracing::warn!(error = %e, "saving the checkpoint failed; will retry at the next interval");
         }
     }
@@ -159,11 +166,147 @@ pub fn drives_from_health(
         .collect()
 }
 
+/// The snapshots of the running targets, shared by the HTTP server, the health poller's
+/// accounting check and the daemon loop, which replaces the list on a config reload.
+#[derive(Clone, Default)]
+pub struct TargetList(Arc<RwLock<Vec<SharedSnapshot>>>);
+
+impl TargetList {
+    pub fn new(v: Vec<SharedSnapshot>) -> Self {
+        TargetList(Arc::new(RwLock::new(v)))
+    }
+
+    /// The current list (cheap: clones the `Arc`s).
+    pub fn get(&self) -> Vec<SharedSnapshot> {
+        match self.0.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    pub fn set(&self, v: Vec<SharedSnapshot>) {
+        match self.0.write() {
+            Ok(mut g) => *g = v,
+            Err(p) => *p.into_inner() = v,
+        }
+    }
+}
+
+impl HostIoSource for TargetList {
+    fn host_io(&self) -> Vec<crate::health::HostIo> {
+        scheduler::TargetsHostIo(self.get()).host_io()
+    }
+}
+
 /// Options from the command line.
 #[derive(Debug, Clone, Default)]
 pub struct RunFlags {
     /// Exit once every target's plan has finished (default: keep serving until signalled).
     pub exit_when_done: bool,
+    /// The config file, read again on SIGHUP (`None`: the built-in default, nothing to reload).
+    pub config_path: Option<PathBuf>,
+    /// Command-line settings, applied again over the file after each reload.
+    pub overrides: crate::reload::Overrides,
+}
+
+/// What runs now: the settings in effect, a handle per started target, and the plan hash the
+/// checkpoint is saved under (always the hash of `settings.targets`).
+struct Running {
+    settings: Settings,
+    handles: Vec<TargetHandle>,
+    plan_hash: String,
+}
+
+impl Running {
+    fn snapshots(&self) -> Vec<SharedSnapshot> {
+        self.handles.iter().map(|h| h.snapshot.clone()).collect()
+    }
+}
+
+/// What a SIGHUP did.
+#[derive(Debug, Default)]
+struct ReloadOutcome {
+    applied: bool,
+    checkpoint_interval_changed: bool,
+}
+
+/// SIGHUP: load and validate the config file again and apply it. An invalid file changes
+/// nothing. Unchanged targets keep running untouched; removed ones are stopped; changed and new
+/// ones are started from the start of their plan. Blocking (it opens files and joins threads).
+fn reload(
+    run: &mut Running,
+    flags: &RunFlags,
+    opts: &RunOptions,
+    global_stop: &Arc<AtomicBool>,
+) -> ReloadOutcome {
+    let Some(path) = flags.config_path.as_deref() else {
+        tracing::warn!(
+            "SIGHUP: running the built-in default (no --config), so there is no file to reload"
+        );
+        return ReloadOutcome::default();
+    };
+    let mut new = match crate::config::load(Some(path)) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(config = %path.display(),
+                "SIGHUP: config rejected, keeping the running config unchanged: {e}");
+            return ReloadOutcome::default();
+        }
+    };
+    flags.overrides.apply(&mut new);
+    for key in crate::reload::needs_restart(&run.settings, &new) {
+        tracing::warn!(config = %path.display(), key,
+            "SIGHUP: {key} changed; it takes effect only after a restart, keeping the running value");
+    }
+    let merged = crate::reload::merge_live(&run.settings, &new);
+    let diff = crate::reload::diff_targets(&run.settings.targets, &merged.targets);
+    let checkpoint_interval_changed =
+        merged.state.checkpoint_interval != run.settings.state.checkpoint_interval;
+
+    let mut stopped = Vec::new();
+    for name in diff.to_stop() {
+        if let Some(i) = run.handles.iter().position(|h| h.name == name) {
+            let h = run.handles.remove(i);
+            h.join();
+            tracing::info!(target_name = %name, "SIGHUP: target stopped");
+            stopped.push(name);
+        }
+    }
+    let mut started = Vec::new();
+    let mut failed = Vec::new();
+    for spec in diff.to_start() {
+        match scheduler::start(spec.clone(), opts.clone(), global_stop.clone(), None, None) {
+            Ok(h) => {
+                tracing::info!(target_name = %spec.name, path = %spec.path.display(), "target started");
+                run.handles.push(h);
+                started.push(spec.name.clone());
+            }
+            Err(e) => {
+                tracing::error!(target_name = %spec.name, path = %spec.path.display(),
+                    "SIGHUP: target could not be started, it stays stopped: {e}");
+                failed.push(spec.name.clone());
+            }
+        }
+    }
+    // The running plan: the new config's targets, in its order, minus those that failed.
+    let mut specs = merged.targets.clone();
+    specs.retain(|t| run.handles.iter().any(|h| h.name == t.name));
+    run.handles.sort_by_key(|h| {
+        specs
+            .iter()
+            .position(|t| t.name == h.name)
+            .unwrap_or(usize::MAX)
+    });
+    run.settings = merged;
+    run.settings.targets = specs;
+    run.plan_hash = crate::state::plan_hash(&run.settings.targets);
+    tracing::info!(config = %path.display(),
+        unchanged = ?diff.unchanged, stopped = ?stopped, started = ?started, failed = ?failed,
+        "SIGHUP: config reloaded");
+    ReloadOutcome {
+        applied: true,
+        checkpoint_interval_changed,
+    }
 }
 
 fn notify(state: &[sd_notify::NotifyState<'_>]) {
@@ -199,15 +342,23 @@ pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
         )
     })?;
     let plan_hash = crate::state::plan_hash(&settings.targets);
-    let loaded = crate::state::load(&settings.state.dir, &plan_hash)
+    let mut loaded = crate::state::load(&settings.state.dir, &plan_hash)
         .with_context(|| format!("reading the checkpoint in {}", settings.state.dir.display()))?;
 
     let mut handles: Vec<TargetHandle> = Vec::new();
+    let config_path: Option<&Path> = flags.config_path.as_deref();
     for spec in &settings.targets {
         let resume = loaded
             .as_ref()
             .and_then(|l| l.checkpoint.target(&spec.name).cloned());
-        match scheduler::start(spec.clone(), opts.clone(), global_stop.clone(), resume) {
+        let genmap = loaded.as_mut().and_then(|l| l.genmaps.remove(&spec.name));
+        match scheduler::start(
+            spec.clone(),
+            opts.clone(),
+            global_stop.clone(),
+            resume,
+            genmap,
+        ) {
             Ok(h) => {
                 tracing::info!(target_name = %spec.name, path = %spec.path.display(), "target started");
                 handles.push(h);
@@ -221,11 +372,18 @@ pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
             }
         }
     }
-    let snapshots: Vec<SharedSnapshot> = handles.iter().map(|h| h.snapshot.clone()).collect();
+    let mut running = Running {
+        settings: settings.clone(),
+        handles,
+        plan_hash,
+    };
+    let targets = TargetList::new(running.snapshots());
+    if let Some(p) = config_path {
+        tracing::debug!(config = %p.display(), "SIGHUP reloads this config file");
+    }
 
     let result = runtime.block_on(async {
-        let host_io: Arc<dyn HostIoSource> =
-            Arc::new(scheduler::TargetsHostIo(snapshots.clone()));
+        let host_io: Arc<dyn HostIoSource> = Arc::new(targets.clone());
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let health = if settings.health.enabled {
             Some(crate::health::spawn(
@@ -237,7 +395,7 @@ pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
             None
         };
         let app = Arc::new(DaemonApp {
-            targets: snapshots.clone(),
+            targets: targets.clone(),
             health,
             started: Instant::now(),
             history: std::sync::Mutex::new(crate::report::history::History::new(
@@ -285,9 +443,26 @@ pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
             tokio::select! {
                 _ = sigterm.recv() => { tracing::info!("SIGTERM: stopping"); break; }
                 _ = sigint.recv() => { tracing::info!("SIGINT: stopping"); break; }
-                _ = sighup.recv() => { tracing::warn!("SIGHUP: config reload is not supported yet; keeping the running config"); }
+                _ = sighup.recv() => {
+                    tracing::info!("SIGHUP: reloading the config");
+                    // Opening files and joining stopped targets blocks: keep the other runtime
+                    // thread serving /metrics meanwhile.
+                    let out = tokio::task::block_in_place(|| {
+                        reload(&mut running, &flags, &opts, &global_stop)
+                    });
+                    if out.applied {
+                        targets.set(running.snapshots());
+                        if out.checkpoint_interval_changed {
+                            checkpoint_tick =
+                                tokio::time::interval(running.settings.state.checkpoint_interval);
+                            checkpoint_tick.tick().await;
+                        }
+                        // Save now, so the checkpoint on disk matches the plan that runs.
+                        let _ = save_checkpoint(app.clone(), state_dir.clone(), running.plan_hash.clone()).await;
+                    }
+                }
                 _ = checkpoint_tick.tick() => {
-                    let _ = save_checkpoint(app.clone(), state_dir.clone(), plan_hash.clone()).await;
+                    let _ = save_checkpoint(app.clone(), state_dir.clone(), running.plan_hash.clone()).await;
                 }
                 _ = tick.tick() => {
                     notify(&[sd_notify::NotifyState::Watchdog]);
@@ -297,7 +472,7 @@ pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
                         notify(&[sd_notify::NotifyState::Status(&status)]);
                         last_status = status;
                     }
-                    if flags.exit_when_done && handles.iter().all(|h| h.is_finished()) {
+                    if flags.exit_when_done && running.handles.iter().all(|h| h.is_finished()) {
                         tracing::info!("every target finished its plan; exiting");
                         break;
                     }
@@ -307,6 +482,7 @@ pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
         notify(&[sd_notify::NotifyState::Stopping]);
         global_stop.store(true, Ordering::SeqCst);
         // Workers drain their in-flight I/O; join them off the runtime.
+        let handles = std::mem::take(&mut running.handles);
         let joined = tokio::task::spawn_blocking(move || {
             for h in handles {
                 h.join();
@@ -315,7 +491,7 @@ pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
         if tokio::time::timeout(Duration::from_secs(4), joined).await.is_err() {
             tracing::warn!("targets did not stop within 4 s; exiting anyway");
         }
-        let _ = save_checkpoint(app.clone(), state_dir.clone(), plan_hash.clone()).await;
+        let _ = save_checkpoint(app.clone(), state_dir.clone(), running.plan_hash.clone()).await;
         let _ = stop_tx.send(true);
         match tokio::time::timeout(Duration::from_secs(1), server_task).await {
             Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server ended with an error"),

@@ -176,6 +176,19 @@ pub fn families(
     }
     push(&mut out, errs);
 
+    let mut verr = Family::counter(
+        "nvsoak_verify_errors_total",
+        "Data verification failures by kind: wrong_offset (misdirected write), stale_generation (lost write), bad_checksum (corruption), unreadable (read failed); carried across restarts.",
+    );
+    for t in targets {
+        if let Some(v) = &t.verify {
+            for (kind, n) in v.counters.by_label() {
+                verr.add(&[("target", &t.name), ("kind", kind)], n as f64);
+            }
+        }
+    }
+    push(&mut out, verr);
+
     steady_families(targets, &mut out);
     sweep_families(targets, &mut out);
 

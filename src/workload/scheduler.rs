@@ -22,12 +22,13 @@ use thiserror::Error;
 
 use crate::health::{HostIo, HostIoSource};
 use crate::stats::{OpCounters, QUANTILES, WorkerReport, new_hdr};
+use crate::workload::pattern::{GenMap, VERIFY_UNIT, VerifyCounters, VerifyHook};
 use crate::workload::results::{SteadyOutcome, SweepPoint, SweepResult, TargetResults};
 use crate::workload::spec::{
-    Access, BlockSizeMix, JobSpec, PhaseSpec, RateLimit, Skew, SteadyConfig, TargetSpec,
+    Access, BlockSizeMix, JobSpec, PhaseSpec, RateLimit, Skew, SteadyConfig, TargetSpec, VerifyMode,
 };
 use crate::workload::steady::{SteadyDetector, SteadyStatus};
-use crate::workload::worker::{self, ExitReason, WorkerPlan};
+use crate::workload::worker::{self, BlockHook, ExitReason, WorkerOptions, WorkerPlan};
 
 #[derive(Debug, Error)]
 pub enum TargetError {
@@ -104,6 +105,16 @@ pub struct TargetSnapshot {
     pub soak_started: Option<f64>,
     /// Steady-state rounds (IOPS) of the current soak job, newest last, bounded.
     pub steady_history: Vec<f64>,
+    /// Data verification state when `verify` is not `off`.
+    pub verify: Option<VerifyCtx>,
+}
+
+/// A target's data-verification state: the generation map its workers stamp and check
+/// (shared, lock-free: each worker owns a disjoint stripe), and the mismatch counters.
+#[derive(Debug, Clone)]
+pub struct VerifyCtx {
+    pub map: Arc<GenMap>,
+    pub counters: Arc<VerifyCounters>,
 }
 
 /// Rounds of steady-state history kept for the checkpoint.
@@ -141,6 +152,16 @@ impl TargetSnapshot {
         st.soak_started = self.soak_started;
         st.totals = self.soak_totals();
         st.steady_history = self.steady_history.clone();
+        if let Some(v) = &self.verify {
+            st.totals.verify_errors = v.counters.total();
+            st.totals.verify_errors_by_kind = v
+                .counters
+                .by_label()
+                .iter()
+                .map(|(k, n)| (k.to_string(), *n))
+                .collect();
+            st.verify_seed = Some(v.map.seed());
+        }
         st
     }
 
@@ -322,6 +343,7 @@ pub fn start(
     opts: RunOptions,
     global_stop: Arc<AtomicBool>,
     resume: Option<crate::state::TargetState>,
+    resume_genmap: Option<GenMap>,
 ) -> Result<TargetHandle, TargetError> {
     let OpenedTarget {
         fd,
@@ -370,6 +392,28 @@ pub fn start(
                 "resuming from the checkpoint");
         }
     }
+    if spec.verify != VerifyMode::Off {
+        check_verify_block_sizes(&spec)?;
+        let counters = Arc::new(VerifyCounters::default());
+        let seed = resume.as_ref().and_then(|r| r.verify_seed);
+        let map = match (resume_genmap, seed) {
+            (Some(m), Some(seed)) if m.seed() == seed && m.covers(0, region_len as usize) => {
+                tracing::info!(target_name = %spec.name, written_units = m.written_units(),
+                    "verification resumes with the checkpoint's generation map");
+                m
+            }
+            _ => GenMap::new(0, region_len, crate::workload::pattern::new_seed()),
+        };
+        if let Some(r) = &resume {
+            counters.restore(&r.totals.verify_errors_by_kind);
+        }
+        tracing::info!(target_name = %spec.name, mode = ?spec.verify,
+            map_bytes = map.memory_bytes(), "data verification on");
+        snap.verify = Some(VerifyCtx {
+            map: Arc::new(map),
+            counters,
+        });
+    }
     let snapshot: SharedSnapshot = Arc::new(RwLock::new(snap));
     let stop = Arc::new(AtomicBool::new(false));
     let mut runner = Runner {
@@ -391,6 +435,7 @@ pub fn start(
         segment_counter: 0,
         resume_at,
         identity,
+        in_verify_pass: false,
     };
     let thread = std::thread::Builder::new()
         .name(format!("sched-{}", spec.name))
@@ -406,6 +451,55 @@ pub fn start(
         stop,
         thread: Some(thread),
     })
+}
+
+/// Which verification a segment's workers do.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum HookMode {
+    /// Stamp writes and check every read (`inline`, and the sweeps of `pass`).
+    Full,
+    /// Stamp writes only (the workload under `pass`).
+    StampOnly,
+}
+
+/// Stamps writes through the generation map without checking reads.
+struct StampOnly(VerifyHook);
+
+impl BlockHook for StampOnly {
+    fn before_write(&mut self, buf: &mut [u8], offset: u64) {
+        self.0.before_write(buf, offset);
+    }
+    fn after_write(&mut self, offset: u64, len: usize, ok: bool) {
+        self.0.after_write(offset, len, ok);
+    }
+}
+
+/// With verification on, every block size must be whole 4 KiB verify units.
+fn check_verify_block_sizes(spec: &TargetSpec) -> Result<(), TargetError> {
+    let mut sizes: Vec<u32> = Vec::new();
+    for p in &spec.phases {
+        match p {
+            PhaseSpec::Precondition { block_size, .. } => sizes.push(*block_size),
+            PhaseSpec::Sweep { job, .. } => sizes.extend(job.bs.entries.iter().map(|e| e.0)),
+            PhaseSpec::Soak { jobs, .. } => {
+                for j in jobs {
+                    sizes.extend(j.bs.entries.iter().map(|e| e.0));
+                }
+            }
+        }
+    }
+    if let Some(bad) = sizes
+        .iter()
+        .find(|b| !(**b as usize).is_multiple_of(VERIFY_UNIT))
+    {
+        return Err(TargetError::Refused {
+            target: spec.name.clone(),
+            reason: format!(
+                "verify needs block sizes that are multiples of 4k, and a job uses {bad} bytes; change the job's bs or set verify = \"off\""
+            ),
+        });
+    }
+    Ok(())
 }
 
 pub fn hostname() -> String {
@@ -453,9 +547,61 @@ struct Runner {
     /// (phase index, seconds already done) from the checkpoint, consumed by the first pass.
     resume_at: Option<(usize, f64)>,
     identity: Option<crate::safety::DeviceIdentity>,
+    /// Set while a `pass` verification sweep runs.
+    in_verify_pass: bool,
 }
 
+/// How often a long soak under `verify = "pass"` pauses for a verification sweep.
+pub const VERIFY_PASS_INTERVAL: Duration = Duration::from_secs(3600);
+
 impl Runner {
+    fn hook_mode(&self) -> Option<HookMode> {
+        match self.spec.verify {
+            VerifyMode::Off => None,
+            VerifyMode::Inline => Some(HookMode::Full),
+            VerifyMode::Pass if self.in_verify_pass => Some(HookMode::Full),
+            VerifyMode::Pass => Some(HookMode::StampOnly),
+        }
+    }
+
+    /// `verify = "pass"`: read the whole region sequentially, checking every block written.
+    fn verify_pass(&mut self) -> Result<(), String> {
+        if self.spec.verify != VerifyMode::Pass || self.stopping() {
+            return Ok(());
+        }
+        let job = JobSpec {
+            name: "verify-pass".into(),
+            description: "verification sweep: sequential 128k reads over the region, every written block checked".into(),
+            read_pct: 100,
+            bs: BlockSizeMix::single(128 * 1024),
+            access: Access::Sequential,
+            iodepth: 16,
+            workers: 1,
+            rate: None,
+        };
+        let prev_profile = read_snapshot(&self.snapshot).profile;
+        self.in_verify_pass = true;
+        let r = self.run_segment(
+            Segment {
+                job: &job,
+                rate_iops: None,
+                duration: None,
+                limit_bytes_per_worker: Some(self.region_len - self.region_len % (128 * 1024)),
+            },
+            &mut |_, _| {},
+        );
+        self.in_verify_pass = false;
+        with_snapshot(&self.snapshot, |s| s.profile = prev_profile);
+        let o = r?;
+        tracing::info!(target_name = %self.spec.name, bytes = o.bytes,
+            mismatches = read_snapshot(&self.snapshot).verify.map(|v| v.counters.total()).unwrap_or(0),
+            "verification pass finished");
+        match o.fatal {
+            Some(f) => Err(f),
+            None => Ok(()),
+        }
+    }
+
     fn stopping(&self) -> bool {
         self.stop.load(Ordering::SeqCst) || self.global_stop.load(Ordering::SeqCst)
     }
@@ -600,7 +746,7 @@ impl Runner {
         if let Some(f) = out.fatal {
             return Err(f);
         }
-        Ok(())
+        self.verify_pass()
     }
 
     fn sweep(
@@ -660,6 +806,9 @@ impl Runner {
         }
         result.finished = Some(now_unix());
         self.publish_sweep(job, &result);
+        if job.read_pct < 100 {
+            self.verify_pass()?;
+        }
         Ok(())
     }
 
@@ -706,6 +855,11 @@ impl Runner {
                 (Some(r), None) => Some(r),
                 (None, Some(rot)) => Some(rot),
                 (None, None) => None,
+            };
+            let seg_dur = if self.spec.verify == VerifyMode::Pass && job.read_pct < 100 {
+                Some(seg_dur.map_or(VERIFY_PASS_INTERVAL, |d| d.min(VERIFY_PASS_INTERVAL)))
+            } else {
+                seg_dur
             };
             let rate_iops = self.resolve_rate(job)?;
             let name = job.name.clone();
@@ -759,6 +913,9 @@ impl Runner {
             }
             if let Some(f) = o.fatal {
                 return Err(f);
+            }
+            if job.read_pct < 100 {
+                self.verify_pass()?;
             }
         }
     }
@@ -842,12 +999,13 @@ impl Runner {
             s.profile = job.name.clone();
             s.jobs.entry(job.name.clone()).or_default();
         });
+        let verify = read_snapshot(&self.snapshot).verify;
         let (tx, rx) = mpsc::channel::<WorkerReport>();
         let seg_stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::with_capacity(workers);
         let base_seed = seed_for(&self.spec.name, self.segment_counter);
         for i in 0..workers {
-            let plan = WorkerPlan {
+            let mut plan = WorkerPlan {
                 index: i,
                 job: job.clone(),
                 fd: self.fd.clone(),
@@ -860,7 +1018,29 @@ impl Runner {
                 report_interval: self.opts.stats_interval,
                 stop: seg_stop.clone(),
             };
-            match worker::spawn(plan, tx.clone()) {
+            let mut wopts = WorkerOptions::default();
+            if let (Some(v), Some(mode)) = (&verify, self.hook_mode()) {
+                // Workers of a job don't coordinate, so with verification each owns a disjoint
+                // stripe of the region (a single-worker view of it).
+                if workers > 1 {
+                    let (start, len) = worker::stripe_bounds(
+                        0,
+                        self.region_len,
+                        workers as u32,
+                        i,
+                        (VERIFY_UNIT as u64).max(job.bs.max() as u64),
+                    );
+                    plan.region_start = start;
+                    plan.region_len = len;
+                    plan.job.workers = 1;
+                }
+                let hook = VerifyHook::new(&self.spec.name, v.map.clone(), v.counters.clone(), 512);
+                wopts.hook = Some(match mode {
+                    HookMode::Full => Box::new(hook) as Box<dyn BlockHook>,
+                    HookMode::StampOnly => Box::new(StampOnly(hook)),
+                });
+            }
+            match worker::spawn_with(plan, wopts, tx.clone()) {
                 Ok(h) => handles.push(h),
                 Err(e) => {
                     seg_stop.store(true, Ordering::SeqCst);
@@ -997,6 +1177,16 @@ impl Runner {
                     device_gone = true;
                 }
                 last_gone_errs = gone_errs;
+                if let Some(v) = &verify
+                    && self.spec.verify_fatal
+                    && fatal.is_none()
+                    && v.counters.tripped.load(Ordering::Relaxed)
+                {
+                    fatal = Some(format!(
+                        "data verification failed ({} mismatches; see the log); verify_fatal stops the target",
+                        v.counters.total()
+                    ));
+                }
                 on_interval(d_ops, now);
                 let _ = seg_read_hist.add(&iv_read_hist);
                 let _ = seg_write_hist.add(&iv_write_hist);

@@ -9,6 +9,9 @@ mod config;
 mod daemon;
 /// Engines on real files: bytes, alignment, region bounds, rate limits.
 mod engine;
+/// Faults and signals: SIGHUP reloads, a full file system, I/O errors from btrfs checksums and
+/// device-mapper, max_errors, and memory staying flat over a soak.
+mod faults;
 /// The health poller and `nvsoak health` on the replay transport.
 mod health;
 /// Deployment: web config (TLS, basic auth), connection limits, systemd unit, promtool.
@@ -17,3 +20,6 @@ mod ops;
 mod report;
 /// Write safety on loop devices, data verification, checkpoints.
 mod safety;
+/// Data verification end to end: corruption, misdirected and lost writes injected into a
+/// running soak's target file; no false mismatches across clean runs and kill -9 restarts.
+mod verify;
