@@ -281,6 +281,12 @@ pub fn to_json(d: &DeviceHealth) -> Value {
         opt(r.and_then(|r| r.warranty_years)),
     );
     dv.insert(
+        "rated_performance".into(),
+        r.and_then(|r| r.perf.as_ref())
+            .and_then(|p| serde_json::to_value(p).ok())
+            .unwrap_or(Value::Null),
+    );
+    dv.insert(
         "endurance_consumed_ratio".into(),
         opt(x.endurance_consumed_ratio),
     );
