@@ -217,6 +217,9 @@ pub fn point_text(p: &CurvePoint) -> String {
 
 /// The sub-1 ms sentence of a sweep, in the reviews' words.
 pub fn frontier_text(s: &SweepReport) -> String {
+    if s.curve.is_empty() {
+        return "no point measured yet".into();
+    }
     match (&s.sub_ms, s.crossed_1ms) {
         (None, _) => "above 1 ms at every measured load".into(),
         (Some(f), true) => format!(

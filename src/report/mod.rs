@@ -489,6 +489,54 @@ mod tests {
     }
 
     #[test]
+    fn a_sweep_in_progress_renders_without_figures() {
+        use crate::workload::results::{SweepPoint, SweepResult};
+        let mut f = fixtures();
+        f.truncate(1);
+        // A second drive whose sweep has started but measured nothing yet, and one whose only
+        // point is the uncontrolled run.
+        let mut empty = f[0].clone();
+        empty.results.device = None;
+        empty.results.target = "fresh".into();
+        empty.results.sweeps = vec![SweepResult {
+            profile: "4k-random-read".into(),
+            block_size: 4096.0,
+            read_pct: 100,
+            started: 1.0,
+            ..Default::default()
+        }];
+        let mut one = empty.clone();
+        one.results.target = "one-point".into();
+        one.results.sweeps[0].points.push(SweepPoint {
+            pct: 0,
+            iops: 5000.0,
+            bytes_per_sec: 5000.0 * 4096.0,
+            lat_avg_us: 400.0,
+            lat_p99_us: 900.0,
+            duration_secs: 1.0,
+            ..Default::default()
+        });
+        f.push(empty);
+        f.push(one);
+        let r = build(&f);
+        let fresh = &r.drives[1].sweeps[0];
+        assert!(!fresh.complete && fresh.curve.is_empty() && fresh.peak.is_none());
+        assert!(fresh.sub_ms.is_none());
+        // The comparison ranks only drives with a peak.
+        assert_eq!(r.comparisons[0].ranking.len(), 2);
+        assert_eq!(r.comparisons[0].ranking[1].drive, "one-point");
+        let page = html::render(&r).expect("html");
+        assert!(page.contains("4k-random-read (incomplete)"));
+        assert!(page.contains("Peak -; no point measured yet."), "{page}");
+        assert!(page.contains(
+            "Peak 5,000 IOPS at 400 µs (uncontrolled); below 1 ms at every measured load."
+        ));
+        // 2 comparison charts + drive A 2x2 + fresh 2 + one-point 2 = 10 charts.
+        assert_eq!(page.matches("<svg class=\"chart\"").count(), 10);
+        assert!(page.contains("data-series-count=\"0\""));
+    }
+
+    #[test]
     fn report_page_explains_a_missing_report() {
         let dir = tempfile::tempdir().expect("tempdir");
         let page = report_page_html(dir.path());
