@@ -881,27 +881,43 @@ impl VerifyHook {
     }
 
     fn report(&mut self, m: &Mismatch) {
-        self.counters.add(m.kind, 1);
-        self.seen += 1;
-        if self.seen <= LOG_FIRST || self.seen.is_multiple_of(1024) {
-            tracing::error!(
-                target_name = %self.target,
-                kind = m.kind.label(),
-                offset = m.offset,
-                lba = m.lba(self.lba_size),
-                expected_generation = m.expected_generation,
-                found_offset = m.found.map(|h| h.offset),
-                found_generation = m.found.map(|h| h.generation),
-                found_seed = m.found.map(|h| h.seed),
-                "data verification failed on target {}: {m}{}",
-                self.target,
-                if self.seen == LOG_FIRST {
-                    "; further mismatches are logged every 1024th"
-                } else {
-                    ""
-                }
-            );
-        }
+        report_mismatch(
+            &self.counters,
+            &mut self.seen,
+            &self.target,
+            self.lba_size,
+            m,
+        );
+    }
+}
+
+/// Count and (rate-limited) log one mismatch.
+fn report_mismatch(
+    counters: &VerifyCounters,
+    seen: &mut u64,
+    target: &str,
+    lba_size: u32,
+    m: &Mismatch,
+) {
+    counters.add(m.kind, 1);
+    *seen += 1;
+    if *seen <= LOG_FIRST || seen.is_multiple_of(1024) {
+        tracing::error!(
+            target_name = %target,
+            kind = m.kind.label(),
+            offset = m.offset,
+            lba = m.lba(lba_size),
+            expected_generation = m.expected_generation,
+            found_offset = m.found.map(|h| h.offset),
+            found_generation = m.found.map(|h| h.generation),
+            found_seed = m.found.map(|h| h.seed),
+            "data verification failed on target {target}: {m}{}",
+            if *seen == LOG_FIRST {
+                "; further mismatches are logged every 1024th"
+            } else {
+                ""
+            }
+        );
     }
 }
 
@@ -913,8 +929,17 @@ impl crate::workload::worker::BlockHook for VerifyHook {
     }
 
     fn after_read(&mut self, buf: &[u8], offset: u64) {
-        let map = self.map.clone();
-        map.verify_read(buf, offset, |m| self.report(m));
+        // Split borrows: no Arc clone (a shared refcount) per I/O.
+        let VerifyHook {
+            map,
+            counters,
+            target,
+            lba_size,
+            seen,
+        } = self;
+        map.verify_read(buf, offset, |m| {
+            report_mismatch(counters, seen, target, *lba_size, m)
+        });
     }
 
     fn after_write(&mut self, offset: u64, len: usize, ok: bool) {
