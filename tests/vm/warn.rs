@@ -33,13 +33,14 @@ fn d() -> [(&'static str, &'static str); 1] {
 fn bits(m: &Metrics) -> Option<u8> {
     let mut v = 0u8;
     for (cond, bit) in CONDITIONS {
-        match m.get(
+        let x = m.get(
             "nvme_critical_warning_active",
             &[("device", "nvme0"), ("condition", cond)],
-        )? {
-            x if x == 1.0 => v |= bit,
-            x if x == 0.0 => {}
-            _ => return None,
+        )?;
+        if x == 1.0 {
+            v |= bit;
+        } else if x != 0.0 {
+            return None;
         }
     }
     Some(v)
