@@ -306,6 +306,22 @@ pub fn to_json(d: &DeviceHealth) -> Value {
     Value::Object(m)
 }
 
+/// Decimal units, as drive sheets use them: `3.20 TB`.
+fn human(b: u128) -> String {
+    const U: [&str; 7] = ["B", "kB", "MB", "GB", "TB", "PB", "EB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1000.0 && i + 1 < U.len() {
+        v /= 1000.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.2} {}", U[i])
+    }
+}
+
 fn write_text(out: &mut dyn Write, d: &DeviceHealth) -> Result<()> {
     writeln!(out, "{} ({})", d.name, d.dev_path.display())?;
     writeln!(out, "  model        {}", d.model)?;
@@ -313,7 +329,12 @@ fn write_text(out: &mut dyn Write, d: &DeviceHealth) -> Result<()> {
     writeln!(out, "  firmware     {}", d.firmware)?;
     if let Some(id) = &d.id {
         if id.tnvmcap > 0 {
-            writeln!(out, "  capacity     {} bytes (TNVMCAP)", id.tnvmcap)?;
+            writeln!(
+                out,
+                "  capacity     {} ({} bytes, TNVMCAP)",
+                human(id.tnvmcap),
+                id.tnvmcap
+            )?;
         }
         if id.wctemp > 0 || id.cctemp > 0 {
             writeln!(
@@ -331,12 +352,12 @@ fn write_text(out: &mut dyn Write, d: &DeviceHealth) -> Result<()> {
         match &n.id {
             Some(i) => writeln!(
                 out,
-                "  namespace    {} (nsid {}): {} blocks of {} bytes = {} bytes",
+                "  namespace    {} (nsid {}): {} blocks of {} bytes = {}",
                 n.name,
                 n.nsid,
                 i.nsze,
                 i.lba_size(),
-                i.size_bytes()
+                human(i.size_bytes())
             )?,
             None => writeln!(out, "  namespace    {} (nsid {})", n.name, n.nsid)?,
         }
@@ -383,7 +404,7 @@ fn write_text(out: &mut dyn Write, d: &DeviceHealth) -> Result<()> {
     kv(
         out,
         "data_units_read",
-        format!("{} ({} bytes)", s.data_units_read, s.data_read_bytes()),
+        format!("{} ({})", s.data_units_read, human(s.data_read_bytes())),
     )?;
     kv(
         out,
@@ -665,6 +686,8 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("45 °C (318 K)"), "{text}");
-        assert!(text.contains("blocks of 4096 bytes"), "{text}");
+        assert!(text.contains("blocks of 4096 bytes = 3.20 TB"), "{text}");
+        assert_eq!(human(999), "999 B");
+        assert_eq!(human(512_000), "512.00 kB");
     }
 }

@@ -122,3 +122,46 @@ impl AdminTransport for IoctlTransport {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nvme::cmd;
+
+    #[test]
+    fn ioctl_number_matches_the_kernel_header() {
+        // _IOWR('N', 0x41, struct nvme_passthru_cmd) from linux/nvme_ioctl.h.
+        assert_eq!(
+            nix::request_code_readwrite!(b'N', 0x41, std::mem::size_of::<NvmePassthruCmd>()),
+            0xC048_4E41
+        );
+    }
+
+    #[test]
+    fn missing_controller_is_an_open_error() {
+        let e = IoctlTransport::open(Path::new("/dev/nvme-nvsoak-missing"))
+            .err()
+            .expect("no such device");
+        assert!(
+            e.to_string()
+                .starts_with("/dev/nvme-nvsoak-missing: cannot open the controller:"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_non_nvme_device_fails_cleanly() {
+        // /dev/null has no NVMe ioctls: the kernel answers ENOTTY and nothing is written.
+        let t = IoctlTransport::open(Path::new("/dev/null")).expect("open /dev/null");
+        let mut buf = vec![0xa5u8; 512];
+        let e = t.admin(&cmd::smart_cmd(), &mut buf).unwrap_err();
+        match &e {
+            NvmeError::Io { what, source, .. } => {
+                assert_eq!(*what, "reading SMART log");
+                assert_eq!(source.raw_os_error(), Some(libc::ENOTTY), "{e}");
+            }
+            other => panic!("unexpected {other}"),
+        }
+        assert!(buf.iter().all(|b| *b == 0xa5));
+    }
+}
