@@ -529,7 +529,9 @@ struct Segment<'a> {
     job: &'a JobSpec,
     rate_iops: Option<f64>,
     duration: Option<Duration>,
-    limit_bytes_per_worker: Option<u64>,
+    /// Stop each worker after this many passes over its stripe (preconditioning, verify
+    /// sweeps); `None`: run for `duration`.
+    limit_passes: Option<u32>,
 }
 
 struct Runner {
@@ -586,7 +588,7 @@ impl Runner {
                 job: &job,
                 rate_iops: None,
                 duration: None,
-                limit_bytes_per_worker: Some(self.region_len - self.region_len % (128 * 1024)),
+                limit_passes: Some(1),
             },
             &mut |_, _| {},
         );
@@ -732,14 +734,12 @@ impl Runner {
             workers,
             rate: None,
         };
-        let stripe = self.region_len / workers.max(1) as u64;
-        let stripe = stripe - stripe % bs as u64;
         let out = self.run_segment(
             Segment {
                 job: &job,
                 rate_iops: None,
                 duration: None,
-                limit_bytes_per_worker: Some(stripe * passes as u64),
+                limit_passes: Some(passes),
             },
             &mut |_, _| {},
         )?;
@@ -772,7 +772,7 @@ impl Runner {
                 job: &uncontrolled,
                 rate_iops: None,
                 duration: Some(max_duration),
-                limit_bytes_per_worker: None,
+                limit_passes: None,
             },
             &mut |_, _| {},
         )?;
@@ -794,7 +794,7 @@ impl Runner {
                     job,
                     rate_iops: Some(target_iops.max(1.0)),
                     duration: Some(point_duration),
-                    limit_bytes_per_worker: None,
+                    limit_passes: None,
                 },
                 &mut |_, _| {},
             )?;
@@ -900,7 +900,7 @@ impl Runner {
                     job,
                     rate_iops,
                     duration: seg_dur,
-                    limit_bytes_per_worker: None,
+                    limit_passes: None,
                 },
                 &mut on_interval,
             )?;
@@ -967,7 +967,7 @@ impl Runner {
                                 job: &cal,
                                 rate_iops: None,
                                 duration: Some(d),
-                                limit_bytes_per_worker: None,
+                                limit_passes: None,
                             },
                             &mut |_, _| {},
                         )?;
@@ -1013,7 +1013,7 @@ impl Runner {
                 region_len: self.region_len,
                 engine: self.spec.engine,
                 rate_iops: seg.rate_iops.map(|r| r / workers as f64),
-                limit_bytes: seg.limit_bytes_per_worker,
+                limit_bytes: None,
                 seed: base_seed.wrapping_add(i as u64),
                 report_interval: self.opts.stats_interval,
                 stop: seg_stop.clone(),
@@ -1040,6 +1040,16 @@ impl Runner {
                     HookMode::StampOnly => Box::new(StampOnly(hook)),
                 });
             }
+            plan.limit_bytes = seg.limit_passes.map(|p| {
+                worker::stripe_bounds(
+                    plan.region_start,
+                    plan.region_len,
+                    plan.job.workers,
+                    i,
+                    worker::job_align(&plan.job),
+                )
+                .1 * p as u64
+            });
             match worker::spawn_with(plan, wopts, tx.clone()) {
                 Ok(h) => handles.push(h),
                 Err(e) => {
@@ -1255,7 +1265,9 @@ impl Runner {
     ) -> Result<SegmentOutcome, String> {
         let started = Instant::now();
         let mut total = SegmentOutcome::default();
-        let mut limit = seg.limit_bytes_per_worker;
+        // After the device returns, a pass-limited segment (precondition, verify sweep) starts
+        // its passes over; a timed one runs for what is left of its duration.
+        let limit = seg.limit_passes;
         loop {
             let duration = seg.duration.map(|d| d.saturating_sub(started.elapsed()));
             let o = self.run_segment_once(
@@ -1263,7 +1275,7 @@ impl Runner {
                     job: seg.job,
                     rate_iops: seg.rate_iops,
                     duration,
-                    limit_bytes_per_worker: limit,
+                    limit_passes: limit,
                 },
                 on_interval,
             )?;
@@ -1282,10 +1294,6 @@ impl Runner {
             total.fatal = o.fatal;
             if !o.device_gone || self.stopping() {
                 return Ok(total);
-            }
-            if let Some(l) = limit.as_mut() {
-                let per_worker = o.bytes / seg.job.workers.max(1) as u64;
-                *l = l.saturating_sub(per_worker);
             }
             self.wait_for_device()?;
             if seg.duration.is_some_and(|d| started.elapsed() >= d) {
