@@ -8,6 +8,7 @@ pub mod health;
 pub mod http;
 pub mod metrics;
 pub mod nvme;
+pub mod reload;
 pub mod report;
 pub mod safety;
 pub mod state;

@@ -12,16 +12,20 @@ pub fn main(
     exit_when_done: bool,
 ) -> Result<ExitCode> {
     let mut settings = crate::config::load(config.as_deref())?;
-    if let Some(l) = listen {
-        settings.exporter.listen = l.parse().map_err(|e| {
+    let listen = match listen {
+        Some(l) => Some(l.parse().map_err(|e| {
             anyhow::anyhow!(
                 "--web.listen-address: \"{l}\" is not an address like 127.0.0.1:9757 ({e})"
             )
-        })?;
-    }
-    if let Some(w) = web {
-        settings.exporter.web_config_file = Some(w);
-    }
+        })?),
+        None => None,
+    };
+    // Applied again over the file after each SIGHUP reload.
+    let overrides = crate::reload::Overrides {
+        listen,
+        web_config_file: web,
+    };
+    overrides.apply(&mut settings);
     init_tracing(&settings.log.level);
     if config.is_none() {
         tracing::info!(
@@ -29,7 +33,14 @@ pub fn main(
             "no --config: running the built-in default (4k-random-read soak on a 1 GiB file in the state directory)"
         );
     }
-    crate::daemon::run(settings, crate::daemon::RunFlags { exit_when_done })?;
+    crate::daemon::run(
+        settings,
+        crate::daemon::RunFlags {
+            exit_when_done,
+            config_path: config,
+            overrides,
+        },
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
