@@ -313,16 +313,15 @@ pub fn poll_device(
 
 fn derive_device(d: &mut DeviceHealth, now: f64, host: &[HostIo], ratings: &RatingContext) {
     let cap = d.capacity_bytes();
-    if d.derived.rated.is_none() {
-        d.derived.rated = derive::rated_endurance(
-            &ratings.overrides,
-            &ratings.table,
-            &d.name,
-            &d.serial,
-            &d.model,
-            cap,
-        );
-    }
+    // Recomputed each poll: the capacity may only be known once Identify Namespace succeeds.
+    d.derived.rated = derive::rated_endurance(
+        &ratings.overrides,
+        &ratings.table,
+        &d.name,
+        &d.serial,
+        &d.model,
+        cap,
+    );
     let mine: Vec<&HostIo> = host.iter().filter(|h| host_on_device(h, d)).collect();
     let host_written: u64 = mine.iter().map(|h| h.written_bytes).sum();
     let iops = (!mine.is_empty()).then(|| mine.iter().map(|h| h.iops).sum::<f64>());
