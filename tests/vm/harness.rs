@@ -126,7 +126,15 @@ pub fn prereqs() -> Option<&'static Prereqs> {
             if required {
                 panic!("VM tests are required (NVSOAK_VM_REQUIRED is set) but {why}");
             }
-            eprintln!("skipping VM test: {why} (set NVSOAK_VM_REQUIRED=1 to make this a failure)");
+            // Written to the stderr handle, not with eprintln!, so libtest's capture does not
+            // hide it behind the passing test; once per process.
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "skipping the VM tests: {why} (set NVSOAK_VM_REQUIRED=1 to make this a failure)"
+                );
+            });
             None
         }
     }
@@ -158,7 +166,10 @@ pub fn which_tool(name: &str, install: &str) -> Option<PathBuf> {
             "VM tests are required (NVSOAK_VM_REQUIRED is set) but {name} is missing; install with: {install}"
         );
     }
-    eprintln!("skipping VM test: {name} is missing; install with: {install}");
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipping a VM test: {name} is missing; install with: {install}"
+    );
     None
 }
 
@@ -335,6 +346,14 @@ pub fn base_initramfs() -> Result<PathBuf, String> {
         let out = cache.join(key);
         if out.is_file() {
             return Ok(out);
+        }
+        // Archives for older binaries are stale: remove them.
+        for e in std::fs::read_dir(&cache).into_iter().flatten().flatten() {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            if n.starts_with("base-") && n.ends_with(".cpio") {
+                let _ = std::fs::remove_file(e.path());
+            }
         }
         let stage = tempfile::tempdir_in(&cache).map_err(|e| format!("tempdir: {e}"))?;
         let root = stage.path();
@@ -693,10 +712,33 @@ fn scratch_dir(name: &str) -> Result<tempfile::TempDir, String> {
 impl Vm {
     /// Builds the scenario's initramfs and starts QEMU. Panics (with the reason) on failure.
     pub fn boot(spec: &VmSpec) -> Vm {
-        match Vm::try_boot(spec) {
-            Ok(vm) => vm,
-            Err(e) => panic!("booting VM {}: {e}", spec.name),
+        // The forwarded port is picked free but another process may take it before QEMU binds
+        // it; QEMU then exits at start-up, and a fresh port is tried.
+        for attempt in 1..=3 {
+            match Vm::try_boot(spec) {
+                Ok(mut vm) => {
+                    if !spec.net || vm.started_ok(Duration::from_secs(30)) {
+                        return vm;
+                    }
+                    let log = vm.console();
+                    if !log.contains("hostfwd") && !log.contains("host forwarding") || attempt == 3
+                    {
+                        vm.fail("QEMU exited at start-up");
+                    }
+                }
+                Err(e) => panic!("booting VM {}: {e}", spec.name),
+            }
         }
+        unreachable!("the last attempt returns or fails")
+    }
+
+    /// Waits until the firmware prints (every backend, the forwarded port included, is set
+    /// up by then); false if QEMU exited first.
+    fn started_ok(&mut self, timeout: Duration) -> bool {
+        let r = self.console.wait(Instant::now() + timeout, |c| {
+            (c.contains("SeaBIOS") || c.contains("@@NVSOAK")).then_some(())
+        });
+        r.is_ok() || !matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
     pub fn try_boot(spec: &VmSpec) -> Result<Vm, String> {
