@@ -87,11 +87,14 @@ pub fn format_bytes(b: u64) -> String {
 }
 
 fn phase_name(settings: Option<&Settings>, t: &TargetState) -> String {
-    settings
-        .and_then(|s| s.targets.iter().find(|spec| spec.name == t.name))
-        .and_then(|spec| spec.phases.get(t.phase_index))
-        .map(|p| format!(" ({})", p.kind()))
-        .unwrap_or_default()
+    let Some(spec) = settings.and_then(|s| s.targets.iter().find(|spec| spec.name == t.name))
+    else {
+        return String::new();
+    };
+    match spec.phases.get(t.phase_index) {
+        Some(p) => format!(" ({})", p.kind()),
+        None => " (plan finished)".to_string(),
+    }
 }
 
 /// The human-readable rendering of a checkpoint.

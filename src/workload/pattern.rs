@@ -62,8 +62,8 @@
 //! **544 MiB per TiB of region** (512 MiB + 32 MiB per TiB, ≈ 495 MiB per TB). A 16-bit
 //! generation wraps after 65 535 writes of one unit; a lost write is missed only if the block
 //! left behind is a multiple of 65 535 writes old, and its crc, seed and offset still match.
-//! Checkpoints store the map run-length encoded, which is small after sequential passes and at
-//! most the raw size plus a few bytes.
+//! Checkpoints store the map run-length encoded when that is smaller (after sequential passes,
+//! a few bytes), else raw: never more than 2 bytes per unit plus a 37-byte frame.
 
 use std::io::{self, Read, Write};
 use std::sync::OnceLock;
@@ -461,6 +461,8 @@ impl std::fmt::Debug for GenMap {
 }
 
 const SER_MAGIC: &[u8; 8] = b"NVGENMP1";
+const SER_RAW: u8 = 0;
+const SER_RLE: u8 = 1;
 
 impl GenMap {
     /// A map of `len` bytes of target starting at offset `base` (both multiples of
@@ -676,8 +678,9 @@ impl GenMap {
             .count() as u64
     }
 
-    /// Serialise: magic, base, units, seed, then run-length encoded entries (LEB128 run
-    /// length, u16 value), then a crc32c of everything before it.
+    /// Serialise: magic, base, units, seed (u64 LE each after the magic), an encoding byte,
+    /// then the entries either raw (u16 LE each) or run-length encoded (LEB128 run length, u16
+    /// value), whichever is smaller, then a crc32c of everything before it.
     pub fn write_to(&self, w: &mut impl Write) -> io::Result<()> {
         let mut w = CrcWriter {
             inner: w,
@@ -688,26 +691,49 @@ impl GenMap {
         w.put(&self.base.to_le_bytes())?;
         w.put(&(self.gens.len() as u64).to_le_bytes())?;
         w.put(&self.seed.to_le_bytes())?;
-        let mut i = 0;
         let n = self.gens.len();
+        let load = |i: usize| self.gens[i].load(Ordering::Relaxed);
+        // Run-length encoding when it is smaller (sequential passes leave long runs), raw
+        // entries otherwise (random writes): never more than the raw size plus the header.
+        let mut rle_len = 0usize;
+        let mut i = 0;
         while i < n {
-            let v = self.gens[i].load(Ordering::Relaxed);
+            let v = load(i);
             let mut j = i + 1;
-            while j < n && self.gens[j].load(Ordering::Relaxed) == v {
+            while j < n && load(j) == v {
                 j += 1;
             }
-            let mut run = (j - i) as u64;
-            loop {
-                let b = (run & 0x7f) as u8;
-                run >>= 7;
-                if run == 0 {
-                    w.put(&[b])?;
-                    break;
-                }
-                w.put(&[b | 0x80])?;
-            }
-            w.put(&v.to_le_bytes())?;
+            let bits = 64 - ((j - i) as u64).leading_zeros() as usize;
+            rle_len += bits.div_ceil(7).max(1) + 2;
             i = j;
+        }
+        if rle_len >= 2 * n {
+            w.put(&[SER_RAW])?;
+            for i in 0..n {
+                w.put(&load(i).to_le_bytes())?;
+            }
+        } else {
+            w.put(&[SER_RLE])?;
+            let mut i = 0;
+            while i < n {
+                let v = load(i);
+                let mut j = i + 1;
+                while j < n && load(j) == v {
+                    j += 1;
+                }
+                let mut run = (j - i) as u64;
+                loop {
+                    let b = (run & 0x7f) as u8;
+                    run >>= 7;
+                    if run == 0 {
+                        w.put(&[b])?;
+                        break;
+                    }
+                    w.put(&[b | 0x80])?;
+                }
+                w.put(&v.to_le_bytes())?;
+                i = j;
+            }
         }
         w.flush_buf()?;
         let crc = w.crc;
@@ -749,8 +775,22 @@ impl GenMap {
             return Err(bad("implausible unit count"));
         }
         let map = GenMap::new(base, units * VERIFY_UNIT as u64, seed);
-        let mut p = 32;
+        let mode = *body.get(32).ok_or_else(|| bad("truncated header"))?;
+        let mut p = 33;
         let mut i = 0usize;
+        if mode == SER_RAW {
+            let raw = &body[p..];
+            if raw.len() != map.gens.len() * 2 {
+                return Err(bad("raw entries do not match the unit count"));
+            }
+            for (g, b) in map.gens.iter().zip(raw.chunks_exact(2)) {
+                g.store(u16::from_le_bytes([b[0], b[1]]), Ordering::Relaxed);
+            }
+            p = body.len();
+            i = map.gens.len();
+        } else if mode != SER_RLE {
+            return Err(bad("unknown encoding"));
+        }
         while p < body.len() {
             let mut run: u64 = 0;
             let mut shift = 0;
@@ -1190,6 +1230,16 @@ mod tests {
         assert!(GenMap::from_bytes(&bad).is_err());
         assert!(GenMap::from_bytes(&bytes[..bytes.len() - 1]).is_err());
         assert!(GenMap::from_bytes(&[]).is_err());
+        // Random generations: raw encoding, never larger than 2 bytes per unit plus the frame.
+        let noisy = GenMap::new(0, 5000 * 4096, SEED);
+        let mut x = 12345u64;
+        for i in 0..5000u64 {
+            x = mix64(x);
+            noisy.set(i * 4096, (x % 60000 + 1) as u32);
+        }
+        let b = noisy.to_bytes();
+        assert_eq!(b.len(), 33 + 2 * 5000 + 4);
+        assert!(GenMap::from_bytes(&b).unwrap().same_generations(&noisy));
     }
 
     #[test]
