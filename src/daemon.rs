@@ -24,6 +24,8 @@ pub struct DaemonApp {
     pub started: Instant,
     /// The last hour of figures for the status page's charts (bounded).
     pub history: std::sync::Mutex<crate::report::history::History>,
+    /// Where `results/` lives, for `/report`.
+    pub state_dir: std::path::PathBuf,
 }
 
 impl DaemonApp {
@@ -125,6 +127,12 @@ impl crate::http::App for DaemonApp {
     }
     fn status_page(&self) -> String {
         self.render_status()
+    }
+    fn page(&self, path: &str) -> Option<crate::http::Page> {
+        (path == "/report").then(|| crate::http::Page {
+            content_type: "text/html; charset=utf-8",
+            body: crate::report::report_page_html(&self.state_dir),
+        })
     }
 }
 
@@ -402,6 +410,7 @@ pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
                 3600,
                 Duration::from_secs(1),
             )),
+            state_dir: settings.state.dir.clone(),
         });
         let server = crate::http::bind(
             crate::http::ServerOptions {

@@ -33,6 +33,19 @@ pub fn errno_name(e: i32) -> String {
     }
 }
 
+/// `/dev/nvme0n1` (or `/dev/nvme0n1p2`, `/dev/ng0n1`) → `nvme0`; anything else → `None`.
+pub fn nvme_controller_of(path: &str) -> Option<String> {
+    let name = path.rsplit('/').next()?;
+    let rest = name
+        .strip_prefix("nvme")
+        .or_else(|| name.strip_prefix("ng"))?;
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    if digits.is_empty() || !rest[digits.len()..].starts_with('n') {
+        return None;
+    }
+    Some(format!("nvme{digits}"))
+}
+
 pub fn families(
     targets: &[TargetSnapshot],
     soak: &[SoakTotals],
@@ -62,6 +75,10 @@ pub fn families(
         "nvsoak_phase_running",
         "1 while a phase of the target's plan runs, 0 once the plan finished or stopped.",
     );
+    let mut tinfo = Family::gauge(
+        "nvsoak_target_info",
+        "The target's path, and for NVMe namespaces the controller (device) it sits on, to join workload series with nvme_* series; value is always 1.",
+    );
     let mut tup = Family::gauge(
         "nvsoak_target_up",
         "1 unless the target was stopped by errors, a refusal or a vanished device.",
@@ -80,11 +97,17 @@ pub fn families(
                 1.0,
             );
         }
+        let device = nvme_controller_of(&t.path).unwrap_or_default();
+        tinfo.add(
+            &[("target", &t.name), ("path", &t.path), ("device", &device)],
+            1.0,
+        );
         running.add(&[("target", &t.name)], if t.running { 1.0 } else { 0.0 });
         tup.add(&[("target", &t.name)], if t.up { 1.0 } else { 0.0 });
     }
     push(&mut out, engine);
     push(&mut out, phase);
+    push(&mut out, tinfo);
     push(&mut out, running);
     push(&mut out, tup);
 
@@ -125,7 +148,7 @@ pub fn families(
         for t in targets {
             for (job, j) in &t.jobs {
                 let c = sel(j);
-                let l = [("target", t.name.as_str()), ("job", job.as_str())];
+                let l = [("target", t.name.as_str()), ("workload", job.as_str())];
                 ops.add(&l, c.ops as f64);
                 bytes.add(&l, c.bytes as f64);
                 lat.add_histogram(&l, &LAT_BUCKETS, &c.lat_buckets, c.lat_sum_ns as f64 / 1e9);
@@ -164,7 +187,7 @@ pub fn families(
                     errs.add(
                         &[
                             ("target", &t.name),
-                            ("job", job),
+                            ("workload", job),
                             ("op", op),
                             ("errno", &en),
                         ],
@@ -250,7 +273,7 @@ fn steady_families(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {
     for t in targets {
         for (job, j) in &t.jobs {
             if let Some(s) = &j.steady {
-                let l = [("target", t.name.as_str()), ("job", job.as_str())];
+                let l = [("target", t.name.as_str()), ("workload", job.as_str())];
                 reached.add(&l, if s.reached { 1.0 } else { 0.0 });
                 if s.reached
                     && let Some(ts) = s.since_time
@@ -293,12 +316,12 @@ fn sweep_families(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {
     for t in targets {
         for (job, j) in &t.jobs {
             if let Some(s) = &j.sweep {
-                max.add(&[("target", &t.name), ("job", job)], s.max_iops);
+                max.add(&[("target", &t.name), ("workload", job)], s.max_iops);
                 for p in s.points.iter().filter(|p| p.pct > 0) {
                     let pt = p.pct.to_string();
                     let l = [
                         ("target", t.name.as_str()),
-                        ("job", job.as_str()),
+                        ("workload", job.as_str()),
                         ("point", pt.as_str()),
                     ];
                     iops.add(&l, p.iops);
@@ -311,5 +334,23 @@ fn sweep_families(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {
     }
     for f in [max, iops, tgt, lavg, lp99] {
         push(out, f);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nvme_controller_of;
+
+    #[test]
+    fn controller_of_namespace_paths() {
+        assert_eq!(nvme_controller_of("/dev/nvme0n1").as_deref(), Some("nvme0"));
+        assert_eq!(
+            nvme_controller_of("/dev/nvme12n3p1").as_deref(),
+            Some("nvme12")
+        );
+        assert_eq!(nvme_controller_of("/dev/ng1n1").as_deref(), Some("nvme1"));
+        assert_eq!(nvme_controller_of("/dev/nvme0"), None);
+        assert_eq!(nvme_controller_of("/dev/shm/t0.dat"), None);
+        assert_eq!(nvme_controller_of("/dev/loop3"), None);
     }
 }

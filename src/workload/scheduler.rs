@@ -436,6 +436,7 @@ pub fn start(
         resume_at,
         identity,
         in_verify_pass: false,
+        last_results_save: Instant::now(),
     };
     let thread = std::thread::Builder::new()
         .name(format!("sched-{}", spec.name))
@@ -551,7 +552,11 @@ struct Runner {
     identity: Option<crate::safety::DeviceIdentity>,
     /// Set while a `pass` verification sweep runs.
     in_verify_pass: bool,
+    last_results_save: Instant,
 }
+
+/// How often a running soak refreshes its results file.
+const RESULTS_SAVE_INTERVAL: Duration = Duration::from_secs(60);
 
 /// How often a long soak under `verify = "pass"` pauses for a verification sweep.
 pub const VERIFY_PASS_INTERVAL: Duration = Duration::from_secs(3600);
@@ -1187,6 +1192,9 @@ impl Runner {
                     device_gone = true;
                 }
                 last_gone_errs = gone_errs;
+                if self.last_results_save.elapsed() >= RESULTS_SAVE_INTERVAL {
+                    self.save_results();
+                }
                 if let Some(v) = &verify
                     && self.spec.verify_fatal
                     && fatal.is_none()
@@ -1363,7 +1371,23 @@ impl Runner {
         }
     }
 
-    fn save_results(&self) {
+    fn save_results(&mut self) {
+        let snap = read_snapshot(&self.snapshot);
+        let t = snap.soak_totals();
+        let verify_errors = snap.verify.as_ref().map_or(0, |v| v.counters.total());
+        let prev = self.results.soak.take().unwrap_or_default();
+        self.results.soak = Some(crate::workload::results::SoakSummary {
+            started: snap.soak_started.unwrap_or(snap.started_at),
+            elapsed_secs: t.soak_elapsed_secs,
+            read_bytes: t.read_bytes,
+            written_bytes: t.write_bytes,
+            read_ops: t.read_ops,
+            write_ops: t.write_ops,
+            errors: t.errors,
+            verify_errors,
+            ..prev
+        });
+        self.last_results_save = Instant::now();
         let dir = self.opts.state_dir.join("results");
         let path = dir.join(format!("{}.json", self.spec.name));
         let r = (|| -> std::io::Result<()> {

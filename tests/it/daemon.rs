@@ -45,7 +45,7 @@ fn soak_serves_workload_metrics_for_each_engine() {
             sum(
                 &s,
                 "nvsoak_read_ops_total",
-                &[("target", "t0"), ("job", "4k-random-read")]
+                &[("target", "t0"), ("workload", "4k-random-read")]
             ) > 100.0,
             "{engine}: no reads counted"
         );
@@ -59,6 +59,16 @@ fn soak_serves_workload_metrics_for_each_engine() {
         assert!(
             bytes >= ops * 4096.0,
             "{engine}: bytes {bytes} < ops {ops} x 4096"
+        );
+        assert_eq!(
+            find(
+                &s,
+                "nvsoak_target_info",
+                &[("target", "t0"), ("device", "")]
+            )
+            .len(),
+            1,
+            "{engine}: target_info missing"
         );
         assert_eq!(
             find(
@@ -267,6 +277,14 @@ points = [10, 50, 100]
         Some(4),
         "{results}"
     );
+    // The daemon serves the qualification report from the same results.
+    let (code, body) = http_get(d.addr, "/report").expect("GET /report");
+    assert_eq!(code, 200);
+    assert!(body.contains("<svg"), "/report has no chart");
+    assert!(
+        body.contains("4k-random-read"),
+        "/report does not name the swept profile"
+    );
     let (status, _, err) = d.terminate();
     assert!(status.success(), "{err}");
 }
@@ -307,7 +325,9 @@ fn kill9_then_resume_loses_at_most_one_checkpoint_interval() {
     let cfg = r#"
 [state]
 dir = "{dir}/state"
-checkpoint_interval = "1s"
+checkpoint_interval = "2s"
+[stats]
+interval = "200ms"
 [health]
 enabled = false
 [[target]]
@@ -325,7 +345,7 @@ duration = "10m"
     let d = Daemon::start(cfg);
     // Wait for a few checkpoints' worth of writes.
     let s = d.scrape_until(Duration::from_secs(20), |s| {
-        sum(s, "nvsoak_soak_elapsed_seconds", &[("target", "ck")]) >= 3.5
+        sum(s, "nvsoak_soak_elapsed_seconds", &[("target", "ck")]) >= 5.0
     });
     let before = sum(&s, "nvsoak_soak_written_bytes", &[("target", "ck")]);
     let elapsed = sum(&s, "nvsoak_soak_elapsed_seconds", &[("target", "ck")]);
@@ -340,10 +360,10 @@ duration = "10m"
     let ck_written = v["targets"][0]["totals"]["write_bytes"]
         .as_f64()
         .expect("write_bytes");
-    // The newest checkpoint is at most one interval (1 s) old at the kill, plus scheduling slack
+    // The newest checkpoint is at most one interval (2 s) old at the kill, plus scheduling slack
     // on a loaded 2-core machine.
     assert!(
-        killed_at - saved_at <= 2.0,
+        killed_at - saved_at <= 3.0,
         "newest checkpoint was {:.2} s old at the kill",
         killed_at - saved_at
     );
@@ -355,14 +375,15 @@ duration = "10m"
         after >= ck_written,
         "resume lost checkpointed totals: {after} < {ck_written}"
     );
-    // What was lost is what was written after the newest checkpoint: under one interval's worth.
+    // What was lost is at most one checkpoint interval (2 s) of totals, plus the snapshot's lag
+    // behind the workers (two 200 ms stats intervals).
     assert!(
-        after >= before - rate * (killed_at - saved_at + 0.5),
+        after >= before - rate * (2.0 + 0.4),
         "resumed soak reports {after} bytes written, {before} before the kill (rate {rate:.0} B/s)"
     );
     let el_after = sum(&s, "nvsoak_soak_elapsed_seconds", &[("target", "ck")]);
     assert!(
-        el_after >= elapsed - 1.6,
+        el_after >= elapsed - 2.6,
         "elapsed went from {elapsed} to {el_after}"
     );
     assert_eq!(
