@@ -253,8 +253,13 @@ fn soak_to_final_poll(vm: &Vm) -> (Metrics, (u128, u128), Metrics) {
             m.sum("nvsoak_write_bytes_total", &t)? as u128,
         ))
     };
-    let before = fin(&done).unwrap_or_else(|| vm.fail("no write counters after the phase"));
-    let ts = poll_ts(&done).unwrap_or_else(|| vm.fail("no nvsoak_health_poll_timestamp_seconds"));
+    if fin(&done).is_none() {
+        vm.fail("no write counters after the phase");
+    }
+    // The last stats publication may land just after the phase is marked finished.
+    let (before, settled) = stable(vm, "final write counters", Duration::from_secs(30), fin);
+    let ts =
+        poll_ts(&settled).unwrap_or_else(|| vm.fail("no nvsoak_health_poll_timestamp_seconds"));
     let last = poll_after(vm, ts, Duration::from_secs(30));
     if fin(&last) != Some(before) {
         vm.fail(&format!(
