@@ -268,8 +268,26 @@ fn sighup_with_an_invalid_config_keeps_the_running_one() {
         !d.dir.path().join("never.dat").exists(),
         "the rejected config's target file was created"
     );
-    // A valid file afterwards is applied: the daemon did not get stuck on the bad one.
-    rewrite_config(&d, &format!("{good}{}", target_block("later", "")));
+    // A valid file afterwards is applied: the daemon did not get stuck on the bad one. It also
+    // changes a restart-only key, and adds a target that cannot start (its directory cannot be
+    // created in /proc; the config check takes a missing path for a new file).
+    let broken = r#"
+[[target]]
+name = "broken"
+path = "/proc/nvsoak-test-broken/broken.dat"
+size = "16MiB"
+[[target.phase]]
+kind = "soak"
+profile = "4k-random-read"
+duration = "10m"
+"#;
+    let cfg = rewrite_config(
+        &d,
+        &format!(
+            "[exporter]\nmax_connections = 7\n{good}{}{broken}",
+            target_block("later", "")
+        ),
+    );
     sighup(&d);
     watch_monotonic(
         &d,
@@ -279,6 +297,37 @@ fn sighup_with_an_invalid_config_keeps_the_running_one() {
         "the next valid config is applied",
         |s| ops(s, "later") > 10.0,
     );
+    let t = log.wait_for("SIGHUP: config reloaded", Duration::from_secs(5));
+    assert!(
+        t.contains("exporter.max_connections changed; it takes effect only after a restart"),
+        "the restart-only key is not named:\n{t}"
+    );
+    assert_eq!(
+        log.count(&["could not be started", "broken"]),
+        1,
+        "the failed start is not logged:\n{t}"
+    );
+    let s = d.scrape();
+    assert!(find(&s, "nvsoak_target_up", &[("target", "broken")]).is_empty());
+    // The checkpoint's plan is what runs: keep and later, not the target that failed.
+    let mut running = nvsoak::config::load(Some(&cfg))
+        .expect("the config is valid")
+        .targets;
+    running.retain(|t| t.name != "broken");
+    let want = nvsoak::state::plan_hash(&running);
+    let state = d.dir.path().join("state");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while nvsoak::state::read(&state)
+        .ok()
+        .flatten()
+        .is_none_or(|c| c.plan_hash != want)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the checkpoint was not saved under the running plan's hash"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert_eq!(log.count(&["target started", "keep"]), 1);
     let (st, _, _) = d.terminate();
     assert!(st.success(), "nvsoak exited with {st}:\n{}", log.text());
