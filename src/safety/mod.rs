@@ -341,6 +341,8 @@ pub fn identify(path: &Path) -> Result<DeviceIdentity, SafetyError> {
         dev_dir.clone(),
         dev_dir.join("device"),
         disk.join("../device"),
+        // nvme-subsys<N> (native multipath) carries serial and model itself.
+        disk.join(".."),
     ];
     let serial =
         first_of(&search, &["serial"]).or_else(|| vpd_pg80_serial(&dev_dir.join("vpd_pg80")));
