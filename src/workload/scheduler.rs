@@ -32,20 +32,21 @@ use crate::workload::worker::{self, BlockHook, ExitReason, WorkerOptions, Worker
 
 #[derive(Debug, Error)]
 pub enum TargetError {
-    #[error("target {target}: {path}: {source}")]
+    // The io::Error is part of the message, not a `source`, so `{:#}` chains don't print it twice.
+    #[error("target {target}: {path}: {error}")]
     Open {
         target: String,
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error(
-        "target {target}: preallocating {size} bytes for {path} failed: {source} (is the file system full?)"
+        "target {target}: preallocating {size} bytes for {path} failed: {error} (is the file system full?)"
     )]
     Prealloc {
         target: String,
         path: PathBuf,
         size: u64,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("target {target}: {reason}")]
     Refused { target: String, reason: String },
@@ -234,10 +235,10 @@ fn with_snapshot(s: &SharedSnapshot, f: impl FnOnce(&mut TargetSnapshot)) {
 /// Open (and for files create and preallocate) the target. Returns the fd, the usable size, and
 /// whether it is a block device.
 pub fn open_target(spec: &TargetSpec, writes: bool) -> Result<OpenedTarget, TargetError> {
-    let open_err = |source| TargetError::Open {
+    let open_err = |error| TargetError::Open {
         target: spec.name.clone(),
         path: spec.path.clone(),
-        source,
+        error,
     };
     let is_block = std::fs::metadata(&spec.path)
         .map(|m| m.file_type().is_block_device())
@@ -285,11 +286,11 @@ pub fn open_target(spec: &TargetSpec, writes: bool) -> Result<OpenedTarget, Targ
         let size = spec.size.unwrap_or(0);
         let cur = f.metadata().map_err(open_err)?.len();
         if cur < size || !fully_allocated(&f, size) {
-            preallocate(&f, size).map_err(|source| TargetError::Prealloc {
+            preallocate(&f, size).map_err(|error| TargetError::Prealloc {
                 target: spec.name.clone(),
                 path: spec.path.clone(),
                 size,
-                source,
+                error,
             })?;
         }
         size
@@ -441,10 +442,10 @@ pub fn start(
     let thread = std::thread::Builder::new()
         .name(format!("sched-{}", spec.name))
         .spawn(move || runner.run())
-        .map_err(|source| TargetError::Open {
+        .map_err(|error| TargetError::Open {
             target: spec.name.clone(),
             path: spec.path.clone(),
-            source,
+            error,
         })?;
     Ok(TargetHandle {
         name: spec.name,
