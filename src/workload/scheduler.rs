@@ -1318,6 +1318,8 @@ impl Runner {
             "the target's device went away; pausing the workload and retrying");
         with_snapshot(&self.snapshot, |s| {
             s.up = false;
+            // Paused, not running: the stall alert stays quiet, the device-down alert fires.
+            s.running = false;
             s.stop_reason = Some(format!(
                 "{} went away; waiting for it to return",
                 path.display()
@@ -1361,6 +1363,7 @@ impl Runner {
                         "the device is back; resuming the workload");
                     with_snapshot(&self.snapshot, |s| {
                         s.up = true;
+                        s.running = true;
                         s.stop_reason = None;
                     });
                     return Ok(());
