@@ -7,8 +7,10 @@ Queries use only metric names nvsoak exports (and the recording rules in
 dashboards/rules/nvsoak-recording.yml); tests/it/ops.rs evaluates every one against a real
 Prometheus scraping a real nvsoak.
 
-Note: nvsoak's workload label `job` becomes `exported_job` in Prometheus (it collides with the
-scrape job label), so the queries group by `exported_job`.
+Workload series carry `target` and `workload` (the profile or job name; `job` is left to
+Prometheus' scrape job). `nvsoak_target_info{target,path,device}` maps a target to the NVMe
+controller it sits on (`device` empty for files): the fleet overview joins target-side series onto
+its drive rows through the `nvme:target:info` recording rule, and lists file targets separately.
 """
 
 import json
@@ -201,20 +203,26 @@ def xychart(lay, title, x_expr, y_expr, y_unit, w=12, h=8, desc=""):
 
 
 def variables(with_device=True, with_target=True):
-    def q(name, label, query, multi=True):
-        return {
+    def q(name, label, query, multi=True, all_value=".*"):
+        v = {
             "name": name, "label": label, "type": "query", "datasource": DS,
             "query": {"query": query, "refId": name}, "definition": query,
-            "refresh": 2, "includeAll": True, "multi": multi, "allValue": ".*",
+            "refresh": 2, "includeAll": True, "multi": multi, "allValue": all_value,
             "current": {"selected": True, "text": ["All"], "value": ["$__all"]}, "sort": 1,
         }
+        if all_value is None:
+            del v["allValue"]  # "All" is the listed values, so it follows the device choice
+        return v
     v = [{"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
           "current": {}, "hide": 0, "refresh": 1}]
     v.append(q("instance", "Host", "label_values(nvsoak_build_info, instance)"))
     if with_device:
         v.append(q("device", "Device", 'label_values(nvme_info{instance=~"$instance"}, device)'))
     if with_target:
-        v.append(q("target", "Target", 'label_values(nvsoak_target_up{instance=~"$instance"}, target)'))
+        # The targets on the chosen drives (file targets have device="", matched by "All").
+        tq = ('label_values(nvsoak_target_info{instance=~"$instance", device=~"$device"}, target)' if with_device
+              else 'label_values(nvsoak_target_up{instance=~"$instance"}, target)')
+        v.append(q("target", "Target", tq, all_value=None if with_device else ".*"))
     return v
 
 
@@ -250,16 +258,16 @@ def device_detail():
     P = []
     P.append(row(lay, "Workload"))
     P.append(timeseries(lay, "IOPS per job", [
-        (f"sum by (instance, target, exported_job) (rate(nvsoak_read_ops_total{{{W}}}[$__rate_interval]))", "{{target}} {{exported_job}} read"),
-        (f"sum by (instance, target, exported_job) (rate(nvsoak_write_ops_total{{{W}}}[$__rate_interval]))", "{{target}} {{exported_job}} write"),
+        (f"sum by (instance, target, workload) (rate(nvsoak_read_ops_total{{{W}}}[$__rate_interval]))", "{{target}} {{workload}} read"),
+        (f"sum by (instance, target, workload) (rate(nvsoak_write_ops_total{{{W}}}[$__rate_interval]))", "{{target}} {{workload}} write"),
     ], unit="iops", desc="Completed I/Os per second, from nvsoak_{read,write}_ops_total."))
     P.append(timeseries(lay, "Bandwidth per job", [
-        (f"sum by (instance, target, exported_job) (rate(nvsoak_read_bytes_total{{{W}}}[$__rate_interval]))", "{{target}} {{exported_job}} read"),
-        (f"sum by (instance, target, exported_job) (rate(nvsoak_write_bytes_total{{{W}}}[$__rate_interval]))", "{{target}} {{exported_job}} write"),
+        (f"sum by (instance, target, workload) (rate(nvsoak_read_bytes_total{{{W}}}[$__rate_interval]))", "{{target}} {{workload}} read"),
+        (f"sum by (instance, target, workload) (rate(nvsoak_write_bytes_total{{{W}}}[$__rate_interval]))", "{{target}} {{workload}} write"),
     ], unit="Bps"))
     P.append(timeseries(lay, "Latency quantiles (per stats interval, HDR)", [
-        (f"nvsoak_read_latency_quantile_seconds{{{W}}}", "{{target}} {{exported_job}} read p{{quantile}}"),
-        (f"nvsoak_write_latency_quantile_seconds{{{W}}}", "{{target}} {{exported_job}} write p{{quantile}}"),
+        (f"nvsoak_read_latency_quantile_seconds{{{W}}}", "{{target}} {{workload}} read p{{quantile}}"),
+        (f"nvsoak_write_latency_quantile_seconds{{{W}}}", "{{target}} {{workload}} write p{{quantile}}"),
     ], unit="s", desc="p50, p99, p99.9 and p99.99 of each stats interval, computed by nvsoak from HDR histograms."))
     P.append(timeseries(lay, "p99 latency (from the histogram)", [
         (f"histogram_quantile(0.99, sum by (instance, target, le) (rate(nvsoak_read_latency_seconds_bucket{{{W}}}[$__rate_interval])))", "{{target}} read p99"),
@@ -271,12 +279,12 @@ def device_detail():
     P.append(heatmap(lay, "Write latency heatmap",
                      f"sum by (le) (rate(nvsoak_write_latency_seconds_bucket{{{W}}}[$__rate_interval]))"))
     P.append(timeseries(lay, "Interval IOPS and bandwidth (gauges)", [
-        (f"nvsoak_read_iops{{{W}}}", "{{target}} {{exported_job}} read IOPS"),
-        (f"nvsoak_write_iops{{{W}}}", "{{target}} {{exported_job}} write IOPS"),
+        (f"nvsoak_read_iops{{{W}}}", "{{target}} {{workload}} read IOPS"),
+        (f"nvsoak_write_iops{{{W}}}", "{{target}} {{workload}} write IOPS"),
     ], unit="iops", w=12, desc="The last stats interval's IOPS as nvsoak measured it (steady-state detection uses these)."))
     P.append(timeseries(lay, "Interval bandwidth (gauges)", [
-        (f"nvsoak_read_bandwidth_bytes_per_second{{{W}}}", "{{target}} {{exported_job}} read"),
-        (f"nvsoak_write_bandwidth_bytes_per_second{{{W}}}", "{{target}} {{exported_job}} write"),
+        (f"nvsoak_read_bandwidth_bytes_per_second{{{W}}}", "{{target}} {{workload}} read"),
+        (f"nvsoak_write_bandwidth_bytes_per_second{{{W}}}", "{{target}} {{workload}} write"),
     ], unit="Bps", w=12))
 
     P.append(row(lay, "Phase and steady state"))
@@ -287,39 +295,39 @@ def device_detail():
         f"max by (instance, target, engine) (nvsoak_engine_info{{{W}}})",
     ], w=12, h=6, rename={"Value #B": "running", "Value #C": "up"}, exclude=("Value #A", "Value #D")))
     P.append(table(lay, "Steady state", [
-        f"max by (instance, target, exported_job) (nvsoak_steady_state_reached{{{W}}})",
-        f"max by (instance, target, exported_job) (nvsoak_steady_state_rounds{{{W}}})",
-        f"max by (instance, target, exported_job) (nvsoak_steady_state_window_average_iops{{{W}}})",
-        f"max by (instance, target, exported_job) (nvsoak_steady_state_range_ratio{{{W}}})",
-        f"max by (instance, target, exported_job) (nvsoak_steady_state_slope_excursion_ratio{{{W}}})",
+        f"max by (instance, target, workload) (nvsoak_steady_state_reached{{{W}}})",
+        f"max by (instance, target, workload) (nvsoak_steady_state_rounds{{{W}}})",
+        f"max by (instance, target, workload) (nvsoak_steady_state_window_average_iops{{{W}}})",
+        f"max by (instance, target, workload) (nvsoak_steady_state_range_ratio{{{W}}})",
+        f"max by (instance, target, workload) (nvsoak_steady_state_slope_excursion_ratio{{{W}}})",
     ], w=12, h=6, rename={"Value #A": "reached", "Value #B": "rounds", "Value #C": "window avg IOPS",
                            "Value #D": "range / avg (≤ 0.2)", "Value #E": "slope excursion / avg (≤ 0.1)"},
         units={"range / avg (≤ 0.2)": "percentunit", "slope excursion / avg (≤ 0.1)": "percentunit"}))
     P.append(timeseries(lay, "Steady-state window", [
-        (f"nvsoak_steady_state_range_ratio{{{W}}}", "{{target}} {{exported_job}} range/avg"),
-        (f"nvsoak_steady_state_slope_excursion_ratio{{{W}}}", "{{target}} {{exported_job}} slope excursion/avg"),
+        (f"nvsoak_steady_state_range_ratio{{{W}}}", "{{target}} {{workload}} range/avg"),
+        (f"nvsoak_steady_state_slope_excursion_ratio{{{W}}}", "{{target}} {{workload}} slope excursion/avg"),
     ], unit="percentunit", thresholds=steps((0.1, "orange"), (0.2, "red")),
         desc="SNIA PTS steady state: range within 20% and slope excursion within 10% of the window average."))
     P.append(timeseries(lay, "Steady-state window average IOPS", [
-        (f"nvsoak_steady_state_window_average_iops{{{W}}}", "{{target}} {{exported_job}}"),
-        (f"nvsoak_steady_state_reached{{{W}}} * on (instance, target, exported_job) nvsoak_steady_state_window_average_iops{{{W}}}", "{{target}} {{exported_job}} (reached)"),
+        (f"nvsoak_steady_state_window_average_iops{{{W}}}", "{{target}} {{workload}}"),
+        (f"nvsoak_steady_state_reached{{{W}}} * on (instance, target, workload) nvsoak_steady_state_window_average_iops{{{W}}}", "{{target}} {{workload}} (reached)"),
     ], unit="iops"))
 
     P.append(row(lay, "Sweep"))
     P.append(xychart(lay, "Sweep: IOPS against average latency",
-                     f"max by (instance, target, exported_job, point) (nvsoak_sweep_point_iops{{{W}}})",
-                     f"max by (instance, target, exported_job, point) (nvsoak_sweep_point_latency_average_seconds{{{W}}})", "s"))
+                     f"max by (instance, target, workload, point) (nvsoak_sweep_point_iops{{{W}}})",
+                     f"max by (instance, target, workload, point) (nvsoak_sweep_point_latency_average_seconds{{{W}}})", "s"))
     P.append(xychart(lay, "Sweep: IOPS against p99 latency",
-                     f"max by (instance, target, exported_job, point) (nvsoak_sweep_point_iops{{{W}}})",
-                     f"max by (instance, target, exported_job, point) (nvsoak_sweep_point_latency_p99_seconds{{{W}}})", "s"))
+                     f"max by (instance, target, workload, point) (nvsoak_sweep_point_iops{{{W}}})",
+                     f"max by (instance, target, workload, point) (nvsoak_sweep_point_latency_p99_seconds{{{W}}})", "s"))
     P.append(table(lay, "Sweep points", [
-        f"max by (instance, target, exported_job, point) (nvsoak_sweep_point_target_iops{{{W}}})",
-        f"max by (instance, target, exported_job, point) (nvsoak_sweep_point_iops{{{W}}})",
-        f"max by (instance, target, exported_job, point) (nvsoak_sweep_point_latency_average_seconds{{{W}}})",
-        f"max by (instance, target, exported_job, point) (nvsoak_sweep_point_latency_p99_seconds{{{W}}})",
+        f"max by (instance, target, workload, point) (nvsoak_sweep_point_target_iops{{{W}}})",
+        f"max by (instance, target, workload, point) (nvsoak_sweep_point_iops{{{W}}})",
+        f"max by (instance, target, workload, point) (nvsoak_sweep_point_latency_average_seconds{{{W}}})",
+        f"max by (instance, target, workload, point) (nvsoak_sweep_point_latency_p99_seconds{{{W}}})",
     ], w=16, h=8, rename={"Value #A": "target IOPS", "Value #B": "IOPS", "Value #C": "avg latency", "Value #D": "p99 latency"},
         units={"avg latency": "s", "p99 latency": "s"}))
-    P.append(stat(lay, "Sweep maximum IOPS", [(f"nvsoak_sweep_max_iops{{{W}}}", "{{target}} {{exported_job}}")],
+    P.append(stat(lay, "Sweep maximum IOPS", [(f"nvsoak_sweep_max_iops{{{W}}}", "{{target}} {{workload}}")],
                   unit="iops", w=8, h=8))
 
     P.append(row(lay, "Errors and soak totals"))
@@ -466,9 +474,18 @@ def fleet():
     P.append(stat(lay, "Fleet IOPS", [f"sum(nvsoak:iops:rate1m{{{I}}})"], unit="iops", w=4))
     P.append(stat(lay, "Fleet bandwidth", [f"sum(nvsoak:bandwidth_bytes:rate1m{{{I}}})"], unit="Bps", w=4))
 
-    P.append(table(lay, "Drives, worst first", [
-        f"nvme:drive_badness:score{{{I}}}",
+    P.append(table(lay, "Drives and their soak targets, worst first", [
+        f"nvme:fleet_badness:score{{{I}}}",
         f"max by (instance, device, model, serial, firmware) (nvme_info{{{I}}})",
+        f"max by (instance, device, phase) (nvsoak_phase_info{{{I}}} * on (instance, target) group_left (device) nvme:target:info)",
+        f"nvme:targets:count{{{I}}}",
+        f"nvme:target_up:min{{{I}}}",
+        f"nvme:steady_state_reached:min{{{I}}}",
+        f"nvme:iops:rate1m{{{I}}}",
+        f"nvme:read_latency_seconds:p99_1m{{{I}}}",
+        f"nvme:write_latency_seconds:p99_1m{{{I}}}",
+        f"nvme:verify_errors:total{{{I}}}",
+        f"nvme:io_errors:increase1h{{{I}}}",
         f"max by (instance, device) (nvme_percentage_used_ratio{{{I}}})",
         f"max by (instance, device) (nvsoak_endurance_consumed_ratio{{{I}}})",
         f"nvme:temperature_max:celsius{{{I}}}",
@@ -478,28 +495,39 @@ def fleet():
         f"max by (instance, device) (nvme_critical_warning{{{I}}})",
         f"max by (instance, device) (nvme_up{{{I}}})",
     ], h=10, sort_by="badness",
-        desc="One row per drive across all hosts, sorted by nvme:drive_badness:score (down, critical warning, spare, media errors, throttling, error log, wear).",
-        rename={"Value #A": "badness", "Value #C": "percentage used", "Value #D": "TBW consumed",
-                "Value #E": "hottest °C", "Value #F": "throttling", "Value #G": "media errors 1h",
-                "Value #H": "error log 1h", "Value #I": "critical warning", "Value #J": "up"},
-        exclude=("Value #B",), units={"percentage used": "percentunit", "TBW consumed": "percentunit", "hottest °C": "celsius"}))
-    P.append(table(lay, "Soak targets, worst first", [
-        f"nvsoak:target_badness:score{{{I}}}",
-        f"max by (instance, target, phase, profile) (nvsoak_phase_info{{{I}}})",
-        f"max by (instance, target) (nvsoak_steady_state_reached{{{I}}})",
-        f"nvsoak:iops:rate1m{{{I}}}",
-        f"nvsoak:read_latency_seconds:p99_1m{{{I}}}",
-        f"nvsoak:write_latency_seconds:p99_1m{{{I}}}",
-        f"nvsoak:io_errors:increase1h{{{I}}}",
-        f"nvsoak:verify_errors:total{{{I}}}",
-        f"nvsoak:stalled{{{I}}}",
-        f"max by (instance, target) (nvsoak_target_up{{{I}}})",
-    ], h=10, sort_by="badness",
-        desc="One row per soak target across all hosts, sorted by nvsoak:target_badness:score (down, verify errors, stalled, I/O errors).",
-        rename={"Value #A": "badness", "Value #C": "steady state", "Value #D": "IOPS", "Value #E": "read p99",
-                "Value #F": "write p99", "Value #G": "I/O errors 1h", "Value #H": "verify errors",
-                "Value #I": "stalled", "Value #J": "up"},
-        exclude=("Value #B",), units={"read p99": "s", "write p99": "s", "IOPS": "iops"}))
+        desc="One row per drive across all hosts, with the soak targets on its namespaces joined through "
+             "nvsoak_target_info (nvme:target:info), sorted by nvme:fleet_badness:score: the drive's score "
+             "(down, critical warning, spare, media errors, throttling, error log, wear) plus its worst target's "
+             "(down, verify errors, stalled, I/O errors). Target columns are the worst (or sum) over the drive's targets.",
+        rename={"Value #A": "badness", "Value #D": "targets", "Value #E": "targets up", "Value #F": "steady state",
+                "Value #G": "IOPS", "Value #H": "read p99", "Value #I": "write p99", "Value #J": "verify errors",
+                "Value #K": "I/O errors 1h", "Value #L": "percentage used", "Value #M": "TBW consumed",
+                "Value #N": "hottest °C", "Value #O": "throttling", "Value #P": "media errors 1h",
+                "Value #Q": "error log 1h", "Value #R": "critical warning", "Value #S": "up"},
+        exclude=("Value #B", "Value #C"),
+        units={"percentage used": "percentunit", "TBW consumed": "percentunit", "hottest °C": "celsius",
+               "read p99": "s", "write p99": "s", "IOPS": "iops"}))
+    # Targets not on an NVMe namespace (files, other block devices) have no drive row.
+    F = 'and on (instance, target) nvsoak_target_info{device=""}'
+    P.append(table(lay, "File targets (no NVMe controller), worst first", [
+        f"nvsoak:target_badness:score{{{I}}} {F}",
+        f"max by (instance, target, phase, profile) (nvsoak_phase_info{{{I}}}) {F}",
+        f"max by (instance, target, path) (nvsoak_target_info{{{I}}}) {F}",
+        f"max by (instance, target) (nvsoak_steady_state_reached{{{I}}}) {F}",
+        f"nvsoak:iops:rate1m{{{I}}} {F}",
+        f"nvsoak:read_latency_seconds:p99_1m{{{I}}} {F}",
+        f"nvsoak:write_latency_seconds:p99_1m{{{I}}} {F}",
+        f"nvsoak:io_errors:increase1h{{{I}}} {F}",
+        f"nvsoak:verify_errors:total{{{I}}} {F}",
+        f"nvsoak:stalled{{{I}}} {F}",
+        f"max by (instance, target) (nvsoak_target_up{{{I}}}) {F}",
+    ], h=8, sort_by="badness",
+        desc="Soak targets that are not on an NVMe namespace (nvsoak_target_info device=\"\"), sorted by "
+             "nvsoak:target_badness:score (down, verify errors, stalled, I/O errors).",
+        rename={"Value #A": "badness", "Value #D": "steady state", "Value #E": "IOPS", "Value #F": "read p99",
+                "Value #G": "write p99", "Value #H": "I/O errors 1h", "Value #I": "verify errors",
+                "Value #J": "stalled", "Value #K": "up"},
+        exclude=("Value #B", "Value #C"), units={"read p99": "s", "write p99": "s", "IOPS": "iops"}))
     P.append(timeseries(lay, "IOPS per host", [(f"sum by (instance) (nvsoak:iops:rate1m{{{I}}})", "{{instance}}")],
                         unit="iops", w=8))
     P.append(timeseries(lay, "Hottest temperature per drive", [(f"nvme:temperature_max:celsius{{{I}}}", "{{instance}} {{device}}")],
@@ -515,7 +543,7 @@ def fleet():
         (f"nvme:critical_temperature_seconds:increase1h{{{I}}}", "{{instance}} {{device}} s above CCTEMP (1h)"),
     ], unit="celsius"))
     return dashboard("nvsoak-fleet", "nvsoak / Fleet overview", P, ["nvsoak"],
-                     "Every drive and soak target across the rack(s), worst first.", with_device=False, with_target=False)
+                     "Every drive (with the soak targets on it) and every file target across the rack(s), worst first.", with_device=False, with_target=False)
 
 
 def main():

@@ -837,6 +837,7 @@ const AGREED_WORKLOAD: &[&str] = &[
     "nvsoak_build_info",
     "nvsoak_uptime_seconds",
     "nvsoak_engine_info",
+    "nvsoak_target_info",
     "nvsoak_verify_errors_total",
     "nvsoak_soak_read_bytes",
     "nvsoak_soak_written_bytes",
@@ -905,9 +906,41 @@ const NVME_ONLY: &[&str] = &[
     "nvsoak_unthrottled_iops",
 ];
 
-/// Workload series that appear only once they count something (no I/O error, no verify error:
-/// no series). Their panels fall back to 0 through `or ... nvsoak_target_up * 0`.
-const CONDITIONAL: &[&str] = &["nvsoak_io_errors_total", "nvsoak_verify_errors_total"];
+/// Recording rules with data only for targets on an NVMe namespace (`nvsoak_target_info` with a
+/// non-empty `device`): the fleet overview's drive rows. A query built on one counts as
+/// NVMe-only; the replayed-health test serves such a target and requires them.
+const NAMESPACE_ONLY: &[&str] = &["nvme:target:info"];
+
+/// Workload series that appear only once they count something (no I/O error: no series). Their
+/// panels fall back to 0 through `or ... nvsoak_target_up * 0`. (`nvsoak_verify_errors_total` is
+/// exported at 0 for every kind as soon as a target has verify on, and is required below.)
+const CONDITIONAL: &[&str] = &["nvsoak_io_errors_total"];
+
+/// Whether a query needs an NVMe controller to return data: it names an NVMe-only series or a
+/// namespace-only recording rule, directly or through the recording rules it uses.
+fn needs_nvme(expr: &str, rule_exprs: &std::collections::BTreeMap<String, String>) -> bool {
+    // A namespace-only rule's own expression.
+    if NAMESPACE_ONLY
+        .iter()
+        .any(|n| rule_exprs.get(*n).is_some_and(|e| e == expr))
+    {
+        return true;
+    }
+    let mut stack = metric_names(expr);
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(n) = stack.pop() {
+        if !seen.insert(n.clone()) {
+            continue;
+        }
+        if NVME_ONLY.contains(&family(&n)) || NAMESPACE_ONLY.contains(&n.as_str()) {
+            return true;
+        }
+        if let Some(e) = rule_exprs.get(&n) {
+            stack.extend(metric_names(e));
+        }
+    }
+    false
+}
 
 /// Names Prometheus itself provides.
 const PROMETHEUS_BUILTIN: &[&str] = &["up"];
@@ -1102,6 +1135,11 @@ fn dashboards_and_rules_name_only_agreed_metrics() {
         }
     }
     assert!(queries.len() > 100, "only {} queries found", queries.len());
+    // nvsoak's workload label is `workload`; nothing may still expect Prometheus' rewrite of a
+    // `job` label it exported (`exported_job`).
+    for q in &queries {
+        assert!(!q.expr.contains("exported_job"), "{}: {}", q.origin, q.expr);
+    }
     let mut unknown = Vec::new();
     for q in &queries {
         let names = metric_names(&q.expr);
@@ -1301,22 +1339,7 @@ steady_window = 3
         rules("dashboards/rules/nvsoak-recording.yml")
             .into_iter()
             .collect();
-    let nvme_only = |expr: &str| -> bool {
-        let mut stack = metric_names(expr);
-        let mut seen = std::collections::BTreeSet::new();
-        while let Some(n) = stack.pop() {
-            if !seen.insert(n.clone()) {
-                continue;
-            }
-            if NVME_ONLY.contains(&family(&n)) {
-                return true;
-            }
-            if let Some(e) = rule_exprs.get(&n) {
-                stack.extend(metric_names(e));
-            }
-        }
-        false
-    };
+    let nvme_only = |expr: &str| needs_nvme(expr, &rule_exprs);
 
     // Wait (bounded) until every query that must return data does: the sweep has to finish,
     // the soak to run steady-state rounds, and rate() windows to fill.
@@ -1400,14 +1423,70 @@ steady_window = 3
             panic!("{}: {e}", q.origin);
         }
     }
-    // nvsoak's `job` label arrives as `exported_job`, which the dashboards group by.
+    // nvsoak's `workload` label arrives unchanged (a label Prometheus sets itself, such as
+    // `job`, would be rewritten to `exported_<name>`): the dashboards group by it.
     let r = prom
-        .query("count by (exported_job) (nvsoak_read_ops_total)")
+        .query("count by (workload) (nvsoak_read_ops_total)")
         .expect("query");
     assert!(
-        r.iter().any(|s| s["metric"]["exported_job"] == "mixed"),
-        "no exported_job=\"mixed\": {r:?}"
+        r.iter().any(|s| s["metric"]["workload"] == "mixed"),
+        "no workload=\"mixed\": {r:?}"
     );
+    let r = prom
+        .query(r#"{__name__=~"nvsoak_.*", exported_job=~".+"}"#)
+        .expect("query");
+    assert!(r.is_empty(), "nvsoak series with exported_job: {r:?}");
+    let r = prom
+        .query(r#"count by (job) ({__name__=~"nvsoak_.*"})"#)
+        .expect("query");
+    assert!(
+        r.len() == 1 && r[0]["metric"]["job"] == "nvsoak",
+        "nvsoak series must carry only the scrape job: {r:?}"
+    );
+    // verify = "inline": every kind is exported from the start, at 0 on a healthy file.
+    let r = prom
+        .query(r#"nvsoak_verify_errors_total{target="t0"}"#)
+        .expect("query");
+    let mut kinds: Vec<&str> = r
+        .iter()
+        .filter_map(|s| s["metric"]["kind"].as_str())
+        .collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            "bad_checksum",
+            "stale_generation",
+            "unreadable",
+            "wrong_offset"
+        ],
+        "{r:?}"
+    );
+    assert!(
+        r.iter().all(|s| s["value"][1] == "0"),
+        "verify errors on a healthy file: {r:?}"
+    );
+    // A file target: nvsoak_target_info with its path and no controller, so it is listed with
+    // the file targets and joins no drive row.
+    let r = prom
+        .query(r#"nvsoak_target_info{target="t0"}"#)
+        .expect("query");
+    assert!(
+        r.len() == 1
+            && r[0]["metric"]["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("/t0.dat"))
+            && r[0]["metric"]["device"].as_str().unwrap_or("").is_empty(),
+        "{r:?}"
+    );
+    assert!(
+        prom.query("nvme:target:info").expect("query").is_empty(),
+        "a file target joined a drive"
+    );
+    // The qualification report page is served next to /metrics.
+    let (code, body) = crate::common::http_get(d.addr, "/report").expect("/report");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("nvsoak qualification report"), "{body}");
     // The exporter-down alert is quiet while the scrape works.
     let up = prom.query("up{job=\"nvsoak\"}").expect("query");
     assert_eq!(
@@ -1438,7 +1517,7 @@ mod replayed_health {
     use nvsoak::nvme::discover::Controller;
     use nvsoak::nvme::replay::{ReplayTransport, Reply};
 
-    use super::{NVME_ONLY, Prometheus, Query, dashboard_queries, family, metric_names, rules};
+    use super::{Prometheus, Query, dashboard_queries, needs_nvme, rules};
 
     /// Queries that cannot return data from these fixtures, and why.
     const NOT_IN_FIXTURES: &[(&str, &str)] = &[(
@@ -1492,11 +1571,40 @@ mod replayed_health {
     struct HealthApp(HealthHandle);
     impl App for HealthApp {
         fn metrics(&self) -> String {
-            nvsoak::metrics::encode_text(&nvsoak::metrics::health::families(&self.0.snapshot()))
-                .unwrap_or_default()
+            let mut families = nvsoak::metrics::health::families(&self.0.snapshot());
+            families.extend(nvsoak::metrics::workload::families(
+                &[namespace_target()],
+                &[],
+                &nvsoak::metrics::workload::DaemonInfo {
+                    version: "test",
+                    revision: "test",
+                    uptime_secs: 1.0,
+                },
+            ));
+            nvsoak::metrics::encode_text(&families).unwrap_or_default()
         }
         fn status_page(&self) -> String {
             String::new()
+        }
+    }
+
+    /// A soak target on the replayed controller's namespace, so the fleet overview's drive rows
+    /// (target-side series joined through nvsoak_target_info) have something to join.
+    fn namespace_target() -> nvsoak::workload::scheduler::TargetSnapshot {
+        let job = nvsoak::workload::scheduler::JobStats {
+            steady: Some(Default::default()),
+            ..Default::default()
+        };
+        nvsoak::workload::scheduler::TargetSnapshot {
+            name: "ns0".into(),
+            path: "/dev/nvme0n1".into(),
+            is_block: true,
+            phase: "soak".into(),
+            profile: "4k-random-read".into(),
+            running: true,
+            up: true,
+            jobs: [("4k-random-read".to_string(), job)].into_iter().collect(),
+            ..Default::default()
         }
     }
 
@@ -1564,22 +1672,7 @@ mod replayed_health {
             rules("dashboards/rules/nvsoak-recording.yml")
                 .into_iter()
                 .collect();
-        let nvme_only = |expr: &str| {
-            let mut stack = metric_names(expr);
-            let mut seen = std::collections::BTreeSet::new();
-            while let Some(n) = stack.pop() {
-                if !seen.insert(n.clone()) {
-                    continue;
-                }
-                if NVME_ONLY.contains(&family(&n)) {
-                    return true;
-                }
-                if let Some(e) = rule_exprs.get(&n) {
-                    stack.extend(metric_names(e));
-                }
-            }
-            false
-        };
+        let nvme_only = |expr: &str| needs_nvme(expr, &rule_exprs);
         let mut queries: Vec<Query> = dashboard_queries()
             .into_iter()
             .filter(|q| nvme_only(&q.expr))
