@@ -35,7 +35,8 @@ pub fn errno_name(e: i32) -> String {
 
 /// `/dev/nvme0n1` (or `/dev/nvme0n1p2`, `/dev/ng0n1`) → `nvme0`; anything else → `None`.
 pub fn nvme_controller_of(path: &str) -> Option<String> {
-    let name = path.rsplit('/').next()?;
+    // Only device nodes: a regular file named like a namespace is not on that controller.
+    let name = path.strip_prefix("/dev/")?;
     let rest = name
         .strip_prefix("nvme")
         .or_else(|| name.strip_prefix("ng"))?;
@@ -352,5 +353,6 @@ mod tests {
         assert_eq!(nvme_controller_of("/dev/nvme0"), None);
         assert_eq!(nvme_controller_of("/dev/shm/t0.dat"), None);
         assert_eq!(nvme_controller_of("/dev/loop3"), None);
+        assert_eq!(nvme_controller_of("/srv/nvme0n1"), None);
     }
 }
