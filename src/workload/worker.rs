@@ -906,6 +906,14 @@ fn run(
                 let s = c.user_data as usize;
                 let op = slot_op[s];
                 let (off, len) = (slot_off[s], slot_len[s]);
+                // Zero bytes for a non-empty I/O means the device ended under us (a removed or
+                // shrunk disk reads back EOF): count it as ENXIO, never as a completed I/O.
+                let result = if c.result == 0 && len > 0 {
+                    -libc::ENXIO
+                } else {
+                    c.result
+                };
+                let c = Completion { result, ..c };
                 if c.result >= 0 {
                     stats.record(op, c.result as u64, tc.saturating_sub(slot_t[s]));
                     ok += 1;

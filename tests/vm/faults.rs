@@ -165,7 +165,6 @@ fn hot_unplug_marks_the_drive_down_and_the_daemon_keeps_serving() {
 }
 
 #[test]
-#[ignore = "fails: after device_del the target is marked down (nvsoak_target_up 0) but its phase keeps running (nvsoak_phase_running 1): the worker keeps issuing I/O, writes fail with ENOSPC (the removed disk has capacity 0) hundreds of thousands of times, and zero-byte reads count as completed reads"]
 fn hot_unplug_stops_the_workload() {
     crate::require_vm!();
     let mut vm = unplugged("hot-unplug-stop");
