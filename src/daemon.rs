@@ -56,8 +56,34 @@ impl DaemonApp {
             .collect()
     }
 
+    /// Remember each block target's SMART log from the first poll that has it, so the
+    /// checkpoint carries the soak-start snapshot across restarts.
+    fn record_smart_at_soak_start(&self) {
+        let Some(h) = &self.health else { return };
+        let health = h.snapshot();
+        for shared in self.targets.get() {
+            let mut g = match shared.write() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            if !g.is_block || g.smart_at_soak_start.is_some() {
+                continue;
+            }
+            let path = std::path::PathBuf::from(&g.path);
+            let smart = health
+                .devices
+                .iter()
+                .filter(|d| d.namespaces.iter().any(|n| n.dev_path == path))
+                .find_map(|d| d.smart.as_ref());
+            if let Some(sm) = smart {
+                g.smart_at_soak_start = serde_json::to_value(sm).ok();
+            }
+        }
+    }
+
     /// Save the checkpoint (atomically; see `state::save`).
     pub fn checkpoint(&self, dir: &std::path::Path, plan_hash: &str) {
+        self.record_smart_at_soak_start();
         let snaps = self.target_snapshots();
         let cp = crate::state::Checkpoint::new(
             plan_hash.to_string(),

@@ -108,6 +108,9 @@ pub struct TargetSnapshot {
     pub steady_history: Vec<f64>,
     /// Data verification state when `verify` is not `off`.
     pub verify: Option<VerifyCtx>,
+    /// The drive's SMART log at soak start (block targets with health polling), for per-soak
+    /// deltas of drive counters; filled by the daemon at the first checkpoint that has it.
+    pub smart_at_soak_start: Option<serde_json::Value>,
 }
 
 /// A target's data-verification state: the generation map its workers stamp and check
@@ -153,6 +156,7 @@ impl TargetSnapshot {
         st.soak_started = self.soak_started;
         st.totals = self.soak_totals();
         st.steady_history = self.steady_history.clone();
+        st.smart_at_soak_start = self.smart_at_soak_start.clone();
         if let Some(v) = &self.verify {
             st.totals.verify_errors = v.counters.total();
             st.totals.verify_errors_by_kind = v
@@ -385,6 +389,7 @@ pub fn start(
             snap.loop_count = r.loop_count;
             snap.soak_started = r.soak_started.or(Some(now));
             snap.steady_history = r.steady_history.clone();
+            snap.smart_at_soak_start = r.smart_at_soak_start.clone();
             snap.phase_index = r.phase_index;
             snap.phase_elapsed_base = r.phase_elapsed_secs;
             resume_at = Some((r.phase_index, r.phase_elapsed_secs));
