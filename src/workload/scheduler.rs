@@ -774,24 +774,7 @@ impl Runner {
             started: now_unix(),
             ..Default::default()
         };
-        let uncontrolled = JobSpec {
-            rate: None,
-            ..job.clone()
-        };
-        let max = self.run_segment(
-            Segment {
-                job: &uncontrolled,
-                rate_iops: None,
-                duration: Some(max_duration),
-                limit_passes: None,
-            },
-            &mut |_, _| {},
-        )?;
-        if let Some(f) = max.fatal {
-            return Err(f);
-        }
-        let max_iops = max.ops as f64 / max.secs.max(1e-9);
-        self.max_iops.insert(job.name.clone(), max_iops);
+        let (max, max_iops) = self.measure_max(job, max_duration)?;
         result.max_iops = max_iops;
         result.points.push(point_from(0, 0.0, &max));
         self.publish_sweep(job, &result);
@@ -955,6 +938,34 @@ impl Runner {
         self.save_results();
     }
 
+    /// Run `job` uncontrolled for `duration` and remember its IOPS as the job's maximum on this
+    /// target (the reference for sweep points and percentage rate limits).
+    fn measure_max(
+        &mut self,
+        job: &JobSpec,
+        duration: Duration,
+    ) -> Result<(SegmentOutcome, f64), String> {
+        let uncontrolled = JobSpec {
+            rate: None,
+            ..job.clone()
+        };
+        let o = self.run_segment(
+            Segment {
+                job: &uncontrolled,
+                rate_iops: None,
+                duration: Some(duration),
+                limit_passes: None,
+            },
+            &mut |_, _| {},
+        )?;
+        if let Some(f) = o.fatal {
+            return Err(f);
+        }
+        let max_iops = o.ops as f64 / o.secs.max(1e-9);
+        self.max_iops.insert(job.name.clone(), max_iops);
+        Ok((o, max_iops))
+    }
+
     /// Turn a job's rate limit into total IOPS for the job.
     fn resolve_rate(&mut self, job: &JobSpec) -> Result<Option<f64>, String> {
         Ok(match &job.rate {
@@ -966,28 +977,10 @@ impl Runner {
                     Some(m) => *m,
                     None => {
                         // No sweep measured this job here: calibrate with a short uncontrolled run.
-                        let cal = JobSpec {
-                            rate: None,
-                            ..job.clone()
-                        };
                         let d = (self.opts.stats_interval * 5).max(Duration::from_secs(5));
                         tracing::info!(target_name = %self.spec.name, job = %job.name, secs = d.as_secs_f64(),
                             "calibrating maximum IOPS for a percentage rate limit");
-                        let o = self.run_segment(
-                            Segment {
-                                job: &cal,
-                                rate_iops: None,
-                                duration: Some(d),
-                                limit_passes: None,
-                            },
-                            &mut |_, _| {},
-                        )?;
-                        if let Some(f) = o.fatal {
-                            return Err(f);
-                        }
-                        let m = o.ops as f64 / o.secs.max(1e-9);
-                        self.max_iops.insert(job.name.clone(), m);
-                        m
+                        self.measure_max(job, d)?.1
                     }
                 };
                 Some((max * p / 100.0).max(1.0))
