@@ -123,7 +123,7 @@ pub fn run(
     for c in &ctrls {
         match open(c) {
             Ok(t) => {
-                let d = poll_once(t.as_ref(), c, &ratings, &[]);
+                let d = poll_once(t.as_ref(), c, &ratings, &crate::health::NoHostIo);
                 if !d.up {
                     failures.push(d.last_error.clone().unwrap_or_else(|| {
                         format!("{}: the SMART log could not be read", c.dev_path.display())

@@ -19,9 +19,17 @@ pub struct HostIo {
     pub iops: f64,
 }
 
-/// Implemented by the workload scheduler; called by the poller at each poll.
+/// Implemented by the workload scheduler; called by the poller right after each device's SMART
+/// read, so both figures describe the same instant.
 pub trait HostIoSource: Send + Sync {
     fn host_io(&self) -> Vec<HostIo>;
+}
+
+/// A fixed list (tests, and callers that already hold the figures).
+impl HostIoSource for Vec<HostIo> {
+    fn host_io(&self) -> Vec<HostIo> {
+        self.clone()
+    }
 }
 
 /// A source with no workload (used by `nvsoak health` and tests).

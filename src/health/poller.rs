@@ -240,7 +240,7 @@ pub fn poll_device(
     t: &dyn AdminTransport,
     d: &mut DeviceHealth,
     now: f64,
-    host: &[HostIo],
+    host: &dyn HostIoSource,
     ratings: &RatingContext,
 ) {
     if d.id.is_none() {
@@ -262,7 +262,11 @@ pub fn poll_device(
             }
         }
     }
-    match cmd::read_smart(t) {
+    let smart = cmd::read_smart(t);
+    // nvsoak's own figures at the same instant as the drive's: the accounting check compares
+    // the two, so they must not be taken a stats interval (or a few admin commands) apart.
+    let host_io = host.host_io();
+    match smart {
         Ok(s) => {
             d.smart = Some(s);
             d.up = true;
@@ -308,7 +312,7 @@ pub fn poll_device(
             Err(e) => d.fail(page::OCP, &e),
         },
     }
-    derive_device(d, now, host, ratings);
+    derive_device(d, now, &host_io, ratings);
 }
 
 fn derive_device(d: &mut DeviceHealth, now: f64, host: &[HostIo], ratings: &RatingContext) {
@@ -379,7 +383,7 @@ pub fn poll_once(
     t: &dyn AdminTransport,
     c: &Controller,
     ratings: &RatingContext,
-    host: &[HostIo],
+    host: &dyn HostIoSource,
 ) -> DeviceHealth {
     let mut d = DeviceHealth::new(c);
     poll_device(t, &mut d, unix_now(), host, ratings);
@@ -505,7 +509,7 @@ impl Poller {
     }
 
     /// One poll of every present device (rescanning first when due), at Unix time `now`.
-    pub fn poll_at(&mut self, now: f64, host: &[HostIo]) {
+    pub fn poll_at(&mut self, now: f64, host: &dyn HostIoSource) {
         let start = Instant::now();
         if self.rescan_due() {
             self.rescan();
@@ -531,7 +535,7 @@ impl Poller {
         self.last_timestamp = Some(unix_now());
     }
 
-    pub fn poll(&mut self, host: &[HostIo]) {
+    pub fn poll(&mut self, host: &dyn HostIoSource) {
         self.poll_at(unix_now(), host);
     }
 
@@ -626,10 +630,10 @@ pub fn spawn_with(
             if *stop.borrow() {
                 break;
             }
-            let io = host.host_io();
             let Some(mut p) = poller.take() else { break };
+            let src = host.clone();
             let joined = tokio::task::spawn_blocking(move || {
-                p.poll(&io);
+                p.poll(src.as_ref());
                 let snap = p.snapshot();
                 (p, snap)
             })
@@ -659,6 +663,7 @@ pub fn spawn_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::health::NoHostIo;
     use crate::nvme::cmd::{OPC_GET_FEATURES, OPC_GET_LOG_PAGE, OPC_IDENTIFY};
     use crate::nvme::discover::fake;
     use crate::nvme::identify::testdata as idt;
@@ -698,7 +703,7 @@ mod tests {
     #[test]
     fn poll_once_reads_every_page() {
         let t = full_replay("/dev/nvme0");
-        let d = poll_once(&t, &ctrl(), &RatingContext::default(), &[]);
+        let d = poll_once(&t, &ctrl(), &RatingContext::default(), &NoHostIo);
         assert!(d.up);
         assert_eq!(
             d.serial, "SN-HANDBUILT-0001",
@@ -746,11 +751,11 @@ mod tests {
         let t = full_replay("/dev/nvme0");
         let mut d = DeviceHealth::new(&ctrl());
         let ctx = RatingContext::default();
-        poll_device(&t, &mut d, 1000.0, &[], &ctx);
+        poll_device(&t, &mut d, 1000.0, &NoHostIo, &ctx);
         // The error log and SMART now fail; everything else keeps its last value.
         t.on_loose(OPC_GET_LOG_PAGE, 0x01, Reply::Status(0x0006));
         t.on_loose(OPC_GET_LOG_PAGE, 0x02, Reply::Errno(libc::EIO));
-        poll_device(&t, &mut d, 1030.0, &[], &ctx);
+        poll_device(&t, &mut d, 1030.0, &NoHostIo, &ctx);
         assert!(!d.up, "nvme_up follows the SMART read");
         assert_eq!(
             d.smart.as_ref().map(|s| s.temperature),
@@ -773,7 +778,7 @@ mod tests {
             d.last_error
         );
         t.on_loose(OPC_GET_LOG_PAGE, 0x02, Reply::Data(smt::smart(), 0));
-        poll_device(&t, &mut d, 1060.0, &[], &ctx);
+        poll_device(&t, &mut d, 1060.0, &NoHostIo, &ctx);
         assert!(d.up);
         assert_eq!(d.poll_errors.get(page::ERROR), Some(&2));
     }
@@ -813,6 +818,44 @@ mod tests {
         assert_eq!(d.derived.throttle.unthrottled_iops, Some(100.0));
     }
 
+    /// The host figures are read right after the SMART command, before any other page, so the
+    /// accounting check compares two figures of the same instant.
+    #[test]
+    fn host_io_is_read_right_after_the_smart_command() {
+        struct Probe {
+            t: Arc<ReplayTransport>,
+            seen: std::sync::Mutex<Vec<(u8, u32)>>,
+        }
+        impl HostIoSource for Probe {
+            fn host_io(&self) -> Vec<HostIo> {
+                let sent = self.t.sent();
+                let last = sent.last().map(|c| (c.opcode, c.cdw10)).unwrap_or((0, 0));
+                self.seen.lock().expect("lock").push(last);
+                Vec::new()
+            }
+        }
+        let t = Arc::new(full_replay("/dev/nvme0"));
+        let probe = Probe {
+            t: Arc::clone(&t),
+            seen: std::sync::Mutex::new(Vec::new()),
+        };
+        let mut d = DeviceHealth::new(&ctrl());
+        poll_device(t.as_ref(), &mut d, 0.0, &probe, &RatingContext::default());
+        let seen = probe.seen.lock().expect("lock").clone();
+        assert_eq!(seen.len(), 1, "one read per device poll");
+        assert_eq!(seen[0].0, OPC_GET_LOG_PAGE);
+        assert_eq!(
+            seen[0].1 & 0xff,
+            0x02,
+            "the last command before it was SMART 02h"
+        );
+        assert!(
+            t.sent().len() > 3 + 1,
+            "other pages were read after it: {}",
+            t.sent().len()
+        );
+    }
+
     #[test]
     fn vanished_drive_stays_with_up_zero_and_returns() {
         let root = tempfile::tempdir().expect("tempdir");
@@ -825,17 +868,17 @@ mod tests {
         let mut s = crate::config::builtin_default().health;
         s.rescan_interval = Duration::ZERO;
         let mut p = Poller::new(s, root.path(), opener);
-        p.poll_at(0.0, &[]);
+        p.poll_at(0.0, &NoHostIo);
         assert!(p.device("nvme0").expect("found").up);
         std::fs::remove_dir_all(root.path().join("class/nvme/nvme0")).expect("unplug");
-        p.poll_at(30.0, &[]);
+        p.poll_at(30.0, &NoHostIo);
         let d = p.device("nvme0").expect("still listed");
         assert!(!d.present);
         assert!(!d.up);
         assert!(d.smart.is_some(), "last values kept");
         fake::add_ctrl(root.path(), "nvme0", "SN-HANDBUILT-0001", "M", &[1]);
         fake::add_ctrl(root.path(), "nvme1", "S2", "M", &[1]);
-        p.poll_at(60.0, &[]);
+        p.poll_at(60.0, &NoHostIo);
         assert!(p.device("nvme0").expect("back").up);
         assert!(p.device("nvme1").is_some(), "hot-added drive appears");
         assert_eq!(p.snapshot().polls, 3);

@@ -628,7 +628,7 @@ mod tests {
                 dev_path: "/dev/nvme0n1".into(),
             }],
         };
-        let d = poll_once(&t, &c, &RatingContext::default(), &[]);
+        let d = poll_once(&t, &c, &RatingContext::default(), &crate::health::NoHostIo);
         HealthSnapshot {
             devices: vec![d],
             poll_timestamp_seconds: Some(1_700_000_000.0),

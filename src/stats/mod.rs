@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+pub mod live;
+
 use hdrhistogram::Histogram;
 
 use crate::workload::spec::Op;

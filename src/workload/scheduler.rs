@@ -111,6 +111,9 @@ pub struct TargetSnapshot {
     /// The drive's SMART log at soak start (block targets with health polling), for per-soak
     /// deltas of drive counters; filled by the daemon at the first checkpoint that has it.
     pub smart_at_soak_start: Option<serde_json::Value>,
+    /// Completed I/O of this run, summed from the workers' live counters at the moment of
+    /// reading (the `jobs` totals lag by up to one stats interval). For the accounting check.
+    pub live: Arc<crate::stats::live::LiveIo>,
 }
 
 /// A target's data-verification state: the generation map its workers stamp and check
@@ -420,6 +423,7 @@ pub fn start(
             counters,
         });
     }
+    let live = snap.live.clone();
     let snapshot: SharedSnapshot = Arc::new(RwLock::new(snap));
     let stop = Arc::new(AtomicBool::new(false));
     let mut runner = Runner {
@@ -443,6 +447,7 @@ pub fn start(
         identity,
         in_verify_pass: false,
         last_results_save: Instant::now(),
+        live,
     };
     let thread = std::thread::Builder::new()
         .name(format!("sched-{}", spec.name))
@@ -559,6 +564,8 @@ struct Runner {
     /// Set while a `pass` verification sweep runs.
     in_verify_pass: bool,
     last_results_save: Instant,
+    /// The snapshot's live counters, handed to each worker.
+    live: Arc<crate::stats::live::LiveIo>,
 }
 
 /// How often a running soak refreshes its results file.
@@ -1022,7 +1029,10 @@ impl Runner {
                 report_interval: self.opts.stats_interval,
                 stop: seg_stop.clone(),
             };
-            let mut wopts = WorkerOptions::default();
+            let mut wopts = WorkerOptions {
+                live: Some(self.live.register()),
+                ..WorkerOptions::default()
+            };
             if let (Some(v), Some(mode)) = (&verify, self.hook_mode()) {
                 // Workers of a job don't coordinate, so with verification each owns a disjoint
                 // stripe of the region (a single-worker view of it).
@@ -1469,13 +1479,15 @@ impl HostIoSource for TargetsHostIo {
             .map(read_snapshot)
             .filter(|s| s.is_block)
             .map(|s| {
-                let (r, w) = s.totals();
+                // The live counters, not the interval totals: the poller reads this right
+                // after a SMART read and compares the two.
+                let t = s.live.totals();
                 HostIo {
                     path: PathBuf::from(&s.path),
-                    read_bytes: r.bytes,
-                    written_bytes: w.bytes,
-                    read_ops: r.ops,
-                    write_ops: w.ops,
+                    read_bytes: t.read_bytes,
+                    written_bytes: t.written_bytes,
+                    read_ops: t.read_ops,
+                    write_ops: t.write_ops,
                     iops: s.iops,
                 }
             })

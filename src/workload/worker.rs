@@ -118,6 +118,8 @@ pub struct WorkerOptions {
     pub hook: Option<Box<dyn BlockHook>>,
     /// Histogram pairs handed back by the consumer of reports, reused instead of allocating.
     pub recycle: Option<Receiver<(Histogram<u64>, Histogram<u64>)>>,
+    /// The target's live totals, bumped once per reaped batch (for the accounting check).
+    pub live: Option<crate::stats::live::LiveGuard>,
 }
 
 /// Spawn the worker thread. It sends a [`WorkerReport`] every `report_interval` and a final
@@ -683,6 +685,7 @@ fn run(
     }
     let mut hook = opts.hook;
     let recycle = opts.recycle;
+    let live = opts.live;
 
     let mut stats = WorkerStats::new();
     stats.engine = engine_name;
@@ -902,6 +905,8 @@ fn run(
         if !out.is_empty() {
             let tc = clock.ns();
             let (mut ok, mut err) = (0u32, 0u32);
+            // This batch's successful completions: (reads, read bytes, writes, written bytes).
+            let mut batch = [0u64; 4];
             for c in out.drain(..) {
                 let s = c.user_data as usize;
                 let op = slot_op[s];
@@ -916,6 +921,9 @@ fn run(
                 let c = Completion { result, ..c };
                 if c.result >= 0 {
                     stats.record(op, c.result as u64, tc.saturating_sub(slot_t[s]));
+                    let k = if op == Op::Read { 0 } else { 2 };
+                    batch[k] += 1;
+                    batch[k + 1] += c.result as u64;
                     ok += 1;
                 } else {
                     stats.record_error(op, -c.result);
@@ -937,6 +945,9 @@ fn run(
                 slot_len[s] = 0;
                 free.push(s as u16);
                 inflight -= 1;
+            }
+            if let Some(l) = live.as_ref() {
+                l.add(batch[0], batch[1], batch[2], batch[3]);
             }
             if err > 0 && ok == 0 {
                 backoff = (backoff * 2).clamp(BACKOFF_MIN_NS, BACKOFF_MAX_NS);
