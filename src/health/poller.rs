@@ -495,8 +495,39 @@ impl Poller {
                     }
                 }
                 None => {
-                    tracing::info!("health: found {} ({} {})", c.name, c.model, c.serial);
-                    self.devices.insert(c.name.clone(), DeviceHealth::new(&c));
+                    // The same drive back under a new name (the kernel hands out the lowest
+                    // free instance): it carries its history over, and the old name's series
+                    // go instead of reporting a drive that is down forever. Only a vanished
+                    // entry qualifies: two live controllers may share a serial (dual port).
+                    let returned = (!c.serial.is_empty())
+                        .then(|| {
+                            self.devices
+                                .iter()
+                                .find(|(_, d)| !d.present && d.serial == c.serial)
+                                .map(|(k, _)| k.clone())
+                        })
+                        .flatten()
+                        .and_then(|old| self.devices.remove(&old));
+                    match returned {
+                        Some(mut d) => {
+                            tracing::info!(
+                                "health: {} (serial {}) returned as {}",
+                                d.name,
+                                c.serial,
+                                c.name
+                            );
+                            self.controllers.remove(&d.name);
+                            d.name = c.name.clone();
+                            d.dev_path = c.dev_path.clone();
+                            d.namespaces = ns_of(&c);
+                            d.present = true;
+                            self.devices.insert(c.name.clone(), d);
+                        }
+                        None => {
+                            tracing::info!("health: found {} ({} {})", c.name, c.model, c.serial);
+                            self.devices.insert(c.name.clone(), DeviceHealth::new(&c));
+                        }
+                    }
                 }
             }
             self.controllers.insert(c.name.clone(), c);
@@ -882,5 +913,40 @@ mod tests {
         assert!(p.device("nvme0").expect("back").up);
         assert!(p.device("nvme1").is_some(), "hot-added drive appears");
         assert_eq!(p.snapshot().polls, 3);
+    }
+
+    #[test]
+    fn drive_returning_under_a_new_name_carries_over_and_drops_the_old_name() {
+        let root = tempfile::tempdir().expect("tempdir");
+        fake::add_ctrl(root.path(), "nvme0", "SN-HANDBUILT-0001", "M", &[1]);
+        fake::add_ctrl(root.path(), "nvme1", "SN-OTHER", "M", &[1]);
+        let t: Arc<ReplayTransport> = Arc::new(full_replay("/dev/nvme0"));
+        let t2 = Arc::clone(&t);
+        let opener: Opener = Arc::new(move |_c: &Controller| {
+            Ok(Box::new(Arc::clone(&t2)) as Box<dyn AdminTransport>)
+        });
+        let mut s = crate::config::builtin_default().health;
+        s.rescan_interval = Duration::ZERO;
+        let mut p = Poller::new(s, root.path(), opener);
+        p.poll_at(0.0, &NoHostIo);
+        let serial = p.device("nvme0").expect("found").serial.clone();
+        std::fs::remove_dir_all(root.path().join("class/nvme/nvme0")).expect("unplug");
+        p.poll_at(30.0, &NoHostIo);
+        assert!(!p.device("nvme0").expect("still listed").present);
+        // Back as nvme2 (nvme1 is another drive, present all along).
+        fake::add_ctrl(root.path(), "nvme2", &serial, "M", &[1]);
+        p.poll_at(60.0, &NoHostIo);
+        assert!(p.device("nvme0").is_none(), "the old name's entry is gone");
+        let d = p.device("nvme2").expect("returned");
+        assert!(d.present && d.up);
+        assert_eq!(d.name, "nvme2");
+        assert_eq!(d.namespaces[0].name, "nvme2n1");
+        assert_eq!(
+            d.history.len(),
+            2,
+            "the write history carried over (a fresh entry would have one sample)"
+        );
+        assert!(p.device("nvme1").is_some_and(|d| d.present));
+        assert_eq!(p.snapshot().devices.len(), 2);
     }
 }

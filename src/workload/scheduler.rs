@@ -1340,6 +1340,14 @@ impl Runner {
                 j.write_bw = 0.0;
             }
         });
+        // Let go of the vanished device: the kernel frees an NVMe controller's instance (its
+        // `nvmeN` name) only when the last open file of it closes, so holding the old fd would
+        // make a returning drive come back under a new name, away from the configured path.
+        match std::fs::File::open("/dev/null") {
+            Ok(f) => self.fd = Arc::new(OwnedFd::from(f)),
+            Err(e) => tracing::warn!(target_name = %self.spec.name, error = %e,
+                "cannot release the vanished device's file (opening /dev/null failed)"),
+        }
         let mut backoff = Duration::from_millis(500);
         loop {
             let deadline = Instant::now() + backoff;

@@ -137,4 +137,27 @@ impl Qmp {
             }
         }
     }
+
+    /// `device_add` of an NVMe controller on an existing block node (QEMU's PCI hotplug; the
+    /// guest's ACPI hotplug driver probes it).
+    pub fn nvme_add(&mut self, id: &str, serial: &str, node: &str) -> Result<(), String> {
+        self.execute(
+            "device_add",
+            Some(json!({ "driver": "nvme", "id": id, "serial": serial, "drive": node })),
+        )
+        .map(|_| ())
+    }
+
+    /// `blockdev-add` of a raw image file as node `node`.
+    pub fn file_node_add(&mut self, node: &str, path: &Path) -> Result<(), String> {
+        self.execute(
+            "blockdev-add",
+            Some(json!({
+                "driver": "file",
+                "node-name": node,
+                "filename": path.display().to_string(),
+            })),
+        )
+        .map(|_| ())
+    }
 }
