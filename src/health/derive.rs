@@ -246,6 +246,46 @@ impl AccountingTracker {
     }
 }
 
+/// Counts Error Information log entries by status across polls, each entry once.
+///
+/// The log holds only the newest entries and a poll reads at most 64, so counting what one read
+/// returns would fall as entries roll off. Entries carry a unique, increasing Error Count
+/// (bytes 0..7): an entry is new when its count is above the highest seen so far. The first read
+/// counts every entry it returns. A highest count that goes backwards (a controller that
+/// restarted its numbering) sets a new baseline without recounting.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ErrorLogTracker {
+    highest: Option<u64>,
+    by_status: std::collections::BTreeMap<String, u64>,
+}
+
+impl ErrorLogTracker {
+    pub fn update(&mut self, entries: &[crate::nvme::log::error::ErrorEntry]) {
+        let max = entries.iter().map(|e| e.error_count).max();
+        let floor = match (self.highest, max) {
+            (Some(h), Some(m)) if m < h => {
+                self.highest = Some(m);
+                return;
+            }
+            (Some(h), _) => h,
+            (None, _) => 0,
+        };
+        for e in entries.iter().filter(|e| e.error_count > floor) {
+            *self.by_status.entry(e.status_label()).or_insert(0) += 1;
+        }
+        if let Some(m) = max {
+            self.highest = Some(self.highest.map_or(m, |h| h.max(m)));
+        } else if self.highest.is_none() {
+            self.highest = Some(0);
+        }
+    }
+
+    /// Entries counted so far by status label (`0x281`).
+    pub fn by_status(&self) -> &std::collections::BTreeMap<String, u64> {
+        &self.by_status
+    }
+}
+
 /// What a poll tells the throttling detector.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ThermalSample {
@@ -486,6 +526,33 @@ mod tests {
         // A drive that under-counts by half shows ratio 0.5.
         let r = a.update(1_000 + 2 * 1_024_000 + 1_024_000, 503);
         assert!((r.ratio.expect("ratio") - 1_536_000.0 / 3_072_000.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn error_log_counts_each_entry_once_as_entries_roll_off() {
+        use crate::nvme::log::error::ErrorEntry;
+        let e = |count: u64, status: u16| ErrorEntry {
+            error_count: count,
+            status,
+            ..Default::default()
+        };
+        let mut t = ErrorLogTracker::default();
+        t.update(&[e(3, 0x281), e(2, 0x281), e(1, 0x002)]);
+        assert_eq!(t.by_status().get("0x281"), Some(&2));
+        assert_eq!(t.by_status().get("0x2"), Some(&1));
+        // The same entries again: nothing new.
+        t.update(&[e(3, 0x281), e(2, 0x281), e(1, 0x002)]);
+        assert_eq!(t.by_status().get("0x281"), Some(&2));
+        // Two new entries; the oldest rolled off: counts rise, never fall.
+        t.update(&[e(5, 0x002), e(4, 0x281), e(3, 0x281)]);
+        assert_eq!(t.by_status().get("0x281"), Some(&3));
+        assert_eq!(t.by_status().get("0x2"), Some(&2));
+        // Numbering restarted: new baseline, nothing recounted.
+        t.update(&[e(1, 0x281)]);
+        assert_eq!(t.by_status().get("0x281"), Some(&3));
+        t.update(&[e(2, 0x004), e(1, 0x281)]);
+        assert_eq!(t.by_status().get("0x4"), Some(&1));
+        assert_eq!(t.by_status().get("0x281"), Some(&3));
     }
 
     fn sample(tr: [u32; 2], secs: [u32; 2], temp: u16, iops: f64) -> ThermalSample {

@@ -10,8 +10,8 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::derive::{
-    self, Accounting, AccountingTracker, RatedEndurance, ThermalSample, Throttle, ThrottleTracker,
-    WriteHistory,
+    self, Accounting, AccountingTracker, ErrorLogTracker, RatedEndurance, ThermalSample, Throttle,
+    ThrottleTracker, WriteHistory,
 };
 use super::{HostIo, HostIoSource};
 use crate::config::{DeviceRatingOverride, HealthSettings};
@@ -69,6 +69,8 @@ pub struct Derived {
     pub write_amplification: Option<f64>,
     pub accounting: Option<Accounting>,
     pub throttle: Throttle,
+    /// Error Information log entries seen since nvsoak started, by status label, each once.
+    pub error_log_status: BTreeMap<String, u64>,
 }
 
 /// The last known state of one controller. Pages that failed keep their previous values.
@@ -103,6 +105,8 @@ pub struct DeviceHealth {
     #[serde(skip)]
     accounting: AccountingTracker,
     #[serde(skip)]
+    errors_seen: ErrorLogTracker,
+    #[serde(skip)]
     throttle: ThrottleTracker,
     #[serde(skip)]
     permission_warned: bool,
@@ -133,6 +137,7 @@ impl DeviceHealth {
             derived: Derived::default(),
             history: WriteHistory::default(),
             accounting: AccountingTracker::default(),
+            errors_seen: ErrorLogTracker::default(),
             throttle: ThrottleTracker::default(),
             permission_warned: false,
             last_by_page: BTreeMap::new(),
@@ -278,7 +283,11 @@ pub fn poll_device(
     }
     let elpe = d.id.as_ref().map(|i| i.elpe).unwrap_or(15);
     match cmd::read_error_log(t, elpe) {
-        Ok(es) => d.error_log = Some(es),
+        Ok(es) => {
+            d.errors_seen.update(&es);
+            d.derived.error_log_status = d.errors_seen.by_status().clone();
+            d.error_log = Some(es);
+        }
         Err(e) => d.fail(page::ERROR, &e),
     }
     match cmd::read_fwslot(t) {

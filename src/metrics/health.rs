@@ -171,15 +171,13 @@ fn device(f: &mut F, d: &DeviceHealth) {
     if let Some(s) = &d.smart {
         smart(f, dev, s);
     }
-    if let Some(es) = &d.error_log {
-        for (status, n) in crate::nvme::log::error::count_by_status(es) {
-            f.counter(
-                "nvme_error_log_status_total",
-                "Entries among the newest Error Information log (01h) entries read (at most ELPE+1, at most 64) by status (SCT << 8 | SC, status field bytes 12..13 >> 1).",
-                &[("device", dev), ("status", status.as_str())],
-                n as f64,
-            );
-        }
+    for (status, n) in &d.derived.error_log_status {
+        f.counter(
+            "nvme_error_log_status_total",
+            "Error Information log (01h) entries seen since nvsoak started, each counted once by its Error Count (bytes 0..7), by status (SCT << 8 | SC, status field bytes 12..13 >> 1). A poll reads the newest ELPE+1 entries, at most 64.",
+            &[("device", dev), ("status", status.as_str())],
+            *n as f64,
+        );
     }
     if let Some(fw) = &d.fw_slot {
         for (i, rev) in fw.slots.iter().enumerate() {
