@@ -51,9 +51,13 @@ impl IoctlTransport {
     /// Open the controller's character device (e.g. `/dev/nvme0`) read-only: admin
     /// passthrough needs no write access, only CAP_SYS_ADMIN for most commands.
     pub fn open(path: &Path) -> Result<Self, NvmeError> {
-        let file = File::open(path).map_err(|source| NvmeError::Open {
-            device: path.display().to_string(),
-            source,
+        let file = File::open(path).map_err(|source| {
+            let device = path.display().to_string();
+            if source.kind() == std::io::ErrorKind::PermissionDenied {
+                NvmeError::OpenDenied { device }
+            } else {
+                NvmeError::Open { device, source }
+            }
         })?;
         Ok(IoctlTransport {
             file,

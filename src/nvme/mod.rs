@@ -143,6 +143,10 @@ pub enum NvmeError {
     },
     #[error("{device}: {what} needs CAP_SYS_ADMIN (run as root or grant the capability)")]
     PermissionDenied { device: String, what: &'static str },
+    #[error(
+        "{device}: opening the controller was refused (permission denied); health polling needs read access to the device node and CAP_SYS_ADMIN (run as root or grant both)"
+    )]
+    OpenDenied { device: String },
     #[error("{device}: {what} failed with NVMe status {status:#06x} (SCT {sct:#x}, SC {sc:#04x}: {name}{dnr})", sct = status_sct(*.status), sc = status_sc(*.status), name = status_name(*.status), dnr = if status & 0x4000 != 0 { ", do not retry" } else { "" })]
     Status {
         device: String,
@@ -176,7 +180,10 @@ impl NvmeError {
     /// True when the failure is a missing capability (the workload keeps running, and the
     /// message says how to fix it).
     pub fn is_permission(&self) -> bool {
-        matches!(self, NvmeError::PermissionDenied { .. })
+        matches!(
+            self,
+            NvmeError::PermissionDenied { .. } | NvmeError::OpenDenied { .. }
+        )
     }
     /// True when the device rejected the command with an NVMe status.
     pub fn status(&self) -> Option<u16> {

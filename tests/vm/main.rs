@@ -20,6 +20,8 @@ mod health;
 mod hotplug;
 /// Scenarios 7 and 8: two controllers, refusal of an ext4 namespace.
 mod multi;
+/// Without root: plain permission messages, the workload keeps running.
+mod perm;
 /// `/metrics` scraping and Prometheus text parsing.
 mod prom;
 /// QMP client (critical warning bits, hot-unplug).
