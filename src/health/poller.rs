@@ -896,18 +896,24 @@ mod tests {
         );
     }
 
+    /// A poller over the fake sysfs tree at `root`, rescanning at every poll, every controller
+    /// answered by the same replayed drive.
+    fn replay_poller(root: &Path) -> Poller {
+        let t: Arc<ReplayTransport> = Arc::new(full_replay("/dev/nvme0"));
+        let opener: Opener =
+            Arc::new(
+                move |_c: &Controller| Ok(Box::new(Arc::clone(&t)) as Box<dyn AdminTransport>),
+            );
+        let mut s = crate::config::builtin_default().health;
+        s.rescan_interval = Duration::ZERO;
+        Poller::new(s, root, opener)
+    }
+
     #[test]
     fn vanished_drive_stays_with_up_zero_and_returns() {
         let root = tempfile::tempdir().expect("tempdir");
         fake::add_ctrl(root.path(), "nvme0", "SN-HANDBUILT-0001", "M", &[1]);
-        let t: Arc<ReplayTransport> = Arc::new(full_replay("/dev/nvme0"));
-        let t2 = Arc::clone(&t);
-        let opener: Opener = Arc::new(move |_c: &Controller| {
-            Ok(Box::new(Arc::clone(&t2)) as Box<dyn AdminTransport>)
-        });
-        let mut s = crate::config::builtin_default().health;
-        s.rescan_interval = Duration::ZERO;
-        let mut p = Poller::new(s, root.path(), opener);
+        let mut p = replay_poller(root.path());
         p.poll_at(0.0, &NoHostIo);
         assert!(p.device("nvme0").expect("found").up);
         std::fs::remove_dir_all(root.path().join("class/nvme/nvme0")).expect("unplug");
@@ -929,14 +935,7 @@ mod tests {
         let root = tempfile::tempdir().expect("tempdir");
         fake::add_ctrl(root.path(), "nvme0", "SN-HANDBUILT-0001", "M", &[1]);
         fake::add_ctrl(root.path(), "nvme1", "SN-OTHER", "M", &[1]);
-        let t: Arc<ReplayTransport> = Arc::new(full_replay("/dev/nvme0"));
-        let t2 = Arc::clone(&t);
-        let opener: Opener = Arc::new(move |_c: &Controller| {
-            Ok(Box::new(Arc::clone(&t2)) as Box<dyn AdminTransport>)
-        });
-        let mut s = crate::config::builtin_default().health;
-        s.rescan_interval = Duration::ZERO;
-        let mut p = Poller::new(s, root.path(), opener);
+        let mut p = replay_poller(root.path());
         p.poll_at(0.0, &NoHostIo);
         let serial = p.device("nvme0").expect("found").serial.clone();
         std::fs::remove_dir_all(root.path().join("class/nvme/nvme0")).expect("unplug");

@@ -112,7 +112,7 @@ fn media_errors_are_counted_and_the_soak_goes_on() {
 }
 
 /// Boots a soak on nvme0n1, waits for it to run, and pulls the controller out with QMP.
-fn unplugged(name: &str) -> Vm {
+pub fn unplugged(name: &str) -> Vm {
     let cfg = config(
         "1s",
         &nvme_target("ns0", "/dev/nvme0n1", "SOAK0001", 50, "300s"),
