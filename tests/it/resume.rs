@@ -51,6 +51,17 @@ fn precondition_done(cp: &serde_json::Value) -> Option<u64> {
         .sum()
 }
 
+/// `nvsoak state show --config <dir>/nvsoak.toml` (the config the daemon ran with).
+fn state_show(dir: &Path) -> String {
+    let out = std::process::Command::new(crate::common::bin())
+        .args(["state", "show", "--config"])
+        .arg(dir.join("nvsoak.toml"))
+        .output()
+        .expect("running nvsoak state show");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn precondition_written(s: &[Sample], target: &str) -> f64 {
     sum(
         s,
@@ -166,6 +177,15 @@ fn kill_mid_precondition(cfg: &str) -> (tempfile::TempDir, u64) {
     eprintln!(
         "run 1: {w1} bytes by the last scrape at {rate:.0} B/s; checkpoint {:.2} s old at the kill records {p_cp} of {total}",
         killed_at - saved_at
+    );
+    let show = state_show(dir.path());
+    let line = show
+        .lines()
+        .find(|l| l.trim_start().starts_with("precondition"))
+        .unwrap_or_else(|| panic!("state show has no precondition line:\n{show}"));
+    assert!(
+        line.contains(" of 1000, ") && line.contains("worker offsets"),
+        "{line}"
     );
     (dir, p_cp)
 }
@@ -305,6 +325,13 @@ fn kill9_mid_sweep_resumes_at_the_next_point_with_the_same_max() {
     });
     let dir = d.kill9();
     let done_before = sweep_points(&before);
+    let show = state_show(dir.path());
+    assert!(
+        show.lines()
+            .any(|l| l.trim_start().starts_with("sweep        curve: ")
+                && l.contains(" of 8 points done, max ")),
+        "state show has no sweep line:\n{show}"
+    );
     let max = before["sweeps"][0]["max_iops"].as_f64().expect("max_iops");
     assert!(max > 1000.0, "implausible maximum {max}");
     assert!(before["sweeps"][0]["finished"].is_null());
