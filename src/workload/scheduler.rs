@@ -1059,37 +1059,8 @@ impl Runner {
         points: &[u32],
         cp: Option<SweepResult>,
     ) -> Option<SweepResult> {
-        let same_job = |r: &SweepResult| {
-            r.profile == job.name
-                && r.read_pct == job.read_pct
-                && (r.block_size - job.bs.mean()).abs() < 0.5
-        };
-        let found = match cp {
-            Some(c) => {
-                let file = self
-                    .results
-                    .sweeps
-                    .iter()
-                    .find(|r| r.started == c.started && same_job(r))
-                    .filter(|r| r.points.len() > c.points.len())
-                    .cloned();
-                Some(file.unwrap_or(c))
-            }
-            None => self
-                .results
-                .sweeps
-                .iter()
-                .rev()
-                .find(|r| r.finished.is_none() && same_job(r))
-                .cloned(),
-        }?;
-        let done: Vec<u32> = found.points.iter().skip(1).map(|p| p.pct).collect();
-        let usable = same_job(&found)
-            && found.points.first().is_some_and(|p| p.pct == 0)
-            && found.max_iops > 0.0
-            && done.len() <= points.len()
-            && points[..done.len()] == done[..];
-        if !usable {
+        let found = earlier_sweep(&self.results.sweeps, job, cp)?;
+        if !sweep_fits(&found, job, points) {
             tracing::warn!(target_name = %self.spec.name, job = %job.name,
                 "the earlier sweep's points do not match this plan; the sweep starts over");
             return None;
@@ -1809,6 +1780,48 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+fn same_sweep_job(r: &SweepResult, job: &JobSpec) -> bool {
+    r.profile == job.name
+        && r.read_pct == job.read_pct
+        && (r.block_size - job.bs.mean()).abs() < 0.5
+}
+
+/// The earlier record of a sweep of `job` to continue: the checkpoint's (`cp`), replaced by the
+/// results file's record of the same sweep (same start time) when that has more points, or,
+/// without a checkpoint record, the newest unfinished sweep of `job` in the results file.
+fn earlier_sweep(
+    file: &[SweepResult],
+    job: &JobSpec,
+    cp: Option<SweepResult>,
+) -> Option<SweepResult> {
+    match cp {
+        Some(c) => {
+            let longer = file
+                .iter()
+                .find(|r| r.started == c.started && same_sweep_job(r, job))
+                .filter(|r| r.points.len() > c.points.len())
+                .cloned();
+            Some(longer.unwrap_or(c))
+        }
+        None => file
+            .iter()
+            .rev()
+            .find(|r| r.finished.is_none() && same_sweep_job(r, job))
+            .cloned(),
+    }
+}
+
+/// Whether an earlier sweep can be continued by this plan's sweep of `job` over `points`: the
+/// same job, an uncontrolled run first, and its completed points a prefix of `points`.
+fn sweep_fits(r: &SweepResult, job: &JobSpec, points: &[u32]) -> bool {
+    let done: Vec<u32> = r.points.iter().skip(1).map(|p| p.pct).collect();
+    same_sweep_job(r, job)
+        && r.points.first().is_some_and(|p| p.pct == 0)
+        && r.max_iops > 0.0
+        && done.len() <= points.len()
+        && points[..done.len()] == done[..]
+}
+
 /// The preconditioning job: sequential writes of `bs` over the region.
 fn precondition_job(passes: u32, bs: u32, iodepth: u32, workers: u32) -> JobSpec {
     JobSpec {
@@ -2064,6 +2077,75 @@ mod tests {
                 "worker {i}: {redone} bytes written more than {passes} times"
             );
         }
+    }
+
+    fn sweep_rec(started: f64, pcts: &[u32], finished: bool) -> SweepResult {
+        SweepResult {
+            profile: "curve".into(),
+            block_size: 4096.0,
+            read_pct: 100,
+            max_iops: 1000.0,
+            started,
+            finished: finished.then_some(started + 10.0),
+            points: pcts
+                .iter()
+                .map(|&pct| SweepPoint {
+                    pct,
+                    iops: 10.0 * pct as f64,
+                    ..Default::default()
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_sweep_resumes_from_the_longest_record_of_it() {
+        let job = JobSpec {
+            name: "curve".into(),
+            description: String::new(),
+            read_pct: 100,
+            bs: BlockSizeMix::single(4096),
+            access: Access::Random {
+                skew: Skew::Uniform,
+            },
+            iodepth: 8,
+            workers: 1,
+            rate: None,
+        };
+        let points = [10, 50, 90];
+        let file = vec![
+            sweep_rec(100.0, &[0, 10, 50, 90], true),
+            sweep_rec(200.0, &[0, 10, 50], false),
+        ];
+        // The checkpoint is behind the results file (a point finished after the last save).
+        let cp = sweep_rec(200.0, &[0, 10], false);
+        let got = earlier_sweep(&file, &job, Some(cp.clone())).unwrap();
+        assert_eq!(got, file[1]);
+        // ... or ahead of it (not possible today, but never go backwards).
+        let got = earlier_sweep(&file[..1], &job, Some(cp.clone())).unwrap();
+        assert_eq!(got, cp);
+        // No checkpoint record: the newest unfinished sweep of this job in the file.
+        assert_eq!(earlier_sweep(&file, &job, None).unwrap(), file[1]);
+        assert_eq!(earlier_sweep(&file[..1], &job, None), None);
+        let other = JobSpec {
+            name: "other".into(),
+            ..job.clone()
+        };
+        assert_eq!(earlier_sweep(&file, &other, None), None);
+        // Fits only as a prefix of this plan's points, after an uncontrolled run.
+        assert!(sweep_fits(&file[1], &job, &points));
+        assert!(
+            sweep_fits(&file[0], &job, &points),
+            "all points done"
+        );
+        assert!(!sweep_fits(&file[1], &job, &[10, 70, 90]));
+        assert!(!sweep_fits(&file[0], &job, &[10, 50]));
+        assert!(!sweep_fits(
+            &sweep_rec(1.0, &[10, 50], false),
+            &job,
+            &points
+        ));
+        assert!(!sweep_fits(&file[1], &other, &points));
     }
 
     #[test]
