@@ -221,7 +221,7 @@ impl PreconditionProgress {
     }
 
     /// One line for logs and `nvsoak state show`:
-    /// `pass 2 of 2, 61% into it (6.44 GiB of 8.00 GiB written, 80%)`.
+    /// `pass 2 of 2, 61% into it, 80% overall (6.44 GiB of 8.00 GiB written)`.
     pub fn describe(&self) -> String {
         let (pass, frac) = self.pass_and_fraction();
         let (done, total) = (self.done_bytes(), self.total_bytes());
@@ -231,12 +231,12 @@ impl PreconditionProgress {
             done as f64 / total as f64
         };
         format!(
-            "pass {pass} of {}, {:.0}% into it ({} of {} written, {:.0}%)",
+            "pass {pass} of {}, {:.0}% into it, {:.0}% overall ({} of {} written)",
             self.passes,
             (frac * 100.0).floor(),
+            (overall * 100.0).floor(),
             human_bytes(done),
-            human_bytes(total),
-            (overall * 100.0).floor()
+            human_bytes(total)
         )
     }
 }
@@ -846,7 +846,7 @@ mod tests {
         assert!(!p.is_complete());
         assert_eq!(
             p.describe(),
-            "pass 2 of 2, 10% into it (22.00 KiB of 40.00 KiB written, 55%)"
+            "pass 2 of 2, 10% into it, 55% overall (22.00 KiB of 40.00 KiB written)"
         );
         let full = PreconditionProgress {
             stripes: vec![

@@ -1034,7 +1034,7 @@ impl Runner {
                     p.worker_offsets().iter().map(|o| o.to_string()).collect();
                 tracing::info!(target_name = %self.spec.name,
                     done_bytes = p.done_bytes(), total_bytes = p.total_bytes(),
-                    "precondition resumes at {} (worker offsets {})",
+                    "precondition resumes at {}; worker offsets {}",
                     p.describe(), offsets.join(", "));
             } else {
                 tracing::warn!(target_name = %self.spec.name,
@@ -2134,10 +2134,7 @@ mod tests {
         assert_eq!(earlier_sweep(&file, &other, None), None);
         // Fits only as a prefix of this plan's points, after an uncontrolled run.
         assert!(sweep_fits(&file[1], &job, &points));
-        assert!(
-            sweep_fits(&file[0], &job, &points),
-            "all points done"
-        );
+        assert!(sweep_fits(&file[0], &job, &points), "all points done");
         assert!(!sweep_fits(&file[1], &job, &[10, 70, 90]));
         assert!(!sweep_fits(&file[0], &job, &[10, 50]));
         assert!(!sweep_fits(
