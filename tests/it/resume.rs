@@ -279,7 +279,8 @@ fn inline_verify_finds_no_false_mismatches_after_a_resumed_precondition() {
     assert!(err.contains("precondition resumes at pass"), "{err}");
 }
 
-/// An uncontrolled run of 3 s, then eight points of 1 s at 5..40 % of the maximum, then a soak.
+/// An uncontrolled run of 3 s, then eight points of 1 s at 2..16 % of the maximum (low, so that
+/// an uncontrolled run would stand out in the I/O count), then a soak.
 const SWEEP: &str = r#"
 [state]
 dir = "{dir}/state"
@@ -298,14 +299,14 @@ kind = "sweep"
 job = { name = "curve", read = 100, bs = "4k", access = "random", iodepth = 8 }
 max_duration = "3s"
 point_duration = "1s"
-points = [5, 10, 15, 20, 25, 30, 35, 40]
+points = [2, 4, 6, 8, 10, 12, 14, 16]
 [[target.phase]]
 kind = "soak"
 job = { name = "after", read = 100, bs = "4k", access = "random", iodepth = 1, rate = "100iops" }
 duration = "10m"
 "#;
 
-const POINTS: [u64; 8] = [5, 10, 15, 20, 25, 30, 35, 40];
+const POINTS: [u64; 8] = [2, 4, 6, 8, 10, 12, 14, 16];
 
 fn sweep_points(r: &serde_json::Value) -> Vec<serde_json::Value> {
     r["sweeps"][0]["points"]
@@ -386,7 +387,7 @@ fn kill9_mid_sweep_resumes_at_the_next_point_with_the_same_max() {
         .map(|p| *p as f64 / 100.0 * max)
         .sum();
     assert!(
-        ops2 <= left * 1.3 + 0.5 * max,
+        ops2 <= left * 1.3 + 0.3 * max,
         "run 2 did {ops2} sweep I/Os; the {} points left account for {left:.0} (max {max:.0})",
         POINTS.len() + 1 - done_before.len()
     );
