@@ -97,6 +97,15 @@ fn phase_name(settings: Option<&Settings>, t: &TargetState) -> String {
     }
 }
 
+/// Number of points of the sweep at the target's phase, when the config is known.
+fn sweep_points(settings: Option<&Settings>, t: &TargetState) -> Option<usize> {
+    let spec = settings?.targets.iter().find(|spec| spec.name == t.name)?;
+    match spec.phases.get(t.phase_index)? {
+        crate::workload::spec::PhaseSpec::Sweep { points, .. } => Some(points.len()),
+        _ => None,
+    }
+}
+
 /// The human-readable rendering of a checkpoint.
 pub fn render(dir: &Path, cp: &Checkpoint, settings: Option<&Settings>) -> String {
     use std::fmt::Write;
@@ -147,6 +156,32 @@ pub fn render(dir: &Path, cp: &Checkpoint, settings: Option<&Settings>) -> Strin
             format_secs(t.phase_elapsed_secs),
             t.loop_count
         );
+        if let Some(p) = &t.precondition {
+            let offsets: Vec<String> = p.worker_offsets().iter().map(|o| o.to_string()).collect();
+            let _ = writeln!(
+                o,
+                "  precondition {}; worker offsets {}",
+                p.describe(),
+                offsets.join(", ")
+            );
+        }
+        if let Some(sw) = &t.sweep {
+            let done = sw.points.len().saturating_sub(1);
+            let of = sweep_points(settings, t)
+                .map(|n| format!(" of {n}"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                o,
+                "  sweep        {}: {done}{of} points done, max {:.0} IOPS{}",
+                sw.profile,
+                sw.max_iops,
+                if sw.finished.is_some() {
+                    ", finished"
+                } else {
+                    ""
+                }
+            );
+        }
         match t.soak_started {
             Some(s) => {
                 let _ = writeln!(

@@ -117,6 +117,144 @@ pub struct TargetState {
     /// Filled by [`save`] when a generation map is saved for this target.
     #[serde(default)]
     pub genmap: Option<GenMapRef>,
+    /// How far the precondition at `phase_index` got, when that phase is a precondition.
+    #[serde(default)]
+    pub precondition: Option<PreconditionProgress>,
+    /// The sweep at `phase_index` so far (maximum and completed points), when that phase is a
+    /// sweep and its uncontrolled run finished.
+    #[serde(default)]
+    pub sweep: Option<crate::workload::results::SweepResult>,
+}
+
+/// Progress of a precondition phase: one entry per worker stripe, in worker order. Each worker
+/// walks its stripe sequentially `passes` times; `done_bytes` counts the bytes of that walk
+/// (over all passes, earlier runs included) whose writes completed, in walk order: only a
+/// prefix is recorded, so an I/O still in flight (or failed) holds the position at its start.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PreconditionProgress {
+    pub passes: u32,
+    pub block_size: u32,
+    pub stripes: Vec<StripeProgress>,
+}
+
+/// One worker's stripe of a precondition: `[start, start + len)` of the target, and how many
+/// bytes of its `passes × len` walk are done.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StripeProgress {
+    pub start: u64,
+    pub len: u64,
+    pub done_bytes: u64,
+}
+
+impl StripeProgress {
+    /// Bytes this stripe writes over all passes.
+    pub fn total_bytes(&self, passes: u32) -> u64 {
+        self.len * passes as u64
+    }
+
+    /// `done_bytes` clamped to the walk and rounded down to whole blocks of `block_size` from
+    /// the start of the pass it is in (the last block of a pass may be shorter: it ends at the
+    /// stripe's end).
+    pub fn clamped_done(&self, passes: u32, block_size: u32) -> u64 {
+        let done = self.done_bytes.min(self.total_bytes(passes));
+        if self.len == 0 || done == self.total_bytes(passes) {
+            return done;
+        }
+        let bs = (block_size as u64).max(1);
+        let pass_start = done / self.len * self.len;
+        pass_start + (done - pass_start) / bs * bs
+    }
+
+    /// Where a worker resuming this stripe starts: the position inside the stripe (bytes from
+    /// `start`) and the bytes it has left to write.
+    pub fn resume_point(&self, passes: u32, block_size: u32) -> (u64, u64) {
+        let done = self.clamped_done(passes, block_size);
+        let pos = if self.len == 0 { 0 } else { done % self.len };
+        (pos, self.total_bytes(passes) - done)
+    }
+}
+
+impl PreconditionProgress {
+    pub fn total_bytes(&self) -> u64 {
+        self.stripes
+            .iter()
+            .map(|s| s.total_bytes(self.passes))
+            .sum()
+    }
+
+    pub fn done_bytes(&self) -> u64 {
+        self.stripes
+            .iter()
+            .map(|s| s.clamped_done(self.passes, self.block_size))
+            .sum()
+    }
+
+    pub fn is_complete(&self) -> bool {
+        self.done_bytes() >= self.total_bytes()
+    }
+
+    /// The pass the precondition is in (1-based; `passes` when complete) and how far into it
+    /// (0..1), from the summed progress of all stripes.
+    pub fn pass_and_fraction(&self) -> (u32, f64) {
+        let total = self.total_bytes();
+        if total == 0 || self.passes == 0 {
+            return (self.passes.max(1), 1.0);
+        }
+        let done = self.done_bytes();
+        if done >= total {
+            return (self.passes, 1.0);
+        }
+        let region = total / self.passes as u64;
+        let pass = done / region;
+        (
+            pass as u32 + 1,
+            (done - pass * region) as f64 / region as f64,
+        )
+    }
+
+    /// Absolute target offsets each worker continues at.
+    pub fn worker_offsets(&self) -> Vec<u64> {
+        self.stripes
+            .iter()
+            .map(|s| s.start + s.resume_point(self.passes, self.block_size).0)
+            .collect()
+    }
+
+    /// One line for logs and `nvsoak state show`:
+    /// `pass 2 of 2, 61% into it, 80% overall (6.44 GiB of 8.00 GiB written)`.
+    pub fn describe(&self) -> String {
+        let (pass, frac) = self.pass_and_fraction();
+        let (done, total) = (self.done_bytes(), self.total_bytes());
+        let overall = if total == 0 {
+            1.0
+        } else {
+            done as f64 / total as f64
+        };
+        format!(
+            "pass {pass} of {}, {:.0}% into it, {:.0}% overall ({} of {} written)",
+            self.passes,
+            (frac * 100.0).floor(),
+            (overall * 100.0).floor(),
+            human_bytes(done),
+            human_bytes(total)
+        )
+    }
+}
+
+/// Bytes as `1.50 GiB`.
+fn human_bytes(b: u64) -> String {
+    const U: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < U.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.2} {}", U[i])
+    }
 }
 
 impl TargetState {
@@ -136,6 +274,8 @@ impl TargetState {
             next_generation: 1,
             verify_seed: None,
             genmap: None,
+            precondition: None,
+            sweep: None,
         }
     }
 }
@@ -551,6 +691,35 @@ mod tests {
         t.smart_at_soak_start = Some(serde_json::json!({"data_units_written": 12345}));
         t.next_generation = 77;
         t.verify_seed = Some(0xdead_beef);
+        t.precondition = Some(PreconditionProgress {
+            passes: 2,
+            block_size: 131_072,
+            stripes: vec![
+                StripeProgress {
+                    start: 0,
+                    len: 1 << 30,
+                    done_bytes: (1 << 30) + (1 << 20),
+                },
+                StripeProgress {
+                    start: 1 << 30,
+                    len: 1 << 30,
+                    done_bytes: 3 << 20,
+                },
+            ],
+        });
+        t.sweep = Some(crate::workload::results::SweepResult {
+            profile: "4k-random-read".into(),
+            block_size: 4096.0,
+            read_pct: 100,
+            max_iops: 123_456.5,
+            started: 1_700_000_100.5,
+            finished: None,
+            points: vec![crate::workload::results::SweepPoint {
+                pct: 0,
+                iops: 123_456.5,
+                ..Default::default()
+            }],
+        });
         Checkpoint::new("abc".into(), vec![t, TargetState::new("t1", "/dev/loop9")])
     }
 
@@ -580,6 +749,7 @@ mod tests {
         let l = load(d.path(), "abc").unwrap().expect("a checkpoint");
         let mut want = cp.clone();
         want.targets[0].genmap = l.checkpoint.targets[0].genmap.clone();
+        // Bit-exact, floats included (serde_json's `float_roundtrip`).
         assert_eq!(l.checkpoint, want);
         let r = l.checkpoint.targets[0].genmap.as_ref().unwrap();
         assert_eq!(r.units, 1000);
@@ -603,6 +773,97 @@ mod tests {
             save(d.path(), &cp, &[("nope", &map)]),
             Err(StateError::UnknownTarget(_))
         ));
+    }
+
+    #[test]
+    fn checkpoint_without_the_newer_fields_still_loads() {
+        // A checkpoint saved before precondition and sweep progress existed.
+        let d = tempfile::tempdir().unwrap();
+        let mut v = serde_json::to_value(sample()).unwrap();
+        for t in v["targets"].as_array_mut().unwrap() {
+            let t = t.as_object_mut().unwrap();
+            assert!(t.remove("precondition").is_some() && t.remove("sweep").is_some());
+            t.remove("verify_seed");
+            t.remove("genmap");
+        }
+        fs::write(
+            d.path().join(CHECKPOINT_FILE),
+            serde_json::to_vec(&v).unwrap(),
+        )
+        .unwrap();
+        let l = load(d.path(), "abc")
+            .unwrap()
+            .expect("an old checkpoint loads");
+        let t = &l.checkpoint.targets[0];
+        assert_eq!(t.phase_index, 2);
+        assert_eq!(t.precondition, None);
+        assert_eq!(t.sweep, None);
+        assert_eq!(t.totals.write_bytes, 5 << 30);
+    }
+
+    #[test]
+    fn precondition_position_arithmetic() {
+        // A 10 KiB stripe with 4 KiB blocks: each pass is 4k, 4k, then a trimmed 2k block.
+        let at = |done_bytes| StripeProgress {
+            start: 1 << 20,
+            len: 10 << 10,
+            done_bytes,
+        };
+        let k = |n: u64| n << 10;
+        assert_eq!(at(0).resume_point(3, 4096), (0, k(30)));
+        assert_eq!(at(k(4)).resume_point(3, 4096), (k(4), k(26)));
+        assert_eq!(at(k(8)).resume_point(3, 4096), (k(8), k(22)));
+        // The stripe's end (after the short block) wraps to the next pass.
+        assert_eq!(at(k(10)).resume_point(3, 4096), (0, k(20)));
+        assert_eq!(at(k(14)).resume_point(3, 4096), (k(4), k(16)));
+        // Not on a block boundary: rounded down to the block it is in (never ahead).
+        assert_eq!(at(k(11)).resume_point(3, 4096), (0, k(20)));
+        assert_eq!(at(k(17)).resume_point(3, 4096), (k(4), k(16)));
+        assert_eq!(at(k(19)).clamped_done(3, 4096), k(18));
+        // Done, and beyond (a checkpoint can never say more than the walk; clamp anyway).
+        assert_eq!(at(k(30)).resume_point(3, 4096), (0, 0));
+        assert_eq!(at(k(31)).resume_point(3, 4096), (0, 0));
+        assert_eq!(at(k(99)).clamped_done(3, 4096), k(30));
+        // Pass, fraction and offsets from the stripes together.
+        let p = PreconditionProgress {
+            passes: 2,
+            block_size: 4096,
+            stripes: vec![
+                at(k(10) + k(4)),
+                StripeProgress {
+                    start: 0,
+                    len: k(10),
+                    done_bytes: k(8),
+                },
+            ],
+        };
+        assert_eq!(p.total_bytes(), k(40));
+        assert_eq!(p.done_bytes(), k(22));
+        assert_eq!(p.pass_and_fraction(), (2, 0.1));
+        assert_eq!(p.worker_offsets(), vec![(1 << 20) + k(4), k(8)]);
+        assert!(!p.is_complete());
+        assert_eq!(
+            p.describe(),
+            "pass 2 of 2, 10% into it, 55% overall (22.00 KiB of 40.00 KiB written)"
+        );
+        let full = PreconditionProgress {
+            stripes: vec![
+                at(k(20)),
+                StripeProgress {
+                    start: 0,
+                    len: k(10),
+                    done_bytes: k(20),
+                },
+            ],
+            ..p.clone()
+        };
+        assert!(full.is_complete());
+        assert_eq!(full.pass_and_fraction(), (2, 1.0));
+        let fresh = PreconditionProgress {
+            stripes: vec![at(0)],
+            ..p
+        };
+        assert_eq!(fresh.pass_and_fraction(), (1, 0.0));
     }
 
     #[test]

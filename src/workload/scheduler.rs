@@ -12,7 +12,7 @@ use std::io::{Seek, SeekFrom};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -21,6 +21,7 @@ use hdrhistogram::Histogram;
 use thiserror::Error;
 
 use crate::health::{HostIo, HostIoSource};
+use crate::state::{PreconditionProgress, StripeProgress};
 use crate::stats::{OpCounters, QUANTILES, WorkerReport, new_hdr};
 use crate::workload::pattern::{GenMap, VERIFY_UNIT, VerifyCounters, VerifyHook};
 use crate::workload::results::{SteadyOutcome, SweepPoint, SweepResult, TargetResults};
@@ -114,6 +115,142 @@ pub struct TargetSnapshot {
     /// Completed I/O of this run, summed from the workers' live counters at the moment of
     /// reading (the `jobs` totals lag by up to one stats interval). For the accounting check.
     pub live: Arc<crate::stats::live::LiveIo>,
+    /// The running precondition's per-worker progress (set for the current phase only).
+    pub precondition: Option<Arc<PrecondLive>>,
+    /// The running sweep so far (set for the current phase only, once its maximum is known).
+    pub sweep_progress: Option<SweepResult>,
+}
+
+/// Live progress of a precondition phase: per worker stripe, the bytes of its sequential walk
+/// (all passes, earlier runs included) whose writes completed, in walk order. Written by each
+/// worker's [`ProgressHook`], read by checkpoints ([`TargetSnapshot::to_state`]).
+#[derive(Debug)]
+pub struct PrecondLive {
+    pub passes: u32,
+    pub block_size: u32,
+    /// `(start, len)` of each worker's stripe.
+    pub stripes: Vec<(u64, u64)>,
+    pub done: Vec<AtomicU64>,
+}
+
+impl PrecondLive {
+    /// The checkpoint record: only writes that completed, as a prefix of each walk.
+    pub fn progress(&self) -> PreconditionProgress {
+        PreconditionProgress {
+            passes: self.passes,
+            block_size: self.block_size,
+            stripes: self
+                .stripes
+                .iter()
+                .zip(&self.done)
+                .map(|(&(start, len), d)| StripeProgress {
+                    start,
+                    len,
+                    done_bytes: d.load(Ordering::Acquire),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Tracks how far one precondition worker's sequential walk has completed, in walk order, and
+/// publishes it to [`PrecondLive::done`]. Writes complete out of order, so it keeps the
+/// submitted writes in a ring (at most `iodepth` in flight) and advances over the completed
+/// head only. A failed write stops the tracking (the position stays at its start: it may not
+/// have landed); so does anything unexpected. Wraps the verify hook when there is one. No lock,
+/// no allocation after construction.
+struct ProgressHook {
+    inner: Option<Box<dyn BlockHook>>,
+    live: Arc<PrecondLive>,
+    index: usize,
+    done: u64,
+    /// Submitted writes not yet counted, oldest at `head`: (offset, len, completed).
+    ring: Box<[(u64, u32, bool)]>,
+    head: usize,
+    count: usize,
+    stalled: bool,
+}
+
+impl ProgressHook {
+    fn new(
+        inner: Option<Box<dyn BlockHook>>,
+        live: Arc<PrecondLive>,
+        index: usize,
+        done: u64,
+        iodepth: u32,
+    ) -> Self {
+        ProgressHook {
+            inner,
+            live,
+            index,
+            done,
+            ring: vec![(0, 0, false); iodepth.max(1) as usize + 1].into_boxed_slice(),
+            head: 0,
+            count: 0,
+            stalled: false,
+        }
+    }
+}
+
+impl BlockHook for ProgressHook {
+    fn before_write(&mut self, buf: &mut [u8], offset: u64) {
+        if let Some(h) = self.inner.as_mut() {
+            h.before_write(buf, offset);
+        }
+        if self.stalled {
+            return;
+        }
+        if self.count == self.ring.len() {
+            self.stalled = true;
+            return;
+        }
+        let cap = self.ring.len();
+        self.ring[(self.head + self.count) % cap] = (offset, buf.len() as u32, false);
+        self.count += 1;
+    }
+    fn after_read(&mut self, buf: &[u8], offset: u64) {
+        if let Some(h) = self.inner.as_mut() {
+            h.after_read(buf, offset);
+        }
+    }
+    fn after_write(&mut self, offset: u64, len: usize, ok: bool) {
+        // The inner hook (generation map) first: the position never runs ahead of the map.
+        if let Some(h) = self.inner.as_mut() {
+            h.after_write(offset, len, ok);
+        }
+        if self.stalled {
+            return;
+        }
+        if !ok {
+            self.stalled = true;
+            return;
+        }
+        let cap = self.ring.len();
+        let hit = (0..self.count)
+            .map(|k| (self.head + k) % cap)
+            .find(|&j| self.ring[j].0 == offset && !self.ring[j].2);
+        let Some(j) = hit else {
+            self.stalled = true;
+            return;
+        };
+        self.ring[j].2 = true;
+        let before = self.done;
+        while self.count > 0 && self.ring[self.head].2 {
+            self.done += self.ring[self.head].1 as u64;
+            self.head = (self.head + 1) % cap;
+            self.count -= 1;
+        }
+        if self.done != before
+            && let Some(d) = self.live.done.get(self.index)
+        {
+            d.store(self.done, Ordering::Release);
+        }
+    }
+    fn read_failed(&mut self, offset: u64, len: usize, errno: i32) {
+        if let Some(h) = self.inner.as_mut() {
+            h.read_failed(offset, len, errno);
+        }
+    }
 }
 
 /// A target's data-verification state: the generation map its workers stamp and check
@@ -160,6 +297,8 @@ impl TargetSnapshot {
         st.totals = self.soak_totals();
         st.steady_history = self.steady_history.clone();
         st.smart_at_soak_start = self.smart_at_soak_start.clone();
+        st.precondition = self.precondition.as_ref().map(|p| p.progress());
+        st.sweep = self.sweep_progress.clone();
         if let Some(v) = &self.verify {
             st.totals.verify_errors = v.counters.total();
             st.totals.verify_errors_by_kind = v
@@ -426,6 +565,28 @@ pub fn start(
     let live = snap.live.clone();
     let snapshot: SharedSnapshot = Arc::new(RwLock::new(snap));
     let stop = Arc::new(AtomicBool::new(false));
+    let mut results = TargetResults {
+        version: 1,
+        host: hostname(),
+        target: spec.name.clone(),
+        path: spec.path.display().to_string(),
+        ..Default::default()
+    };
+    let mut max_iops = BTreeMap::new();
+    if resume.is_some()
+        && let Some(prev) = load_results(&opts.state_dir, &spec.name)
+    {
+        // A resumed plan keeps what its earlier runs measured (sweeps, steady state), and the
+        // maxima they found, as a run without the restart would have.
+        for sw in prev.sweeps.iter().filter(|sw| !sw.points.is_empty()) {
+            max_iops.insert(sw.profile.clone(), sw.max_iops);
+        }
+        results = TargetResults {
+            host: results.host,
+            path: results.path,
+            ..prev
+        };
+    }
     let mut runner = Runner {
         spec: spec.clone(),
         fd: Arc::new(fd),
@@ -434,16 +595,12 @@ pub fn start(
         snapshot: snapshot.clone(),
         stop: stop.clone(),
         global_stop,
-        results: TargetResults {
-            version: 1,
-            host: hostname(),
-            target: spec.name.clone(),
-            path: spec.path.display().to_string(),
-            ..Default::default()
-        },
-        max_iops: BTreeMap::new(),
+        results,
+        max_iops,
         segment_counter: 0,
         resume_at,
+        resume_precondition: resume.as_ref().and_then(|r| r.precondition.clone()),
+        resume_sweep: resume.as_ref().and_then(|r| r.sweep.clone()),
         identity,
         in_verify_pass: false,
         last_results_save: Instant::now(),
@@ -514,6 +671,33 @@ fn check_verify_block_sizes(spec: &TargetSpec) -> Result<(), TargetError> {
     Ok(())
 }
 
+/// The results file an earlier run of this plan wrote for `target`, if it is readable.
+fn load_results(state_dir: &Path, target: &str) -> Option<TargetResults> {
+    let path = state_dir.join("results").join(format!("{target}.json"));
+    let data = match std::fs::read(&path) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e,
+                "reading the earlier results failed; this run's results file starts empty");
+            return None;
+        }
+    };
+    match serde_json::from_slice::<TargetResults>(&data) {
+        Ok(r) if r.target == target => Some(r),
+        Ok(r) => {
+            tracing::warn!(path = %path.display(), found = %r.target,
+                "the results file names another target; this run's results file starts empty");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e,
+                "the earlier results file does not parse; this run's results file starts empty");
+            None
+        }
+    }
+}
+
 pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
@@ -544,6 +728,9 @@ struct Segment<'a> {
     /// Stop each worker after this many passes over its stripe (preconditioning, verify
     /// sweeps); `None`: run for `duration`.
     limit_passes: Option<u32>,
+    /// Preconditioning: each worker starts where this says its stripe's walk got to, writes
+    /// only the rest of its `limit_passes` passes, and records its progress here.
+    progress: Option<Arc<PrecondLive>>,
 }
 
 struct Runner {
@@ -560,6 +747,9 @@ struct Runner {
     segment_counter: u64,
     /// (phase index, seconds already done) from the checkpoint, consumed by the first pass.
     resume_at: Option<(usize, f64)>,
+    /// The checkpoint's progress in that phase, when it is a precondition or a sweep.
+    resume_precondition: Option<PreconditionProgress>,
+    resume_sweep: Option<SweepResult>,
     identity: Option<crate::safety::DeviceIdentity>,
     /// Set while a `pass` verification sweep runs.
     in_verify_pass: bool,
@@ -607,6 +797,7 @@ impl Runner {
                 rate_iops: None,
                 duration: None,
                 limit_passes: Some(1),
+                progress: None,
             },
             &mut |_, _| {},
         );
@@ -645,22 +836,51 @@ impl Runner {
                     break 'plan;
                 }
                 let mut done_secs = 0.0;
+                let mut cp_precondition = None;
+                let mut cp_sweep = None;
                 if let Some((ri, el)) = self.resume_at {
                     if i < ri {
                         continue;
                     }
-                    // Precondition and sweep restart from their beginning; a soak resumes with
-                    // the time it has left.
-                    if i == ri && matches!(phase, PhaseSpec::Soak { .. }) {
+                    // Every phase resumes where the checkpoint says it got to: a soak with the
+                    // time it has left, a precondition at each worker's position, a sweep at
+                    // its first point not completed.
+                    if i == ri {
                         done_secs = el;
+                        cp_precondition = self.resume_precondition.take();
+                        cp_sweep = self.resume_sweep.take();
                     }
                     self.resume_at = None;
                 }
+                // Set up the phase's progress before the snapshot names the phase, so that no
+                // checkpoint sees the phase without it.
+                let precond_live = match phase {
+                    PhaseSpec::Precondition {
+                        passes,
+                        block_size,
+                        iodepth,
+                        workers,
+                    } => Some(self.precondition_live(
+                        &precondition_job(*passes, *block_size, *iodepth, *workers),
+                        *passes,
+                        *block_size,
+                        cp_precondition,
+                    )),
+                    _ => None,
+                };
+                let sweep_resume = match phase {
+                    PhaseSpec::Sweep { job, points, .. } => {
+                        self.sweep_resume(job, points, cp_sweep)
+                    }
+                    _ => None,
+                };
                 with_snapshot(&self.snapshot, |s| {
                     s.phase_index = i;
                     s.phase = phase.kind().to_string();
                     s.phase_started_unix = now_unix();
                     s.phase_elapsed_base = done_secs;
+                    s.precondition = precond_live.clone();
+                    s.sweep_progress = sweep_resume.clone();
                     if done_secs == 0.0 {
                         s.steady_history.clear();
                     }
@@ -671,13 +891,17 @@ impl Runner {
                         block_size,
                         iodepth,
                         workers,
-                    } => self.precondition(*passes, *block_size, *iodepth, *workers),
+                    } => self.precondition(
+                        &precondition_job(*passes, *block_size, *iodepth, *workers),
+                        *passes,
+                        precond_live.clone(),
+                    ),
                     PhaseSpec::Sweep {
                         job,
                         max_duration,
                         point_duration,
                         points,
-                    } => self.sweep(job, *max_duration, *point_duration, points),
+                    } => self.sweep(job, *max_duration, *point_duration, points, sweep_resume),
                     PhaseSpec::Soak {
                         jobs,
                         duration,
@@ -734,37 +958,114 @@ impl Runner {
 
     fn precondition(
         &mut self,
+        job: &JobSpec,
         passes: u32,
-        bs: u32,
-        iodepth: u32,
-        workers: u32,
+        live: Option<Arc<PrecondLive>>,
     ) -> Result<(), String> {
-        let job = JobSpec {
-            name: "precondition".into(),
-            description: format!(
-                "SNIA workload-independent preconditioning: {passes} sequential pass(es) of {} writes",
-                crate::units::format_size(bs as u64)
-            ),
-            read_pct: 0,
-            bs: BlockSizeMix::single(bs),
-            access: Access::Sequential,
-            iodepth,
-            workers,
-            rate: None,
-        };
-        let out = self.run_segment(
-            Segment {
-                job: &job,
-                rate_iops: None,
-                duration: None,
-                limit_passes: Some(passes),
-            },
-            &mut |_, _| {},
-        )?;
-        if let Some(f) = out.fatal {
-            return Err(f);
+        if live.as_ref().is_none_or(|l| !l.progress().is_complete()) {
+            let out = self.run_segment(
+                Segment {
+                    job,
+                    rate_iops: None,
+                    duration: None,
+                    limit_passes: Some(passes),
+                    progress: live,
+                },
+                &mut |_, _| {},
+            )?;
+            if let Some(f) = out.fatal {
+                return Err(f);
+            }
         }
         self.verify_pass()
+    }
+
+    /// `(region_start, region_len, workers)` that worker `index` of `job` is planned with: with
+    /// verification each worker gets its own stripe as a single-worker region.
+    fn worker_region(&self, job: &JobSpec, index: usize, verify: bool) -> (u64, u64, u32) {
+        let workers = job.workers.max(1);
+        if verify && workers > 1 {
+            let (start, len) = worker::stripe_bounds(
+                0,
+                self.region_len,
+                workers,
+                index,
+                (VERIFY_UNIT as u64).max(job.bs.max() as u64),
+            );
+            (start, len, 1)
+        } else {
+            (0, self.region_len, job.workers)
+        }
+    }
+
+    /// The sequential stripe `(start, len)` worker `index` of `job` walks.
+    fn worker_stripe(&self, job: &JobSpec, index: usize, verify: bool) -> (u64, u64) {
+        let (start, len, workers) = self.worker_region(job, index, verify);
+        worker::stripe_bounds(start, len, workers, index, worker::job_align(job))
+    }
+
+    /// The precondition's progress for this run: the checkpoint's positions when they fit this
+    /// plan and region (logged), else from the start.
+    fn precondition_live(
+        &self,
+        job: &JobSpec,
+        passes: u32,
+        block_size: u32,
+        resume: Option<PreconditionProgress>,
+    ) -> Arc<PrecondLive> {
+        let verify = self.spec.verify != VerifyMode::Off;
+        let stripes: Vec<(u64, u64)> = (0..job.workers.max(1) as usize)
+            .map(|i| self.worker_stripe(job, i, verify))
+            .collect();
+        let mut done = vec![0u64; stripes.len()];
+        if let Some(p) = resume {
+            let fits = p.passes == passes
+                && p.block_size == block_size
+                && p.stripes.len() == stripes.len()
+                && p.stripes
+                    .iter()
+                    .zip(&stripes)
+                    .all(|(a, b)| (a.start, a.len) == *b);
+            if fits {
+                for (d, sp) in done.iter_mut().zip(&p.stripes) {
+                    *d = sp.clamped_done(passes, block_size);
+                }
+                let offsets: Vec<String> =
+                    p.worker_offsets().iter().map(|o| o.to_string()).collect();
+                tracing::info!(target_name = %self.spec.name,
+                    done_bytes = p.done_bytes(), total_bytes = p.total_bytes(),
+                    "precondition resumes at {}; worker offsets {}",
+                    p.describe(), offsets.join(", "));
+            } else {
+                tracing::warn!(target_name = %self.spec.name,
+                    "the checkpoint's precondition progress does not fit this region (size or workers changed); the precondition starts over");
+            }
+        }
+        Arc::new(PrecondLive {
+            passes,
+            block_size,
+            stripes,
+            done: done.into_iter().map(AtomicU64::new).collect(),
+        })
+    }
+
+    /// The sweep to continue, if an earlier run got past its uncontrolled run: the checkpoint's,
+    /// or the results file's record of it when that has more points (the file is written after
+    /// every point, the checkpoint only every interval), or an unfinished sweep of this job in
+    /// the results file (killed before a checkpoint recorded it).
+    fn sweep_resume(
+        &self,
+        job: &JobSpec,
+        points: &[u32],
+        cp: Option<SweepResult>,
+    ) -> Option<SweepResult> {
+        let found = earlier_sweep(&self.results.sweeps, job, cp)?;
+        if !sweep_fits(&found, job, points) {
+            tracing::warn!(target_name = %self.spec.name, job = %job.name,
+                "the earlier sweep's points do not match this plan; the sweep starts over");
+            return None;
+        }
+        Some(found)
     }
 
     fn sweep(
@@ -773,19 +1074,45 @@ impl Runner {
         max_duration: Duration,
         point_duration: Duration,
         points: &[u32],
+        resumed: Option<SweepResult>,
     ) -> Result<(), String> {
-        let mut result = SweepResult {
-            profile: job.name.clone(),
-            block_size: job.bs.mean(),
-            read_pct: job.read_pct,
-            started: now_unix(),
-            ..Default::default()
-        };
-        let (max, max_iops) = self.measure_max(job, max_duration)?;
-        result.max_iops = max_iops;
-        result.points.push(point_from(0, 0.0, &max));
+        let mut result;
+        let max_iops;
+        match resumed {
+            Some(r) => {
+                // The earlier run's maximum and completed points stand; the point that was
+                // interrupted runs again from its start.
+                result = r;
+                max_iops = result.max_iops;
+                self.max_iops.insert(job.name.clone(), max_iops);
+                let next = result.points.len();
+                if next <= points.len() {
+                    tracing::info!(target_name = %self.spec.name, job = %job.name,
+                        "sweep resumes at point {next} of {} (max {} IOPS from the earlier run)",
+                        points.len(), thousands(max_iops));
+                } else {
+                    tracing::info!(target_name = %self.spec.name, job = %job.name,
+                        "sweep resumes after its last point (all {} done; max {} IOPS from the earlier run)",
+                        points.len(), thousands(max_iops));
+                }
+            }
+            None => {
+                result = SweepResult {
+                    profile: job.name.clone(),
+                    block_size: job.bs.mean(),
+                    read_pct: job.read_pct,
+                    started: now_unix(),
+                    ..Default::default()
+                };
+                let (max, m) = self.measure_max(job, max_duration)?;
+                max_iops = m;
+                result.max_iops = max_iops;
+                result.points.push(point_from(0, 0.0, &max));
+            }
+        }
         self.publish_sweep(job, &result);
-        for &pct in points {
+        let done = result.points.len().saturating_sub(1).min(points.len());
+        for &pct in &points[done..] {
             if self.stopping() {
                 break;
             }
@@ -796,6 +1123,7 @@ impl Runner {
                     rate_iops: Some(target_iops.max(1.0)),
                     duration: Some(point_duration),
                     limit_passes: None,
+                    progress: None,
                 },
                 &mut |_, _| {},
             )?;
@@ -816,6 +1144,7 @@ impl Runner {
     fn publish_sweep(&mut self, job: &JobSpec, result: &SweepResult) {
         with_snapshot(&self.snapshot, |s| {
             s.jobs.entry(job.name.clone()).or_default().sweep = Some(result.clone());
+            s.sweep_progress = Some(result.clone());
         });
         if let Some(r) = self
             .results
@@ -902,6 +1231,7 @@ impl Runner {
                     rate_iops,
                     duration: seg_dur,
                     limit_passes: None,
+                    progress: None,
                 },
                 &mut on_interval,
             )?;
@@ -962,6 +1292,7 @@ impl Runner {
                 rate_iops: None,
                 duration: Some(duration),
                 limit_passes: None,
+                progress: None,
             },
             &mut |_, _| {},
         )?;
@@ -1036,18 +1367,8 @@ impl Runner {
             if let (Some(v), Some(mode)) = (&verify, self.hook_mode()) {
                 // Workers of a job don't coordinate, so with verification each owns a disjoint
                 // stripe of the region (a single-worker view of it).
-                if workers > 1 {
-                    let (start, len) = worker::stripe_bounds(
-                        0,
-                        self.region_len,
-                        workers as u32,
-                        i,
-                        (VERIFY_UNIT as u64).max(job.bs.max() as u64),
-                    );
-                    plan.region_start = start;
-                    plan.region_len = len;
-                    plan.job.workers = 1;
-                }
+                (plan.region_start, plan.region_len, plan.job.workers) =
+                    self.worker_region(job, i, true);
                 let hook = VerifyHook::new(&self.spec.name, v.map.clone(), v.counters.clone(), 512);
                 wopts.hook = Some(match mode {
                     HookMode::Full => Box::new(hook) as Box<dyn BlockHook>,
@@ -1064,6 +1385,32 @@ impl Runner {
                 )
                 .1 * p as u64
             });
+            if let Some(pl) = &seg.progress
+                && let (Some(&(start, len)), Some(cell), Some(passes)) =
+                    (pl.stripes.get(i), pl.done.get(i), seg.limit_passes)
+            {
+                // Continue this worker's walk where it got to (an earlier run, or before the
+                // device went away) and write only the rest of its passes.
+                debug_assert_eq!(
+                    (start, len),
+                    self.worker_stripe(job, i, verify.is_some() && self.hook_mode().is_some())
+                );
+                let sp = StripeProgress {
+                    start,
+                    len,
+                    done_bytes: cell.load(Ordering::Acquire),
+                };
+                let (pos, left) = sp.resume_point(passes, pl.block_size);
+                wopts.seq_start = pos;
+                plan.limit_bytes = Some(left);
+                wopts.hook = Some(Box::new(ProgressHook::new(
+                    wopts.hook.take(),
+                    pl.clone(),
+                    i,
+                    sp.clamped_done(passes, pl.block_size),
+                    job.iodepth,
+                )));
+            }
             match worker::spawn_with(plan, wopts, tx.clone()) {
                 Ok(h) => handles.push(h),
                 Err(e) => {
@@ -1282,8 +1629,9 @@ impl Runner {
     ) -> Result<SegmentOutcome, String> {
         let started = Instant::now();
         let mut total = SegmentOutcome::default();
-        // After the device returns, a pass-limited segment (precondition, verify sweep) starts
-        // its passes over; a timed one runs for what is left of its duration.
+        // After the device returns, a precondition continues at its workers' recorded positions
+        // (`seg.progress`), a verify sweep starts over, and a timed segment runs for what is
+        // left of its duration.
         let limit = seg.limit_passes;
         loop {
             let duration = seg.duration.map(|d| d.saturating_sub(started.elapsed()));
@@ -1293,6 +1641,7 @@ impl Runner {
                     rate_iops: seg.rate_iops,
                     duration,
                     limit_passes: limit,
+                    progress: seg.progress.clone(),
                 },
                 on_interval,
             )?;
@@ -1439,6 +1788,78 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+fn same_sweep_job(r: &SweepResult, job: &JobSpec) -> bool {
+    r.profile == job.name
+        && r.read_pct == job.read_pct
+        && (r.block_size - job.bs.mean()).abs() < 0.5
+}
+
+/// The earlier record of a sweep of `job` to continue: the checkpoint's (`cp`), replaced by the
+/// results file's record of the same sweep (same start time) when that has more points, or,
+/// without a checkpoint record, the newest unfinished sweep of `job` in the results file.
+fn earlier_sweep(
+    file: &[SweepResult],
+    job: &JobSpec,
+    cp: Option<SweepResult>,
+) -> Option<SweepResult> {
+    match cp {
+        Some(c) => {
+            let longer = file
+                .iter()
+                .find(|r| r.started == c.started && same_sweep_job(r, job))
+                .filter(|r| r.points.len() > c.points.len())
+                .cloned();
+            Some(longer.unwrap_or(c))
+        }
+        None => file
+            .iter()
+            .rev()
+            .find(|r| r.finished.is_none() && same_sweep_job(r, job))
+            .cloned(),
+    }
+}
+
+/// Whether an earlier sweep can be continued by this plan's sweep of `job` over `points`: the
+/// same job, an uncontrolled run first, and its completed points a prefix of `points`.
+fn sweep_fits(r: &SweepResult, job: &JobSpec, points: &[u32]) -> bool {
+    let done: Vec<u32> = r.points.iter().skip(1).map(|p| p.pct).collect();
+    same_sweep_job(r, job)
+        && r.points.first().is_some_and(|p| p.pct == 0)
+        && r.max_iops > 0.0
+        && done.len() <= points.len()
+        && points[..done.len()] == done[..]
+}
+
+/// The preconditioning job: sequential writes of `bs` over the region.
+fn precondition_job(passes: u32, bs: u32, iodepth: u32, workers: u32) -> JobSpec {
+    JobSpec {
+        name: "precondition".into(),
+        description: format!(
+            "SNIA workload-independent preconditioning: {passes} sequential pass(es) of {} writes",
+            crate::units::format_size(bs as u64)
+        ),
+        read_pct: 0,
+        bs: BlockSizeMix::single(bs),
+        access: Access::Sequential,
+        iodepth,
+        workers,
+        rate: None,
+    }
+}
+
+/// `123456.7` as `123,457`.
+fn thousands(v: f64) -> String {
+    let digits = format!("{:.0}", v.max(0.0));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 fn point_from(pct: u32, target_iops: f64, o: &SegmentOutcome) -> SweepPoint {
     let iops = o.ops as f64 / o.secs.max(1e-9);
     SweepPoint {
@@ -1516,5 +1937,228 @@ pub fn describe_access(a: &Access) -> String {
         Access::Random {
             skew: Skew::HotBand { fraction, access },
         } => format!("random hotband:{}%:{}%", fraction * 100.0, access * 100.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::worker::{BsPicker, OffsetGen, Rng};
+
+    fn live(stripes: Vec<(u64, u64)>, passes: u32, bs: u32) -> Arc<PrecondLive> {
+        Arc::new(PrecondLive {
+            passes,
+            block_size: bs,
+            done: stripes.iter().map(|_| AtomicU64::new(0)).collect(),
+            stripes,
+        })
+    }
+
+    fn write(h: &mut ProgressHook, off: u64, len: usize) {
+        let mut buf = vec![0u8; len];
+        h.before_write(&mut buf, off);
+    }
+
+    #[test]
+    fn progress_hook_records_only_the_completed_prefix() {
+        let l = live(vec![(0, 64 << 10)], 1, 4096);
+        let mut h = ProgressHook::new(None, l.clone(), 0, 0, 4);
+        for i in 0..4 {
+            write(&mut h, i * 4096, 4096);
+        }
+        // Later writes complete first: nothing is recorded until the oldest has.
+        h.after_write(4096, 4096, true);
+        h.after_write(8192, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 0);
+        h.after_write(0, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 12288);
+        write(&mut h, 16384, 4096);
+        h.after_write(12288, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 16384);
+        // A failed write holds the position at its start for good.
+        write(&mut h, 20480, 4096);
+        h.after_write(20480, 4096, false);
+        h.after_write(16384, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 16384);
+        write(&mut h, 24576, 4096);
+        h.after_write(24576, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 16384);
+        assert_eq!(l.progress().stripes[0].done_bytes, 16384);
+    }
+
+    #[test]
+    fn progress_hook_counts_wraps_and_short_blocks_from_its_start() {
+        // Resumed at 8 KiB into the second pass of a 10 KiB stripe: 2k (trimmed), then wrap.
+        let l = live(vec![(4096, 10 << 10)], 3, 4096);
+        let mut h = ProgressHook::new(None, l.clone(), 0, (10 << 10) + 8192, 2);
+        write(&mut h, 4096 + 8192, 2048);
+        write(&mut h, 4096, 4096);
+        h.after_write(4096, 4096, true);
+        h.after_write(4096 + 8192, 2048, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 24 << 10);
+        assert_eq!(
+            l.progress().stripes[0].resume_point(3, 4096),
+            (4096, 6 << 10)
+        );
+    }
+
+    /// Run 1 walks each stripe with `depth` writes in flight, completing out of order, and is
+    /// killed with its last writes still in flight; run 2 resumes from what the hook recorded,
+    /// as the scheduler does. Every byte is written at least `passes` times, and at most the
+    /// writes in flight at the kill are redone.
+    #[test]
+    fn a_resumed_precondition_writes_every_byte_passes_times() {
+        let region: u64 = (1 << 20) + (24 << 10);
+        let (bs, passes, depth, workers) = (8192u32, 3u32, 4usize, 3u32);
+        let job = precondition_job(passes, bs, depth as u32, workers);
+        let picker = BsPicker::new(&job.bs.entries);
+        let align = worker::job_align(&job);
+        let stripes: Vec<(u64, u64)> = (0..workers as usize)
+            .map(|i| worker::stripe_bounds(0, region, workers, i, align))
+            .collect();
+        assert_ne!(stripes[0].1, stripes[2].1, "stripes of unequal length");
+        // Where run 1 is killed, in I/Os: mid pass 1, exactly a pass boundary, mid pass 3.
+        let blocks = |len: u64| len.div_ceil(bs as u64) as usize;
+        let kill_at = [
+            blocks(stripes[0].1) / 3,
+            blocks(stripes[1].1),
+            2 * blocks(stripes[2].1) + 7,
+        ];
+        let l = live(stripes.clone(), passes, bs);
+        let mut rng = Rng::new(1);
+        for (i, &(start, len)) in stripes.iter().enumerate() {
+            let mut counts = vec![0u32; (len / 512) as usize];
+            let mut mark = |off: u64, n: u32| {
+                for b in (off - start) / 512..(off - start + n as u64) / 512 {
+                    counts[b as usize] += 1;
+                }
+            };
+            // Run 1.
+            let mut g = OffsetGen::new(&job, picker.sizes(), 0, region, i).unwrap();
+            let mut h = ProgressHook::new(None, l.clone(), i, 0, depth as u32);
+            let mut inflight: Vec<(u64, u32)> = Vec::new();
+            for _ in 0..kill_at[i] {
+                let (off, n) = g.next(&mut rng, 0, bs);
+                write(&mut h, off, n as usize);
+                inflight.push((off, n));
+                if inflight.len() == depth {
+                    // Complete the newest half first, then the rest.
+                    let mut batch = inflight.split_off(depth / 2);
+                    batch.append(&mut inflight);
+                    for (off, n) in batch {
+                        h.after_write(off, n as usize, true);
+                        mark(off, n);
+                    }
+                }
+            }
+            // Killed: the newest write of the batch in flight completed, the others never did.
+            if let Some(&(off, n)) = inflight.last() {
+                h.after_write(off, n as usize, true);
+                mark(off, n);
+            }
+            let sp = l.progress().stripes[i].clone();
+            assert_eq!((sp.start, sp.len), (start, len));
+            let (pos, left) = sp.resume_point(passes, bs);
+            assert_eq!(
+                pos % bs as u64,
+                0,
+                "worker {i}: resume position on a block boundary"
+            );
+            // Run 2: the worker's walk from `pos` with `left` bytes, trimmed at the limit.
+            let mut g = OffsetGen::new(&job, picker.sizes(), 0, region, i).unwrap();
+            g.start_at(pos);
+            let limit = left.div_ceil(align) * align;
+            assert_eq!(limit, left);
+            let mut submitted = 0u64;
+            while submitted < limit {
+                let (off, n) = g.next(&mut rng, 0, bs);
+                let n = n.min((limit - submitted) as u32);
+                mark(off, n);
+                submitted += n as u64;
+            }
+            let min = counts.iter().copied().min().unwrap();
+            let sum: u64 = counts.iter().map(|&c| c as u64).sum::<u64>() * 512;
+            assert!(min >= passes, "worker {i}: a byte written only {min} times");
+            let redone = sum - len * passes as u64;
+            assert!(
+                redone <= depth as u64 * bs as u64,
+                "worker {i}: {redone} bytes written more than {passes} times"
+            );
+        }
+    }
+
+    fn sweep_rec(started: f64, pcts: &[u32], finished: bool) -> SweepResult {
+        SweepResult {
+            profile: "curve".into(),
+            block_size: 4096.0,
+            read_pct: 100,
+            max_iops: 1000.0,
+            started,
+            finished: finished.then_some(started + 10.0),
+            points: pcts
+                .iter()
+                .map(|&pct| SweepPoint {
+                    pct,
+                    iops: 10.0 * pct as f64,
+                    ..Default::default()
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_sweep_resumes_from_the_longest_record_of_it() {
+        let job = JobSpec {
+            name: "curve".into(),
+            description: String::new(),
+            read_pct: 100,
+            bs: BlockSizeMix::single(4096),
+            access: Access::Random {
+                skew: Skew::Uniform,
+            },
+            iodepth: 8,
+            workers: 1,
+            rate: None,
+        };
+        let points = [10, 50, 90];
+        let file = vec![
+            sweep_rec(100.0, &[0, 10, 50, 90], true),
+            sweep_rec(200.0, &[0, 10, 50], false),
+        ];
+        // The checkpoint is behind the results file (a point finished after the last save).
+        let cp = sweep_rec(200.0, &[0, 10], false);
+        let got = earlier_sweep(&file, &job, Some(cp.clone())).unwrap();
+        assert_eq!(got, file[1]);
+        // ... or ahead of it (not possible today, but never go backwards).
+        let got = earlier_sweep(&file[..1], &job, Some(cp.clone())).unwrap();
+        assert_eq!(got, cp);
+        // No checkpoint record: the newest unfinished sweep of this job in the file.
+        assert_eq!(earlier_sweep(&file, &job, None).unwrap(), file[1]);
+        assert_eq!(earlier_sweep(&file[..1], &job, None), None);
+        let other = JobSpec {
+            name: "other".into(),
+            ..job.clone()
+        };
+        assert_eq!(earlier_sweep(&file, &other, None), None);
+        // Fits only as a prefix of this plan's points, after an uncontrolled run.
+        assert!(sweep_fits(&file[1], &job, &points));
+        assert!(sweep_fits(&file[0], &job, &points), "all points done");
+        assert!(!sweep_fits(&file[1], &job, &[10, 70, 90]));
+        assert!(!sweep_fits(&file[0], &job, &[10, 50]));
+        assert!(!sweep_fits(
+            &sweep_rec(1.0, &[10, 50], false),
+            &job,
+            &points
+        ));
+        assert!(!sweep_fits(&file[1], &other, &points));
+    }
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(123_456.7), "123,457");
+        assert_eq!(thousands(999.0), "999");
+        assert_eq!(thousands(1000.0), "1,000");
+        assert_eq!(thousands(1_234_567.0), "1,234,567");
+        assert_eq!(thousands(0.2), "0");
     }
 }

@@ -120,6 +120,9 @@ pub struct WorkerOptions {
     pub recycle: Option<Receiver<(Histogram<u64>, Histogram<u64>)>>,
     /// The target's live totals, bumped once per reaped batch (for the accounting check).
     pub live: Option<crate::stats::live::LiveGuard>,
+    /// Sequential access: bytes into this worker's stripe where its walk starts (a resumed
+    /// precondition); see [`OffsetGen::start_at`]. 0: the stripe's start.
+    pub seq_start: u64,
 }
 
 /// Spawn the worker thread. It sends a [`WorkerReport`] every `report_interval` and a final
@@ -495,6 +498,14 @@ impl OffsetGen {
     pub fn align(&self) -> u64 {
         self.align
     }
+
+    /// Sequential access: continue the walk `pos` bytes into the stripe (wrapping at its end,
+    /// rounded down to the alignment). Random access ignores it.
+    pub fn start_at(&mut self, pos: u64) {
+        if let Placement::Sequential { len, pos: p, .. } = &mut self.place {
+            *p = (pos % *len) / self.align * self.align;
+        }
+    }
 }
 
 /// Deadline pacing: I/O `k` is due at `t0 + k * interval`. Falling behind allows a catch-up
@@ -642,6 +653,7 @@ fn run(
         len: plan.region_len,
         bs,
     })?;
+    offsets.start_at(opts.seq_start);
     let depth = job.iodepth as usize;
     // With every slot busy, wait for this many completions per enter rather than one (fio's
     // iodepth_batch_complete_min). Fewer, fuller batches cut the kernel work per I/O by
@@ -1297,6 +1309,34 @@ mod tests {
         let mut rng = Rng::new(0);
         let got: Vec<(u64, u32)> = (0..4).map(|_| g.next(&mut rng, 0, 4096)).collect();
         assert_eq!(got, vec![(0, 4096), (4096, 4096), (8192, 2048), (0, 4096)]);
+    }
+
+    #[test]
+    fn sequential_start_position_continues_the_walk() {
+        // Two workers over 20 KiB at offset 8 KiB: stripe 1 is [18k, 28k).
+        let j = job(Access::Sequential, &[(2048, 1)], 2);
+        let p = BsPicker::new(&j.bs.entries);
+        let fresh = OffsetGen::new(&j, p.sizes(), 8 << 10, 20 << 10, 1).unwrap();
+        let mut rng = Rng::new(0);
+        let mut g = fresh.clone();
+        g.start_at(6 << 10);
+        let got: Vec<u64> = (0..4).map(|_| g.next(&mut rng, 0, 2048).0).collect();
+        assert_eq!(got, vec![24 << 10, 26 << 10, 18 << 10, 20 << 10]);
+        // Past the stripe's end it wraps (a later pass); unaligned positions round down.
+        let mut g = fresh.clone();
+        g.start_at((10 << 10) * 3 + 4096 + 100);
+        assert_eq!(g.next(&mut rng, 0, 2048).0, (18 << 10) + 4096);
+        // Random access ignores it.
+        let r = job(
+            Access::Random {
+                skew: Skew::Uniform,
+            },
+            &[(2048, 1)],
+            1,
+        );
+        let mut g = OffsetGen::new(&r, p.sizes(), 0, 1 << 20, 0).unwrap();
+        g.start_at(4096);
+        assert!(g.next(&mut rng, 0, 2048).0 < 1 << 20);
     }
 
     #[test]

@@ -18,6 +18,8 @@ mod health;
 mod ops;
 /// `nvsoak report` on recorded and real sweeps; the report and status page in headless Chromium.
 mod report;
+/// Precondition and sweep phases resume where they stopped after kill -9.
+mod resume;
 /// Write safety on loop devices, data verification, checkpoints.
 mod safety;
 /// Data verification end to end: corruption, misdirected and lost writes injected into a
