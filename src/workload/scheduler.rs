@@ -111,6 +111,9 @@ pub struct TargetSnapshot {
     /// The drive's SMART log at soak start (block targets with health polling), for per-soak
     /// deltas of drive counters; filled by the daemon at the first checkpoint that has it.
     pub smart_at_soak_start: Option<serde_json::Value>,
+    /// Drive-side soak bookkeeping and figures, maintained by the daemon from health polls;
+    /// `save_results` copies the figures into the soak summary.
+    pub drive: crate::workload::results::DriveTracking,
     /// Completed I/O of this run, summed from the workers' live counters at the moment of
     /// reading (the `jobs` totals lag by up to one stats interval). For the accounting check.
     pub live: Arc<crate::stats::live::LiveIo>,
@@ -160,6 +163,8 @@ impl TargetSnapshot {
         st.totals = self.soak_totals();
         st.steady_history = self.steady_history.clone();
         st.smart_at_soak_start = self.smart_at_soak_start.clone();
+        st.host_at_soak_start = self.drive.host_at_soak_start;
+        st.drive_throttle_episodes = self.drive.episodes();
         if let Some(v) = &self.verify {
             st.totals.verify_errors = v.counters.total();
             st.totals.verify_errors_by_kind = v
@@ -393,6 +398,8 @@ pub fn start(
             snap.soak_started = r.soak_started.or(Some(now));
             snap.steady_history = r.steady_history.clone();
             snap.smart_at_soak_start = r.smart_at_soak_start.clone();
+            snap.drive.host_at_soak_start = r.host_at_soak_start;
+            snap.drive.episodes_carried = r.drive_throttle_episodes;
             snap.phase_index = r.phase_index;
             snap.phase_elapsed_base = r.phase_elapsed_secs;
             resume_at = Some((r.phase_index, r.phase_elapsed_secs));
@@ -435,7 +442,7 @@ pub fn start(
         stop: stop.clone(),
         global_stop,
         results: TargetResults {
-            version: 1,
+            version: crate::workload::results::RESULTS_VERSION,
             host: hostname(),
             target: spec.name.clone(),
             path: spec.path.display().to_string(),
@@ -1399,6 +1406,9 @@ impl Runner {
             verify_errors,
             ..prev
         });
+        if let (Some(d), Some(soak)) = (&snap.drive.figures, self.results.soak.as_mut()) {
+            soak.set_drive(d.clone());
+        }
         self.last_results_save = Instant::now();
         let dir = self.opts.state_dir.join("results");
         let path = dir.join(format!("{}.json", self.spec.name));
