@@ -246,6 +246,13 @@ pub fn update_target_drive(
         capacity,
     );
     f.device = d.name.clone();
+    t.drive.identity = Some(crate::workload::results::DeviceIdentity {
+        controller: d.name.clone(),
+        model: d.model.clone(),
+        serial: d.serial.clone(),
+        firmware: d.firmware.clone(),
+        capacity_bytes: d.capacity_bytes(),
+    });
     f.throttle_episodes = Some(t.drive.episodes());
     f.rated_dwpd = rated.and_then(|r| r.dwpd);
     f.endurance_consumed_ratio = d.derived.endurance_consumed_ratio;

@@ -350,6 +350,8 @@ pub struct DriveTracking {
     pub episodes_this_run: u64,
     /// The latest drive-side figures.
     pub figures: Option<DriveSoak>,
+    /// The drive's identity from the poller (Identify Controller), for the results file.
+    pub identity: Option<DeviceIdentity>,
 }
 
 impl DriveTracking {

@@ -1409,6 +1409,9 @@ impl Runner {
         if let (Some(d), Some(soak)) = (&snap.drive.figures, self.results.soak.as_mut()) {
             soak.set_drive(d.clone());
         }
+        if let Some(id) = &snap.drive.identity {
+            self.results.device = Some(id.clone());
+        }
         self.last_results_save = Instant::now();
         let dir = self.opts.state_dir.join("results");
         let path = dir.join(format!("{}.json", self.spec.name));
