@@ -3,7 +3,9 @@
 //! transport whose SMART counters change at every poll. The block device is a loop device on a
 //! /dev/shm file, reached through a device node named like the fake controller's namespace
 //! (`nvme9n1`), which is how the poller ties a target to a controller. Needs root and losetup;
-//! skips with a printed reason otherwise. The loop device is detached by a drop guard.
+//! skips with a printed reason otherwise. The loop device is detached by a drop guard. The
+//! soak is interrupted once (SIGTERM, caught by the in-process daemon) and resumed from its
+//! checkpoint, so the deltas must span both runs.
 
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
@@ -228,6 +230,9 @@ struct Soaked {
     state: PathBuf,
     results: PathBuf,
     served: Vec<u32>,
+    /// SMART reads of the first (interrupted) run, and its checkpoint record.
+    served_first_run: usize,
+    first_run: nvsoak::state::TargetState,
 }
 
 /// Run a short soak on the loop device with replayed health. `None`: skipped (printed).
@@ -273,21 +278,51 @@ kind = "soak"
 profile = "4k-random-write"
 iodepth = 1
 rate = "2000iops"
-duration = "8s"
+duration = "10s"
 "#,
         port = free_port(),
         state = state.display(),
         node = node.display(),
     );
-    let settings = nvsoak::config::load_str(&config, "drive_summary test config", Vec::new())
-        .expect("valid config");
     let t = step_smart();
+    // First run: stopped with SIGTERM once its checkpoint has the soak-start baseline and the
+    // poller has read three pages; the second run resumes the soak from the checkpoint, on the
+    // same fake drive (its counters carry on, as a real drive's do across a daemon restart).
+    run_daemon(&config, &sysfs, &t, &state, true);
+    let served_first_run = t.served.lock().unwrap_or_else(|p| p.into_inner()).len();
+    let cp1 = nvsoak::state::read(&state)
+        .expect("checkpoint readable")
+        .expect("checkpoint saved at SIGTERM");
+    let first_run = cp1.target("drive").expect("target").clone();
+    assert!(
+        first_run.phase_elapsed_secs < 10.0,
+        "the first run was interrupted mid-soak: {}",
+        first_run.phase_elapsed_secs
+    );
+    run_daemon(&config, &sysfs, &t, &state, false);
+    drop(lo);
+    let served = t.served.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    Some(Soaked {
+        results: state.join("results/drive.json"),
+        state,
+        _dir: dir,
+        served,
+        served_first_run,
+        first_run,
+    })
+}
+
+/// Run the daemon in-process until its plan ends, or with `interrupt` until it has
+/// checkpointed a baseline, then SIGTERM it (the daemon's handler catches it).
+fn run_daemon(config: &str, sysfs: &Path, t: &Arc<StepSmart>, state: &Path, interrupt: bool) {
+    let settings = nvsoak::config::load_str(config, "drive_summary test config", Vec::new())
+        .expect("valid config");
     let opener: Opener = {
-        let t = Arc::clone(&t);
+        let t = Arc::clone(t);
         Arc::new(move |_c: &Controller| Ok(Box::new(Arc::clone(&t)) as Box<dyn AdminTransport>))
     };
     let wiring = nvsoak::daemon::HealthWiring {
-        sysfs_root: sysfs,
+        sysfs_root: sysfs.to_path_buf(),
         opener,
     };
     let flags = nvsoak::daemon::RunFlags {
@@ -296,25 +331,33 @@ duration = "8s"
     };
     let daemon = std::thread::spawn(move || nvsoak::daemon::run_with(settings, flags, wiring));
     let deadline = Instant::now() + Duration::from_secs(90);
+    let mut signalled = false;
     while !daemon.is_finished() {
         assert!(
             Instant::now() < deadline,
-            "the 8 s soak did not finish within 90 s"
+            "the 10 s soak did not finish within 90 s"
         );
-        std::thread::sleep(Duration::from_millis(100));
+        if interrupt && !signalled {
+            let polls = t.served.lock().unwrap_or_else(|p| p.into_inner()).len();
+            let baseline = matches!(nvsoak::state::read(state), Ok(Some(cp))
+                if cp.target("drive").is_some_and(|t| t.smart_at_soak_start.is_some()));
+            if polls >= 3 && baseline {
+                // The daemon's handlers are installed before its first checkpoint.
+                nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::SIGTERM)
+                    .expect("SIGTERM");
+                signalled = true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
     daemon
         .join()
         .expect("daemon thread")
         .expect("daemon ran cleanly");
-    drop(lo);
-    let served = t.served.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    Some(Soaked {
-        results: state.join("results/drive.json"),
-        state,
-        _dir: dir,
-        served,
-    })
+    assert_eq!(
+        signalled, interrupt,
+        "the first run ended before its baseline was checkpointed"
+    );
 }
 
 #[test]
@@ -324,7 +367,7 @@ fn soak_summary_carries_the_replayed_drive_deltas() {
     };
     assert!(
         s.served.len() >= 3,
-        "expected several polls in 8 s at 1 s: {:?}",
+        "expected several polls in 10 s at 1 s: {:?}",
         s.served
     );
     let first = smart::parse(&page(0)).expect("page 0");
@@ -347,6 +390,10 @@ fn soak_summary_carries_the_replayed_drive_deltas() {
         "the stored JSON is the parsed page 0"
     );
     let host0 = t.host_at_soak_start.expect("host figures at soak start");
+    // The second run kept the first run's baseline.
+    assert_eq!(t.smart_at_soak_start, s.first_run.smart_at_soak_start);
+    assert_eq!(Some(host0), s.first_run.host_at_soak_start);
+    assert_eq!(s.first_run.drive_throttle_episodes, 1);
     assert!(host0.written_bytes <= t.totals.write_bytes);
 
     // The results file: the deltas from page 0 to one later page, exactly.
@@ -375,6 +422,11 @@ fn soak_summary_carries_the_replayed_drive_deltas() {
         })
         .unwrap_or_else(|| panic!("the deltas match no pair (page 0, page k): {d:#?}"));
     assert!(s.served.contains(&k), "page {k} was served: {:?}", s.served);
+    assert!(
+        k as usize >= s.served_first_run,
+        "the deltas run from the first run's first page to a page of the second run ({k} vs {} pages in the first run)",
+        s.served_first_run
+    );
     eprintln!(
         "drive deltas span pages 0..{k} of {} served",
         s.served.len()
@@ -382,8 +434,8 @@ fn soak_summary_carries_the_replayed_drive_deltas() {
     assert!(d.media_errors_rose() && d.throttled());
     assert_eq!(d.start_time, host0.time);
     assert!(d.latest_time > d.start_time);
-    // The throttle episode: TMT1 transitions rise at every poll, so one long episode.
-    assert_eq!(d.throttle_episodes, Some(1));
+    // TMT1 transitions rise at every poll: one long episode per run, summed over the restart.
+    assert_eq!(d.throttle_episodes, Some(2));
     assert_eq!(soak.smart_written_bytes_delta, d.data_written_bytes);
     assert_eq!(
         soak.throttled_secs,
