@@ -109,7 +109,8 @@ pub struct TargetSnapshot {
     /// Data verification state when `verify` is not `off`.
     pub verify: Option<VerifyCtx>,
     /// The drive's SMART log at soak start (block targets with health polling), for per-soak
-    /// deltas of drive counters; filled by the daemon at the first checkpoint that has it.
+    /// deltas of drive counters; filled by the daemon from the first poll after the target
+    /// started (`daemon::update_target_drive`), or restored from the checkpoint.
     pub smart_at_soak_start: Option<serde_json::Value>,
     /// Drive-side soak bookkeeping and figures, maintained by the daemon from health polls;
     /// `save_results` copies the figures into the soak summary.
