@@ -457,11 +457,17 @@ fn soak_table(d: &DriveReport) -> String {
             (Some(d), Some(r)) => format!(
                 "{} by SMART vs {} by nvsoak: ratio {r:.3}",
                 fmt_bytes(d as f64),
-                fmt_bytes(s.written_bytes as f64)
+                // Over the same period when the drive figures pair them, else the soak's total.
+                fmt_bytes(
+                    s.drive
+                        .as_ref()
+                        .and_then(|x| x.nvsoak_written_bytes)
+                        .unwrap_or(s.written_bytes) as f64
+                )
             ),
             _ => "-".into(),
         },
-        false,
+        s.accounting_off,
     );
     t.push_str("</table>\n");
     t
