@@ -56,9 +56,9 @@ impl DaemonApp {
             .collect()
     }
 
-    /// Remember each block target's SMART log from the first poll that has it, so the
-    /// checkpoint carries the soak-start snapshot across restarts.
-    fn record_smart_at_soak_start(&self) {
+    /// Refresh every block target's drive-side soak figures from the latest health poll (see
+    /// [`update_target_drive`]). Cheap: no I/O, one short write lock per target.
+    pub fn update_drive_figures(&self) {
         let Some(h) = &self.health else { return };
         let health = h.snapshot();
         for shared in self.targets.get() {
@@ -66,24 +66,15 @@ impl DaemonApp {
                 Ok(g) => g,
                 Err(p) => p.into_inner(),
             };
-            if !g.is_block || g.smart_at_soak_start.is_some() {
-                continue;
-            }
-            let path = std::path::PathBuf::from(&g.path);
-            let smart = health
-                .devices
-                .iter()
-                .filter(|d| d.namespaces.iter().any(|n| n.dev_path == path))
-                .find_map(|d| d.smart.as_ref());
-            if let Some(sm) = smart {
-                g.smart_at_soak_start = serde_json::to_value(sm).ok();
+            if g.is_block {
+                update_target_drive(&mut g, &health);
             }
         }
     }
 
     /// Save the checkpoint (atomically; see `state::save`).
     pub fn checkpoint(&self, dir: &std::path::Path, plan_hash: &str) {
-        self.record_smart_at_soak_start();
+        self.update_drive_figures();
         let snaps = self.target_snapshots();
         let cp = crate::state::Checkpoint::new(
             plan_hash.to_string(),
@@ -160,6 +151,114 @@ impl crate::http::App for DaemonApp {
             body: crate::report::report_page_html(&self.state_dir),
         })
     }
+}
+
+/// The drive-side soak figures of one block target from a health snapshot.
+///
+/// The target's drive is the one whose latest SMART sample carries the target's host figures
+/// (the poller matched its path to a namespace or partition). On the first call that finds it
+/// in this run, the soak-start baseline is taken, unless the checkpoint already brought one:
+/// the poller's first SMART read of this run when it already saw this target, else the latest.
+/// The baseline (SMART log and nvsoak's soak totals of that instant) is checkpointed, so the
+/// deltas span the whole soak across restarts. Then the figures are recomputed from the
+/// baseline to the latest successful poll ([`crate::workload::results::drive_soak`]).
+pub fn update_target_drive(
+    t: &mut scheduler::TargetSnapshot,
+    health: &crate::health::HealthSnapshot,
+) {
+    use crate::health::{HostIo, SmartSample};
+    use crate::workload::results::{DriveReading, HostAtSmart, drive_soak};
+    let path = PathBuf::from(&t.path);
+    let on = |s: &SmartSample| s.host.iter().find(|h| h.path == path).cloned();
+    let Some((d, latest, latest_io)) = health.devices.iter().find_map(|d| {
+        let s = d.last_sample.as_ref()?;
+        let io = on(s)?;
+        Some((d, s, io))
+    }) else {
+        return;
+    };
+    // A poll from before this run's target started describes an earlier target on the path.
+    if latest.time < t.started_at {
+        return;
+    }
+    let carried = t.carried.clone();
+    let host_at = |s: &SmartSample, io: &HostIo| HostAtSmart {
+        time: s.time,
+        read_bytes: carried.read_bytes + io.read_bytes,
+        written_bytes: carried.write_bytes + io.written_bytes,
+        read_ops: carried.read_ops + io.read_ops,
+        write_ops: carried.write_ops + io.write_ops,
+    };
+    if t.drive.episodes_base.is_none() || t.smart_at_soak_start.is_none() {
+        let (first, first_io) = d
+            .first_sample
+            .as_ref()
+            .filter(|s| s.time >= t.started_at)
+            .and_then(|s| on(s).map(|io| (s, io)))
+            .unwrap_or((latest, latest_io.clone()));
+        if t.drive.episodes_base.is_none() {
+            // An episode under way at the first poll counts as one seen during the soak.
+            t.drive.episodes_base = Some(
+                first
+                    .throttle_events
+                    .saturating_sub(u64::from(first.throttling)),
+            );
+        }
+        if t.smart_at_soak_start.is_none()
+            && let Ok(v) = serde_json::to_value(&first.smart)
+        {
+            t.smart_at_soak_start = Some(v);
+            t.drive.host_at_soak_start = Some(host_at(first, &first_io));
+        }
+    }
+    let base = t.drive.episodes_base.unwrap_or(0);
+    t.drive.episodes_this_run = latest.throttle_events.saturating_sub(base);
+    let Some(start) = t
+        .smart_at_soak_start
+        .as_ref()
+        .and_then(|v| serde_json::from_value::<crate::nvme::log::smart::SmartLog>(v.clone()).ok())
+    else {
+        return;
+    };
+    let start_time = t
+        .drive
+        .host_at_soak_start
+        .map(|h| h.time)
+        .or(t.soak_started)
+        .unwrap_or(latest.time);
+    let rated = d.derived.rated.as_ref();
+    let capacity = rated
+        .and_then(|r| r.capacity_bytes)
+        .map(|c| c as u64)
+        .or(Some(d.capacity_bytes()))
+        .filter(|c| *c > 0);
+    let mut f = drive_soak(
+        &DriveReading {
+            time: start_time,
+            smart: &start,
+            host: t.drive.host_at_soak_start,
+        },
+        &DriveReading {
+            time: latest.time,
+            smart: &latest.smart,
+            host: Some(host_at(latest, &latest_io)),
+        },
+        capacity,
+    );
+    f.device = d.name.clone();
+    t.drive.identity = Some(crate::workload::results::DeviceIdentity {
+        controller: d.name.clone(),
+        model: d.model.clone(),
+        serial: d.serial.clone(),
+        firmware: d.firmware.clone(),
+        capacity_bytes: d.capacity_bytes(),
+    });
+    f.throttle_episodes = Some(t.drive.episodes());
+    f.rated_dwpd = rated.and_then(|r| r.dwpd);
+    f.endurance_consumed_ratio = d.derived.endurance_consumed_ratio;
+    f.iops_throttled = d.derived.throttle.throttled_iops;
+    f.iops_unthrottled = d.derived.throttle.unthrottled_iops;
+    t.drive.figures = Some(f);
 }
 
 /// What the status page shows of each drive, from the latest health poll.
@@ -348,8 +447,31 @@ fn notify(state: &[sd_notify::NotifyState<'_>]) {
     let _ = sd_notify::notify(state);
 }
 
+/// Where the health poller finds controllers and how it talks to them.
+pub struct HealthWiring {
+    /// `/sys`, or a fake tree.
+    pub sysfs_root: PathBuf,
+    pub opener: crate::health::poller::Opener,
+}
+
+impl Default for HealthWiring {
+    fn default() -> Self {
+        HealthWiring {
+            sysfs_root: PathBuf::from("/sys"),
+            opener: crate::health::poller::ioctl_opener(),
+        }
+    }
+}
+
 /// Run the daemon until SIGTERM/SIGINT (or, with `exit_when_done`, until the plan ends).
 pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
+    run_with(settings, flags, HealthWiring::default())
+}
+
+/// [`run`] with the health poller's sysfs root and transport chosen by the caller: the
+/// integration tests run the whole daemon in-process on a fake sysfs tree with replayed log
+/// pages. Installs the SIGTERM/SIGINT/SIGHUP handlers of the calling process.
+pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Result<()> {
     let global_stop = Arc::new(AtomicBool::new(false));
     let opts = RunOptions {
         stats_interval: settings.stats.interval,
@@ -420,10 +542,12 @@ pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
         let host_io: Arc<dyn HostIoSource> = Arc::new(targets.clone());
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let health = if settings.health.enabled {
-            Some(crate::health::spawn(
+            Some(crate::health::spawn_with(
                 settings.health.clone(),
                 host_io,
                 stop_rx.clone(),
+                wiring.sysfs_root,
+                wiring.opener,
             ))
         } else {
             None
@@ -474,6 +598,7 @@ pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
             tokio::task::spawn_blocking(move || app.checkpoint(&dir, &hash))
         };
         let mut last_status = String::new();
+        let mut seen_polls = 0;
         loop {
             tokio::select! {
                 _ = sigterm.recv() => { tracing::info!("SIGTERM: stopping"); break; }
@@ -502,6 +627,13 @@ pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
                 _ = tick.tick() => {
                     notify(&[sd_notify::NotifyState::Watchdog]);
                     app.sample_history();
+                    if let Some(h) = &app.health {
+                        let polls = h.snapshot().polls;
+                        if polls != seen_polls {
+                            seen_polls = polls;
+                            app.update_drive_figures();
+                        }
+                    }
                     let status = status_line(&app);
                     if status != last_status {
                         notify(&[sd_notify::NotifyState::Status(&status)]);
@@ -552,4 +684,156 @@ fn status_line(app: &DaemonApp) -> String {
         })
         .collect();
     parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::{DeviceHealth, HealthSnapshot, HostIo, SmartSample};
+    use crate::nvme::discover::{Controller, Namespace};
+    use crate::nvme::log::smart::SmartLog;
+
+    fn device(first: Option<SmartSample>, last: Option<SmartSample>) -> DeviceHealth {
+        let mut d = DeviceHealth::new(&Controller {
+            name: "nvme0".into(),
+            dev_path: "/dev/nvme0".into(),
+            serial: "S".into(),
+            model: "M".into(),
+            firmware: "F".into(),
+            namespaces: vec![Namespace {
+                name: "nvme0n1".into(),
+                nsid: 1,
+                dev_path: "/dev/nvme0n1".into(),
+            }],
+        });
+        d.first_sample = first;
+        d.last_sample = last;
+        d
+    }
+
+    fn sample(time: f64, units: u128, written: u64, events: u64, throttling: bool) -> SmartSample {
+        SmartSample {
+            time,
+            smart: SmartLog {
+                data_units_written: units,
+                ..Default::default()
+            },
+            host: vec![HostIo {
+                path: "/dev/nvme0n1".into(),
+                written_bytes: written,
+                ..Default::default()
+            }],
+            throttle_events: events,
+            throttling,
+        }
+    }
+
+    fn target(started_at: f64) -> scheduler::TargetSnapshot {
+        scheduler::TargetSnapshot {
+            name: "t".into(),
+            path: "/dev/nvme0n1".into(),
+            is_block: true,
+            started_at,
+            ..Default::default()
+        }
+    }
+
+    fn snap(d: DeviceHealth) -> HealthSnapshot {
+        HealthSnapshot {
+            devices: vec![d],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn baseline_is_the_first_poll_of_the_run_and_deltas_run_to_the_latest() {
+        let mut t = target(100.0);
+        // The poller's first read (throttling already: that episode counts), then a later one.
+        let h = snap(device(
+            Some(sample(101.0, 10, 4096, 1, true)),
+            Some(sample(131.0, 30, 4096 + 10 * 512_000, 3, false)),
+        ));
+        update_target_drive(&mut t, &h);
+        let start: SmartLog =
+            serde_json::from_value(t.smart_at_soak_start.clone().expect("baseline")).expect("log");
+        assert_eq!(
+            start.data_units_written, 10,
+            "the first poll, not the latest"
+        );
+        let base = t.drive.host_at_soak_start.expect("host baseline");
+        assert_eq!((base.time, base.written_bytes), (101.0, 4096));
+        let f = t.drive.figures.clone().expect("figures");
+        assert_eq!(f.device, "nvme0");
+        assert_eq!(f.data_written_bytes, Some(20 * 512_000));
+        assert_eq!(f.nvsoak_written_bytes, Some(10 * 512_000));
+        assert_eq!(f.accounting_agrees, Some(false));
+        assert_eq!(
+            f.throttle_episodes,
+            Some(3),
+            "events 3, one under way at the start"
+        );
+        // The checkpoint carries the baseline and the episodes.
+        let st = t.to_state();
+        assert_eq!(st.smart_at_soak_start, t.smart_at_soak_start);
+        assert_eq!(st.host_at_soak_start, Some(base));
+        assert_eq!(st.drive_throttle_episodes, 3);
+    }
+
+    #[test]
+    fn a_resumed_soak_keeps_its_baseline_and_adds_the_carried_totals() {
+        let mut t = target(1000.0);
+        t.smart_at_soak_start = serde_json::to_value(SmartLog {
+            data_units_written: 5,
+            ..Default::default()
+        })
+        .ok();
+        t.drive.host_at_soak_start = Some(crate::workload::results::HostAtSmart {
+            time: 10.0,
+            written_bytes: 0,
+            ..Default::default()
+        });
+        t.carried.write_bytes = 2 * 512_000;
+        t.drive.episodes_carried = 2;
+        // This run's own counters restart at 0; the poller's first read predates nothing.
+        let h = snap(device(
+            Some(sample(1001.0, 8, 0, 0, false)),
+            Some(sample(1031.0, 9, 2 * 512_000, 1, true)),
+        ));
+        update_target_drive(&mut t, &h);
+        let f = t.drive.figures.clone().expect("figures");
+        assert_eq!(f.start_time, 10.0);
+        assert_eq!(f.data_written_bytes, Some(4 * 512_000));
+        assert_eq!(
+            f.nvsoak_written_bytes,
+            Some(4 * 512_000),
+            "carried + this run"
+        );
+        assert_eq!(f.accounting_agrees, Some(true));
+        assert_eq!(f.throttle_episodes, Some(3));
+    }
+
+    #[test]
+    fn polls_before_the_target_started_are_not_its_baseline() {
+        // A target started by a reload: the poller's first read belongs to the old one.
+        let mut t = target(500.0);
+        let h = snap(device(
+            Some(sample(1.0, 1, 999, 0, false)),
+            Some(sample(400.0, 7, 999, 0, false)),
+        ));
+        update_target_drive(&mut t, &h);
+        assert!(t.smart_at_soak_start.is_none() && t.drive.figures.is_none());
+        let h = snap(device(
+            Some(sample(1.0, 1, 999, 0, false)),
+            Some(sample(530.0, 8, 0, 0, false)),
+        ));
+        update_target_drive(&mut t, &h);
+        let f = t.drive.figures.clone().expect("figures");
+        assert_eq!(f.start_time, 530.0);
+        assert_eq!(f.data_written_bytes, Some(0));
+        // A file target or another drive's namespace: nothing.
+        let mut other = target(0.0);
+        other.path = "/dev/nvme1n1".into();
+        update_target_drive(&mut other, &h);
+        assert!(other.drive.figures.is_none() && other.smart_at_soak_start.is_none());
+    }
 }

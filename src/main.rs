@@ -68,6 +68,10 @@ enum Cmd {
         format: String,
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Drive ratings table (the format of config/drives.toml) to use instead of the
+        /// built-in one.
+        #[arg(long)]
+        ratings: Option<PathBuf>,
     },
 }
 
@@ -100,7 +104,14 @@ fn main() -> ExitCode {
             from,
             format,
             out,
-        } => nvsoak::cli::report::main(state.as_deref(), &from, &format, out.as_deref()),
+            ratings,
+        } => nvsoak::cli::report::main(
+            state.as_deref(),
+            &from,
+            &format,
+            out.as_deref(),
+            ratings.as_deref(),
+        ),
     };
     match res {
         Ok(code) => code,

@@ -1,8 +1,10 @@
-//! `nvsoak report [--state DIR | --from FILE...] [--format html|md|json] [--out PATH]`
+//! `nvsoak report [--state DIR | --from FILE...] [--format html|md|json] [--out PATH]
+//! [--ratings FILE]`
 //!
 //! Reads `DIR/results/*.json` (default: the default state directory) or the given results
 //! files, and writes the report to `--out` or, for html and json, to stdout. The Markdown
-//! report needs `--out`: its SVG charts are written next to it.
+//! report needs `--out`: its SVG charts are written next to it. `--ratings` replaces the
+//! built-in drive ratings table; a bad file is an error naming it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,8 +19,11 @@ pub fn main(
     from: &[PathBuf],
     format: &str,
     out: Option<&Path>,
+    ratings: Option<&Path>,
 ) -> Result<ExitCode> {
     let format: Format = format.parse()?;
+    // Before reading any results: a bad table fails fast, whatever else is wrong.
+    let table = ratings.map(report::load_ratings).transpose()?;
     let inputs = if from.is_empty() {
         let dir = state
             .map(Path::to_path_buf)
@@ -27,7 +32,10 @@ pub fn main(
     } else {
         report::load_files(from)?
     };
-    let rep = report::build(&inputs);
+    let rep = match &table {
+        Some(t) => report::build_with_table(&inputs, t),
+        None => report::build(&inputs),
+    };
     let text = match format {
         Format::Markdown => {
             let out = out.ok_or(ReportError::MarkdownNeedsOut)?;

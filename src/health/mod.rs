@@ -45,5 +45,5 @@ pub mod derive;
 pub mod poller;
 
 pub use poller::{
-    DeviceHealth, HealthHandle, HealthSnapshot, Poller, poll_once, spawn, spawn_with,
+    DeviceHealth, HealthHandle, HealthSnapshot, Poller, SmartSample, poll_once, spawn, spawn_with,
 };

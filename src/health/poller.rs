@@ -73,6 +73,21 @@ pub struct Derived {
     pub error_log_status: BTreeMap<String, u64>,
 }
 
+/// A successful SMART read and nvsoak's own figures for the targets on this drive, read right
+/// after it (the same instant, for per-soak deltas and the accounting check), with the
+/// throttling state after this poll.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SmartSample {
+    /// Unix time of the poll.
+    pub time: f64,
+    pub smart: SmartLog,
+    /// The targets on this drive (matched like the accounting check: namespace or partition).
+    pub host: Vec<HostIo>,
+    /// Throttle episodes counted by this poller so far, and whether this poll was throttled.
+    pub throttle_events: u64,
+    pub throttling: bool,
+}
+
 /// The last known state of one controller. Pages that failed keep their previous values.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DeviceHealth {
@@ -100,6 +115,12 @@ pub struct DeviceHealth {
     /// The last failure's message, for logs and `nvsoak health`.
     pub last_error: Option<String>,
     pub derived: Derived,
+    /// The first successful SMART read of this poller (since the daemon started, or since
+    /// another drive took the name) and the latest one, with the host figures of that instant.
+    #[serde(skip)]
+    pub first_sample: Option<SmartSample>,
+    #[serde(skip)]
+    pub last_sample: Option<SmartSample>,
     #[serde(skip)]
     history: WriteHistory,
     #[serde(skip)]
@@ -135,6 +156,8 @@ impl DeviceHealth {
             poll_errors: BTreeMap::new(),
             last_error: None,
             derived: Derived::default(),
+            first_sample: None,
+            last_sample: None,
             history: WriteHistory::default(),
             accounting: AccountingTracker::default(),
             errors_seen: ErrorLogTracker::default(),
@@ -322,6 +345,25 @@ pub fn poll_device(
         },
     }
     derive_device(d, now, &host_io, ratings);
+    if d.up
+        && let Some(s) = d.smart.clone()
+    {
+        let sample = SmartSample {
+            time: now,
+            smart: s,
+            host: host_io
+                .iter()
+                .filter(|h| host_on_device(h, d))
+                .cloned()
+                .collect(),
+            throttle_events: d.derived.throttle.events,
+            throttling: d.derived.throttle.throttling,
+        };
+        if d.first_sample.is_none() {
+            d.first_sample = Some(sample.clone());
+        }
+        d.last_sample = Some(sample);
+    }
 }
 
 fn derive_device(d: &mut DeviceHealth, now: f64, host: &[HostIo], ratings: &RatingContext) {
@@ -856,6 +898,45 @@ mod tests {
         assert_eq!(a.drive_written_bytes, 5_120_000.0);
         assert_eq!(a.ratio, Some(1.0));
         assert_eq!(d.derived.throttle.unthrottled_iops, Some(100.0));
+    }
+
+    #[test]
+    fn smart_samples_keep_the_first_read_and_follow_the_latest() {
+        let t = full_replay("/dev/nvme0");
+        let mut d = DeviceHealth::new(&ctrl());
+        let ctx = RatingContext::default();
+        let host = |w: u64| {
+            vec![
+                HostIo {
+                    path: "/dev/nvme0n1".into(),
+                    written_bytes: w,
+                    ..Default::default()
+                },
+                HostIo {
+                    path: "/dev/nvme1n1".into(),
+                    written_bytes: 1,
+                    ..Default::default()
+                },
+            ]
+        };
+        poll_device(&t, &mut d, 10.0, &host(100), &ctx);
+        let first = d.first_sample.clone().expect("first sample");
+        assert_eq!(first.time, 10.0);
+        assert_eq!(first.host.len(), 1, "only the targets on this drive");
+        assert_eq!(first.host[0].written_bytes, 100);
+        assert_eq!(Some(&first.smart), d.smart.as_ref());
+        poll_device(&t, &mut d, 40.0, &host(200), &ctx);
+        assert_eq!(
+            d.first_sample.as_ref(),
+            Some(&first),
+            "the first read stays"
+        );
+        assert_eq!(d.last_sample.as_ref().map(|s| s.time), Some(40.0));
+        // A failed SMART read leaves the latest sample at the last good one.
+        t.on_loose(OPC_GET_LOG_PAGE, 0x02, Reply::Errno(libc::EIO));
+        poll_device(&t, &mut d, 70.0, &host(300), &ctx);
+        let last = d.last_sample.as_ref().expect("last");
+        assert_eq!((last.time, last.host[0].written_bytes), (40.0, 200));
     }
 
     /// The host figures are read right after the SMART command, before any other page, so the

@@ -15,7 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::workload::results::{SoakSummary, SweepResult};
+use crate::workload::results::{ACCOUNTING_TOLERANCE_BYTES, DriveSoak, SoakSummary, SweepResult};
 
 /// The latency limit of the frontier, microseconds.
 pub const SUB_MS_LIMIT_US: f64 = 1000.0;
@@ -224,8 +224,295 @@ pub struct SoakFigures {
     pub throttle_iops_cost_ratio: Option<f64>,
     /// Drive-side bytes written (SMART delta) over the same period.
     pub smart_written_bytes_delta: Option<u64>,
-    /// Accounting check: drive bytes written over host bytes written (1.0 = they agree).
+    /// Accounting check: drive bytes written over host bytes written (1.0 = they agree); over
+    /// the same period when the drive figures have it.
     pub accounting_ratio: Option<f64>,
+    /// The drive's own counters over the soak, when the results file has them.
+    #[serde(default)]
+    pub drive: Option<DriveSoak>,
+    #[serde(default)]
+    pub media_errors_rose: bool,
+    /// The drive and nvsoak disagree on bytes written beyond the data units' rounding.
+    #[serde(default)]
+    pub accounting_off: bool,
+    #[serde(default)]
+    pub throttled: bool,
+    /// What an operator must not miss about the drive, one plain sentence each.
+    #[serde(default)]
+    pub callouts: Vec<String>,
+}
+
+/// The plain sentences the report puts above a drive's soak figures.
+pub fn drive_callouts(d: &DriveSoak) -> Vec<String> {
+    let mut v = Vec::new();
+    let n = |x: Option<u64>| x.unwrap_or(0);
+    if d.media_errors_rose() {
+        v.push(format!(
+            "Media errors rose during the soak: +{} (error log entries +{}).",
+            n(d.media_errors),
+            n(d.error_log_entries)
+        ));
+    }
+    if d.accounting_off() {
+        v.push(format!(
+            "Accounting disagrees: the drive counted {} written while nvsoak wrote {} over the same period (ratio {}), more than the {} that rounding to data units allows.",
+            opt_bytes(d.data_written_bytes),
+            opt_bytes(d.nvsoak_written_bytes),
+            d.accounting_ratio
+                .map(|r| format!("{r:.3}"))
+                .unwrap_or_else(|| "-".into()),
+            fmt_bytes(ACCOUNTING_TOLERANCE_BYTES as f64)
+        ));
+    }
+    if d.throttled() {
+        v.push(format!(
+            "The drive throttled: {} episode(s) seen by nvsoak; thermal management T1 {} transition(s) for {}, T2 {} for {}.",
+            n(d.throttle_episodes),
+            n(d.tmt1_transitions),
+            fmt_elapsed(n(d.tmt1_secs) as f64),
+            n(d.tmt2_transitions),
+            fmt_elapsed(n(d.tmt2_secs) as f64)
+        ));
+    }
+    if d.critical_warning_latest != 0 {
+        v.push(format!(
+            "The drive reports a critical warning (0x{:02x}) at the latest poll.",
+            d.critical_warning_latest
+        ));
+    }
+    if d.counter_went_backwards {
+        v.push(
+            "Some drive counters went backwards during the soak (drive reset or replaced?): their deltas are left out."
+                .into(),
+        );
+    }
+    v
+}
+
+fn opt_bytes(b: Option<u64>) -> String {
+    b.map(|b| fmt_bytes(b as f64)).unwrap_or_else(|| "-".into())
+}
+
+fn opt_count(c: Option<u64>) -> String {
+    c.map(|c| fmt_count(c as f64)).unwrap_or_else(|| "-".into())
+}
+
+/// One line of the cross-drive soak comparison.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriveComparisonRow {
+    pub drive: String,
+    pub cells: Vec<String>,
+    /// Short flags ("media errors rose", ...); empty when nothing went wrong.
+    pub verdict: Vec<&'static str>,
+}
+
+/// Column headers of [`drive_comparison`].
+pub const DRIVE_COMPARISON_HEADERS: [&str; 10] = [
+    "Soak",
+    "Written by nvsoak",
+    "Drive written (same period)",
+    "Accounting ratio",
+    "Media errors",
+    "Error log entries",
+    "Throttle episodes",
+    "T1 / T2 time",
+    "Percentage used",
+    "Observed DWPD",
+];
+
+/// The soak figures of every drive side by side (drives without a soak are left out).
+pub fn drive_comparison<'a>(
+    drives: impl Iterator<Item = (&'a str, &'a SoakFigures)>,
+) -> Vec<DriveComparisonRow> {
+    drives
+        .map(|(label, s)| {
+            let d = s.drive.as_ref();
+            let dash = || "-".to_string();
+            let mut verdict = Vec::new();
+            if s.media_errors_rose {
+                verdict.push("media errors rose");
+            }
+            if s.accounting_off {
+                verdict.push("accounting disagrees");
+            }
+            if s.throttled {
+                verdict.push("throttled");
+            }
+            if s.errors > 0 {
+                verdict.push("I/O errors");
+            }
+            if s.verify_errors > 0 {
+                verdict.push("verify errors");
+            }
+            let cells = vec![
+                fmt_elapsed(s.elapsed_secs),
+                fmt_bytes(s.written_bytes as f64),
+                d.map(|d| opt_bytes(d.data_written_bytes))
+                    .unwrap_or_else(dash),
+                s.accounting_ratio
+                    .map(|r| format!("{r:.4}"))
+                    .unwrap_or_else(dash),
+                d.map(|d| opt_count(d.media_errors).to_string())
+                    .unwrap_or_else(dash),
+                d.map(|d| opt_count(d.error_log_entries))
+                    .unwrap_or_else(dash),
+                d.map(|d| opt_count(d.throttle_episodes))
+                    .unwrap_or_else(dash),
+                d.map(|d| {
+                    format!(
+                        "{} / {}",
+                        fmt_elapsed(d.tmt1_secs.unwrap_or(0) as f64),
+                        fmt_elapsed(d.tmt2_secs.unwrap_or(0) as f64)
+                    )
+                })
+                .unwrap_or_else(dash),
+                d.map(|d| {
+                    format!(
+                        "{} → {} %",
+                        d.percentage_used_start, d.percentage_used_latest
+                    )
+                })
+                .unwrap_or_else(dash),
+                s.observed_dwpd
+                    .map(|v| format!("{v:.2}"))
+                    .unwrap_or_else(dash),
+            ];
+            DriveComparisonRow {
+                drive: label.to_string(),
+                cells,
+                verdict,
+            }
+        })
+        .collect()
+}
+
+/// The rows of a drive's "Drive during the soak" table: (figure, value, whether it is bad).
+pub fn drive_rows(d: &DriveSoak) -> Vec<(&'static str, String, bool)> {
+    let secs = |s: Option<u64>| {
+        s.map(|s| fmt_elapsed(s as f64))
+            .unwrap_or_else(|| "-".into())
+    };
+    let plus = |c: Option<u64>| {
+        c.map(|c| format!("+{}", fmt_count(c as f64)))
+            .unwrap_or_else(|| "-".into())
+    };
+    vec![
+        (
+            "Period",
+            format!(
+                "{} (controller {})",
+                fmt_elapsed(d.latest_time - d.start_time),
+                if d.device.is_empty() { "-" } else { &d.device }
+            ),
+            false,
+        ),
+        (
+            "Data written (drive / nvsoak)",
+            format!(
+                "{} / {}",
+                opt_bytes(d.data_written_bytes),
+                opt_bytes(d.nvsoak_written_bytes)
+            ),
+            d.accounting_off(),
+        ),
+        (
+            "Accounting ratio (drive / nvsoak)",
+            match (d.accounting_ratio, d.accounting_agrees) {
+                (Some(r), Some(true)) => format!("{r:.4}: agrees within rounding"),
+                (Some(r), Some(false)) => format!("{r:.4}: disagrees"),
+                (None, Some(false)) => "nvsoak wrote nothing; the drive did".into(),
+                _ => "-".into(),
+            },
+            d.accounting_off(),
+        ),
+        (
+            "Data read (drive / nvsoak)",
+            format!(
+                "{} / {}",
+                opt_bytes(d.data_read_bytes),
+                opt_bytes(d.nvsoak_read_bytes)
+            ),
+            false,
+        ),
+        (
+            "Host write commands (drive / nvsoak writes)",
+            format!(
+                "{} / {}",
+                opt_count(d.host_write_commands),
+                opt_count(d.nvsoak_write_ops)
+            ),
+            false,
+        ),
+        (
+            "Host read commands (drive / nvsoak reads)",
+            format!(
+                "{} / {}",
+                opt_count(d.host_read_commands),
+                opt_count(d.nvsoak_read_ops)
+            ),
+            false,
+        ),
+        ("Media errors", plus(d.media_errors), d.media_errors_rose()),
+        (
+            "Error log entries",
+            plus(d.error_log_entries),
+            d.error_log_entries.is_some_and(|n| n > 0),
+        ),
+        (
+            "Unsafe shutdowns",
+            plus(d.unsafe_shutdowns),
+            d.unsafe_shutdowns.is_some_and(|n| n > 0),
+        ),
+        (
+            "Percentage used (start / latest)",
+            format!(
+                "{} % / {} %",
+                d.percentage_used_start, d.percentage_used_latest
+            ),
+            d.percentage_used_latest >= 100,
+        ),
+        (
+            "Available spare (start / latest, threshold)",
+            format!(
+                "{} % / {} % ({} %)",
+                d.available_spare_start, d.available_spare_latest, d.available_spare_threshold
+            ),
+            d.available_spare_latest < d.available_spare_threshold,
+        ),
+        (
+            "Warning / critical temperature time",
+            format!(
+                "{} / {}",
+                secs(d.warning_temp_secs),
+                secs(d.critical_temp_secs)
+            ),
+            d.critical_temp_secs.is_some_and(|n| n > 0),
+        ),
+        (
+            "Thermal management T1 (transitions, time)",
+            format!("{}, {}", plus(d.tmt1_transitions), secs(d.tmt1_secs)),
+            d.tmt1_transitions.is_some_and(|n| n > 0) || d.tmt1_secs.is_some_and(|n| n > 0),
+        ),
+        (
+            "Thermal management T2 (transitions, time)",
+            format!("{}, {}", plus(d.tmt2_transitions), secs(d.tmt2_secs)),
+            d.tmt2_transitions.is_some_and(|n| n > 0) || d.tmt2_secs.is_some_and(|n| n > 0),
+        ),
+        (
+            "Throttle episodes seen by nvsoak",
+            opt_count(d.throttle_episodes),
+            d.throttle_episodes.is_some_and(|n| n > 0),
+        ),
+        (
+            "Observed DWPD (drive bytes)",
+            match (d.observed_dwpd, d.rated_dwpd) {
+                (Some(o), Some(r)) => format!("{o:.2} (rated {r})"),
+                (Some(o), None) => format!("{o:.2}"),
+                _ => "-".into(),
+            },
+            false,
+        ),
+    ]
 }
 
 pub fn soak_figures(
@@ -233,12 +520,28 @@ pub fn soak_figures(
     capacity_bytes: Option<u64>,
     rated: Option<&RatedFigures>,
 ) -> SoakFigures {
+    soak_figures_with(s, capacity_bytes, rated, false)
+}
+
+/// [`soak_figures`]; with `prefer_rated` (an operator-supplied ratings table) the rated DWPD
+/// comes from `rated` before the one the daemon recorded in the summary.
+pub fn soak_figures_with(
+    s: &SoakSummary,
+    capacity_bytes: Option<u64>,
+    rated: Option<&RatedFigures>,
+    prefer_rated: bool,
+) -> SoakFigures {
     let days = s.elapsed_secs / 86400.0;
     let observed_dwpd = s.observed_dwpd.or_else(|| match capacity_bytes {
         Some(c) if c > 0 && days > 0.0 => Some(s.written_bytes as f64 / c as f64 / days),
         _ => None,
     });
-    let rated_dwpd = s.rated_dwpd.or_else(|| rated.and_then(|r| r.dwpd));
+    let table_dwpd = rated.and_then(|r| r.dwpd);
+    let rated_dwpd = if prefer_rated {
+        table_dwpd.or(s.rated_dwpd)
+    } else {
+        s.rated_dwpd.or(table_dwpd)
+    };
     let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
         _ => None,
@@ -247,10 +550,17 @@ pub fn soak_figures(
         (Some(t), Some(u)) if u > 0.0 => Some(1.0 - t / u),
         _ => None,
     };
-    let accounting_ratio = match s.smart_written_bytes_delta {
-        Some(d) if s.written_bytes > 0 => Some(d as f64 / s.written_bytes as f64),
+    // The drive figures pair the two sides over the same period; without them (older
+    // files), the delta against the soak's total.
+    let accounting_ratio = match (&s.drive, s.smart_written_bytes_delta) {
+        (Some(d), _) => d.accounting_ratio,
+        (None, Some(d)) if s.written_bytes > 0 => Some(d as f64 / s.written_bytes as f64),
         _ => None,
     };
+    let mut drive = s.drive.clone();
+    if let (Some(d), true) = (drive.as_mut(), prefer_rated && table_dwpd.is_some()) {
+        d.rated_dwpd = table_dwpd;
+    }
     SoakFigures {
         elapsed_secs: s.elapsed_secs,
         read_bytes: s.read_bytes,
@@ -268,6 +578,11 @@ pub fn soak_figures(
         throttle_iops_cost_ratio,
         smart_written_bytes_delta: s.smart_written_bytes_delta,
         accounting_ratio,
+        media_errors_rose: drive.as_ref().is_some_and(|d| d.media_errors_rose()),
+        accounting_off: drive.as_ref().is_some_and(|d| d.accounting_off()),
+        throttled: drive.as_ref().is_some_and(|d| d.throttled()),
+        callouts: drive.as_ref().map(drive_callouts).unwrap_or_default(),
+        drive,
     }
 }
 

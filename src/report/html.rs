@@ -457,12 +457,78 @@ fn soak_table(d: &DriveReport) -> String {
             (Some(d), Some(r)) => format!(
                 "{} by SMART vs {} by nvsoak: ratio {r:.3}",
                 fmt_bytes(d as f64),
-                fmt_bytes(s.written_bytes as f64)
+                // Over the same period when the drive figures pair them, else the soak's total.
+                fmt_bytes(
+                    s.drive
+                        .as_ref()
+                        .and_then(|x| x.nvsoak_written_bytes)
+                        .unwrap_or(s.written_bytes) as f64
+                )
             ),
             _ => "-".into(),
         },
-        false,
+        s.accounting_off,
     );
+    t.push_str("</table>\n");
+    t
+}
+
+fn drive_section(d: &DriveReport) -> String {
+    let Some(s) = &d.soak else {
+        return String::new();
+    };
+    let Some(dr) = &s.drive else {
+        return "<p class=\"muted\">No drive-side figures: not an NVMe namespace, health polling off, or no successful SMART poll during the soak.</p>\n".into();
+    };
+    let mut h = String::new();
+    if s.callouts.is_empty() {
+        h.push_str("<p class=\"ok\">No media errors, accounting agrees, no throttling.</p>\n");
+    }
+    for c in &s.callouts {
+        h.push_str(&format!("<p class=\"bad callout\">{}</p>\n", esc(c)));
+    }
+    h.push_str("<table class=\"drive-soak\">\n");
+    for (k, v, bad) in super::compute::drive_rows(dr) {
+        h.push_str(&row(&[
+            format!("<th>{}</th>", esc(k)),
+            format!(
+                "<td{}>{}</td>",
+                if bad { " class=\"bad\"" } else { "" },
+                esc(&v)
+            ),
+        ]));
+    }
+    h.push_str("</table>\n");
+    h
+}
+
+/// The soak figures of every drive side by side (only with more than one drive).
+fn drive_comparison_table(report: &Report) -> String {
+    let soaks: Vec<(&str, &super::compute::SoakFigures)> = report
+        .drives
+        .iter()
+        .filter_map(|d| d.soak.as_ref().map(|s| (d.label.as_str(), s)))
+        .collect();
+    if report.drives.len() < 2 || soaks.is_empty() {
+        return String::new();
+    }
+    let mut t = String::from(
+        "<h3 id=\"cmp-soak\">Drives during the soak</h3>\n<table class=\"drive-comparison\"><tr><th>Drive</th>",
+    );
+    for c in super::compute::DRIVE_COMPARISON_HEADERS {
+        t.push_str(&format!("<th>{}</th>", esc(c)));
+    }
+    t.push_str("<th>Verdict</th></tr>\n");
+    for r in super::compute::drive_comparison(soaks.into_iter()) {
+        let mut cells = vec![td(&r.drive)];
+        cells.extend(r.cells.iter().map(|c| num(c)));
+        cells.push(if r.verdict.is_empty() {
+            "<td class=\"ok\">ok</td>".into()
+        } else {
+            format!("<td class=\"bad\">{}</td>", esc(&r.verdict.join(", ")))
+        });
+        t.push_str(&row(&cells));
+    }
     t.push_str("</table>\n");
     t
 }
@@ -504,9 +570,11 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
         esc(&report.nvsoak_version),
         esc(&report.frontier_basis)
     ));
-    if !report.comparisons.is_empty() {
+    let soak_cmp = drive_comparison_table(report);
+    if !report.comparisons.is_empty() || !soak_cmp.is_empty() {
         h.push_str("<h2 id=\"comparison\">Comparison</h2>\n");
     }
+    h.push_str(&soak_cmp);
     for (c, f) in report.comparisons.iter().zip(&figs.comparisons) {
         h.push_str(&format!(
             "<h3 id=\"cmp-{}\">{}</h3>\n",
@@ -558,6 +626,10 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
         h.push_str(&steady_table(d));
         h.push_str("<h3>Soak</h3>\n");
         h.push_str(&soak_table(d));
+        if d.soak.is_some() {
+            h.push_str("<h3>Drive during the soak</h3>\n");
+            h.push_str(&drive_section(d));
+        }
     }
     h.push_str("</body></html>\n");
     Ok(h)

@@ -35,8 +35,36 @@ pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, Strin
         report.nvsoak_version,
         report.frontier_basis
     ));
-    if !report.comparisons.is_empty() {
+    let soaks: Vec<(&str, &super::compute::SoakFigures)> = report
+        .drives
+        .iter()
+        .filter_map(|d| d.soak.as_ref().map(|s| (d.label.as_str(), s)))
+        .collect();
+    let soak_cmp = report.drives.len() > 1 && !soaks.is_empty();
+    if !report.comparisons.is_empty() || soak_cmp {
         md.push_str("## Comparison\n\n");
+    }
+    if soak_cmp {
+        md.push_str("### Drives during the soak\n\n| Drive |");
+        for c in super::compute::DRIVE_COMPARISON_HEADERS {
+            md.push_str(&format!(" {c} |"));
+        }
+        md.push_str(" Verdict |\n|---|");
+        md.push_str(&"---:|".repeat(super::compute::DRIVE_COMPARISON_HEADERS.len()));
+        md.push_str("---|\n");
+        for r in super::compute::drive_comparison(soaks.into_iter()) {
+            md.push_str(&format!("| {} |", cell(&r.drive)));
+            for c in &r.cells {
+                md.push_str(&format!(" {} |", cell(c)));
+            }
+            let verdict = if r.verdict.is_empty() {
+                "ok".to_string()
+            } else {
+                format!("**{}**", r.verdict.join(", "))
+            };
+            md.push_str(&format!(" {verdict} |\n"));
+        }
+        md.push('\n');
     }
     for (c, f) in report.comparisons.iter().zip(&figs.comparisons) {
         md.push_str(&format!("### {}\n\n", c.profile));
@@ -135,6 +163,27 @@ pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, Strin
                 s.verify_errors,
                 opt(s.accounting_ratio, |r| format!("{r:.3}"))
             ));
+            md.push_str("### Drive during the soak\n\n");
+            match &s.drive {
+                None => md.push_str("No drive-side figures: not an NVMe namespace, health polling off, or no successful SMART poll during the soak.\n\n"),
+                Some(dr) => {
+                    if s.callouts.is_empty() {
+                        md.push_str("No media errors, accounting agrees, no throttling.\n\n");
+                    }
+                    for c in &s.callouts {
+                        md.push_str(&format!("**{}**\n\n", cell(c)));
+                    }
+                    md.push_str("| Figure | Over the soak |\n|---|---|\n");
+                    for (k, v, bad) in super::compute::drive_rows(dr) {
+                        let v = cell(&v);
+                        md.push_str(&format!(
+                            "| {k} | {} |\n",
+                            if bad { format!("**{v}**") } else { v }
+                        ));
+                    }
+                    md.push('\n');
+                }
+            }
         }
     }
     Ok((md, files))

@@ -62,6 +62,10 @@ pub enum ReportError {
     Format(String),
     #[error("the markdown report needs --out PATH (its SVG charts are written next to it)")]
     MarkdownNeedsOut,
+    #[error(
+        "ratings table {path}: {reason} (pass a file in the format of config/drives.toml, or leave out --ratings for the built-in table)"
+    )]
+    Ratings { path: PathBuf, reason: String },
     #[error(transparent)]
     Chart(#[from] charts::ChartError),
     #[error("encoding the JSON report: {0}")]
@@ -187,6 +191,35 @@ pub fn rated_figures(device: &DeviceIdentity) -> Option<RatedFigures> {
     rated_from_table(table, device)
 }
 
+/// Read an operator-supplied ratings table for `nvsoak report --ratings`.
+pub fn load_ratings(path: &Path) -> Result<crate::nvme::ratings::RatingsTable, ReportError> {
+    use crate::nvme::ratings::{RatingsError, RatingsTable};
+    let text = std::fs::read_to_string(path).map_err(|e| ReportError::Ratings {
+        path: path.to_path_buf(),
+        reason: format!("cannot read it: {e}"),
+    })?;
+    RatingsTable::parse(&text, &path.display().to_string()).map_err(|e| ReportError::Ratings {
+        path: path.to_path_buf(),
+        reason: match e {
+            RatingsError::Toml { source, .. } => {
+                format!(
+                    "not a valid drive ratings table: {}",
+                    source.to_string().trim_end()
+                )
+            }
+            RatingsError::BadRegex {
+                series,
+                pattern,
+                source,
+                ..
+            } => {
+                format!("drive `{series}`: `{pattern}` is not a valid regular expression: {source}")
+            }
+            RatingsError::Read { source, .. } => format!("cannot read it: {source}"),
+        },
+    })
+}
+
 /// The rated figures for a drive from `table`.
 pub fn rated_from_table(
     table: &crate::nvme::ratings::RatingsTable,
@@ -221,6 +254,20 @@ pub fn build_with(
     inputs: &[Loaded],
     rated: &dyn Fn(&DeviceIdentity) -> Option<RatedFigures>,
 ) -> Report {
+    build_inner(inputs, rated, false)
+}
+
+/// Build the report with an operator-supplied ratings table (`nvsoak report --ratings`): its
+/// rated figures replace the built-in table's, and its rated DWPD the one the daemon recorded.
+pub fn build_with_table(inputs: &[Loaded], table: &crate::nvme::ratings::RatingsTable) -> Report {
+    build_inner(inputs, &|d| rated_from_table(table, d), true)
+}
+
+fn build_inner(
+    inputs: &[Loaded],
+    rated: &dyn Fn(&DeviceIdentity) -> Option<RatedFigures>,
+    prefer_rated: bool,
+) -> Report {
     let labels = unique_labels(inputs);
     let mut drives = Vec::new();
     for (l, label) in inputs.iter().zip(labels) {
@@ -236,13 +283,14 @@ pub fn build_with(
             sweeps: sweep_reports(r, rated.as_ref()),
             steady: r.steady.clone(),
             soak: r.soak.as_ref().map(|s| {
-                compute::soak_figures(
+                compute::soak_figures_with(
                     s,
                     r.device
                         .as_ref()
                         .map(|d| d.capacity_bytes)
                         .filter(|c| *c > 0),
                     rated.as_ref(),
+                    prefer_rated,
                 )
             }),
             rated,
@@ -550,6 +598,155 @@ mod tests {
         let page = report_page_html(dir.path());
         // One drive, one profile: comparison + avg + p99 charts.
         assert_eq!(page.matches("<svg class=\"chart\"").count(), 3);
+    }
+
+    fn with_drive(mut l: Loaded, d: crate::workload::results::DriveSoak) -> Loaded {
+        l.results
+            .soak
+            .get_or_insert_with(Default::default)
+            .set_drive(d);
+        l
+    }
+
+    #[test]
+    fn drive_figures_are_shown_and_called_out() {
+        use crate::workload::results::DriveSoak;
+        let f = fixtures();
+        let bad = DriveSoak {
+            device: "nvme0".into(),
+            start_time: 1000.0,
+            latest_time: 1000.0 + 86_400.0,
+            data_written_bytes: Some(3_300_000_000_000),
+            nvsoak_written_bytes: Some(3_200_000_000_000),
+            accounting_ratio: Some(1.03125),
+            accounting_agrees: Some(false),
+            media_errors: Some(4),
+            error_log_entries: Some(9),
+            throttle_episodes: Some(2),
+            tmt1_transitions: Some(3),
+            tmt1_secs: Some(600),
+            tmt2_transitions: Some(0),
+            tmt2_secs: Some(0),
+            percentage_used_start: 1,
+            percentage_used_latest: 2,
+            ..Default::default()
+        };
+        let good = DriveSoak {
+            device: "nvme1".into(),
+            data_written_bytes: Some(5_120_000),
+            nvsoak_written_bytes: Some(5_120_000 - 4096),
+            accounting_ratio: Some(5_120_000.0 / 5_115_904.0),
+            accounting_agrees: Some(true),
+            media_errors: Some(0),
+            throttle_episodes: Some(0),
+            tmt1_transitions: Some(0),
+            tmt1_secs: Some(0),
+            ..Default::default()
+        };
+        let inputs = vec![
+            with_drive(f[0].clone(), good),
+            with_drive(f[1].clone(), bad),
+        ];
+        let r = build(&inputs);
+        let a = r.drives[0].soak.as_ref().expect("soak a");
+        assert!(!a.media_errors_rose && !a.accounting_off && !a.throttled);
+        assert!(a.callouts.is_empty(), "{:?}", a.callouts);
+        let b = r.drives[1].soak.as_ref().expect("soak b");
+        assert!(b.media_errors_rose && b.accounting_off && b.throttled);
+        assert_eq!(b.callouts.len(), 3, "{:?}", b.callouts);
+        assert!(b.callouts[0].starts_with("Media errors rose during the soak: +4"));
+        assert!(
+            b.callouts[1].contains("the drive counted 3.30 TB written while nvsoak wrote 3.20 TB")
+        );
+        assert!(b.callouts[2].starts_with("The drive throttled: 2 episode(s)"));
+        assert_eq!(b.accounting_ratio, Some(1.03125), "the same-period ratio");
+
+        let page = html::render(&r).expect("html");
+        assert_eq!(page.matches("<h3>Drive during the soak</h3>").count(), 2);
+        assert!(
+            page.contains("<p class=\"ok\">No media errors, accounting agrees, no throttling.</p>")
+        );
+        assert!(page.contains("<p class=\"bad callout\">Media errors rose during the soak: +4"));
+        assert!(page.contains("<h3 id=\"cmp-soak\">Drives during the soak</h3>"));
+        assert!(
+            page.contains(
+                "<td class=\"bad\">media errors rose, accounting disagrees, throttled</td>"
+            )
+        );
+        assert!(
+            page.contains("<td class=\"bad\">+4</td>"),
+            "media errors row is flagged"
+        );
+
+        let (md, _) = markdown::render(&r, "r").expect("md");
+        assert_eq!(md.matches("### Drive during the soak").count(), 2);
+        assert!(md.contains("**Accounting disagrees: the drive counted 3.30 TB"));
+        assert!(
+            md.contains("| Accounting ratio (drive / nvsoak) | **1.0312: disagrees** |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| Accounting ratio (drive / nvsoak) | 1.0008: agrees within rounding |"),
+            "{md}"
+        );
+        assert!(md.contains("| Throttle episodes seen by nvsoak | **2** |"));
+        assert!(md.contains("### Drives during the soak"));
+        assert!(
+            md.contains("| **media errors rose, accounting disagrees, throttled** |"),
+            "{md}"
+        );
+        assert!(md.contains(" ok |\n"), "the good drive's verdict");
+
+        let json: serde_json::Value =
+            serde_json::from_str(&render_json(&r).expect("json")).expect("parse");
+        let jb = &json["drives"][1]["soak"];
+        assert_eq!(jb["drive"]["media_errors"], 4);
+        assert_eq!(jb["accounting_off"], true);
+        assert_eq!(jb["callouts"].as_array().map(|a| a.len()), Some(3));
+    }
+
+    #[test]
+    fn a_soak_without_drive_figures_says_why() {
+        let r = build(&fixtures()[1..]);
+        let page = html::render(&r).expect("html");
+        assert!(page.contains("No drive-side figures: not an NVMe namespace"));
+        assert!(!page.contains("cmp-soak"), "one drive: no soak comparison");
+    }
+
+    #[test]
+    fn an_explicit_ratings_table_wins_over_the_summary() {
+        let table = crate::nvme::ratings::RatingsTable::parse(
+            r#"
+[[drive]]
+vendor = "Acme"
+series = "Test B"
+match = ["Test Drive B"]
+dwpd = 7.0
+warranty_years = 5.0
+[[drive.capacity]]
+capacity_bytes = 3_200_000_000_000
+random_read_iops = 243_000
+"#,
+            "test table",
+        )
+        .expect("table");
+        let r = build_with_table(&fixtures(), &table);
+        let b = &r.drives[1];
+        let rated = b.rated.as_ref().expect("rated from the operator's table");
+        assert!(rated.source.contains("Acme Test B"), "{}", rated.source);
+        assert_eq!(b.soak.as_ref().and_then(|s| s.rated_dwpd), Some(7.0));
+        // 121 500 of 243 000 rated random read IOPS.
+        assert_eq!(b.sweeps[0].rated_share.as_ref().map(|s| s.ratio), Some(0.5));
+        // Drive A is not in this table, so it has no rated figures now.
+        assert!(r.drives[0].rated.is_none());
+        // Without the table, drive B's summary DWPD (3) stands.
+        assert_eq!(
+            build(&fixtures()).drives[1]
+                .soak
+                .as_ref()
+                .and_then(|s| s.rated_dwpd),
+            Some(3.0)
+        );
     }
 
     #[test]

@@ -108,6 +108,13 @@ pub struct TargetState {
     pub steady_history: Vec<f64>,
     /// SMART/health log at soak start, so per-soak deltas of drive counters are known.
     pub smart_at_soak_start: Option<serde_json::Value>,
+    /// nvsoak's soak totals at the instant `smart_at_soak_start` was read (the accounting
+    /// check over the soak compares like with like).
+    #[serde(default)]
+    pub host_at_soak_start: Option<crate::workload::results::HostAtSmart>,
+    /// Throttling episodes the poller saw on the target's drive during the soak so far.
+    #[serde(default)]
+    pub drive_throttle_episodes: u64,
     /// Write sequence to resume from. Informational with per-unit generations; see
     /// `workload::pattern`.
     pub next_generation: u64,
@@ -271,6 +278,8 @@ impl TargetState {
             totals: Totals::default(),
             steady_history: Vec::new(),
             smart_at_soak_start: None,
+            host_at_soak_start: None,
+            drive_throttle_episodes: 0,
             next_generation: 1,
             verify_seed: None,
             genmap: None,

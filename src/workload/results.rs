@@ -1,8 +1,27 @@
 //! Persisted results of a target's phases: what the sweep measured, the steady-state outcome
 //! and the soak summary. The scheduler writes `<state.dir>/results/<target>.json` (atomically)
 //! whenever a sweep point or round completes; `nvsoak report` reads these files.
+//!
+//! Format versions: 1 had no drive-side soak figures; 2 adds [`SoakSummary::drive`]
+//! ([`DriveSoak`]). Every field added after version 1 is `serde(default)`, so older files load.
+//!
+//! [`drive_soak`] is the pure computation of the drive-side figures: two SMART logs (at soak
+//! start and at the latest successful poll) and nvsoak's own totals read at the same instants.
 
 use serde::{Deserialize, Serialize};
+
+use crate::nvme::log::smart::SmartLog;
+
+/// The format version this nvsoak writes.
+pub const RESULTS_VERSION: u32 = 2;
+
+/// Bytes per SMART data unit (1000 x 512 bytes).
+pub const DATA_UNIT_BYTES: u64 = 512_000;
+
+/// How far the drive's data-written delta may be from nvsoak's bytes written before the
+/// accounting check calls it a disagreement: the drive rounds its counter up to whole data
+/// units, so each end of the period may be off by up to one unit.
+pub const ACCOUNTING_TOLERANCE_BYTES: u64 = 2 * DATA_UNIT_BYTES;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TargetResults {
@@ -92,4 +111,499 @@ pub struct SoakSummary {
     pub throttled_secs: Option<f64>,
     pub iops_throttled: Option<f64>,
     pub iops_unthrottled: Option<f64>,
+    /// The drive's own counters over the soak (format version 2).
+    #[serde(default)]
+    pub drive: Option<DriveSoak>,
+}
+
+impl SoakSummary {
+    /// Store the drive-side figures, and the version-1 fields derived from them.
+    pub fn set_drive(&mut self, d: DriveSoak) {
+        self.smart_written_bytes_delta = d.data_written_bytes;
+        self.observed_dwpd = d.observed_dwpd;
+        self.rated_dwpd = d.rated_dwpd.or(self.rated_dwpd);
+        self.endurance_consumed_ratio = d.endurance_consumed_ratio;
+        self.throttled_secs = match (d.tmt1_secs, d.tmt2_secs) {
+            (Some(a), Some(b)) => Some(a as f64 + b as f64),
+            _ => None,
+        };
+        self.iops_throttled = d.iops_throttled;
+        self.iops_unthrottled = d.iops_unthrottled;
+        self.drive = Some(d);
+    }
+}
+
+/// nvsoak's own soak totals for one target (all runs of the soak), read right after a SMART
+/// read of its drive.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostAtSmart {
+    /// Unix time of the poll.
+    pub time: f64,
+    pub read_bytes: u64,
+    pub written_bytes: u64,
+    pub read_ops: u64,
+    pub write_ops: u64,
+}
+
+/// One end of the soak period: a SMART log, when it was read, and nvsoak's totals at that
+/// instant (`None` when unknown, e.g. a checkpoint from before nvsoak recorded them).
+#[derive(Debug, Clone, Copy)]
+pub struct DriveReading<'a> {
+    pub time: f64,
+    pub smart: &'a SmartLog,
+    pub host: Option<HostAtSmart>,
+}
+
+/// The drive's counters over the soak: from the SMART log at soak start to the latest
+/// successful poll. A delta is `None` when a counter went backwards (drive reset or replaced),
+/// never negative.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DriveSoak {
+    /// The controller (`nvme0`).
+    pub device: String,
+    /// Unix time of the two SMART reads the deltas span.
+    pub start_time: f64,
+    pub latest_time: f64,
+    /// Data units written / read (x 512 000 bytes).
+    pub data_written_bytes: Option<u64>,
+    pub data_read_bytes: Option<u64>,
+    pub host_write_commands: Option<u64>,
+    pub host_read_commands: Option<u64>,
+    pub media_errors: Option<u64>,
+    pub error_log_entries: Option<u64>,
+    pub unsafe_shutdowns: Option<u64>,
+    /// Warning / critical composite temperature time, seconds.
+    pub warning_temp_secs: Option<u64>,
+    pub critical_temp_secs: Option<u64>,
+    /// Thermal management temperature 1 / 2 transition counts and time (seconds).
+    pub tmt1_transitions: Option<u64>,
+    pub tmt2_transitions: Option<u64>,
+    pub tmt1_secs: Option<u64>,
+    pub tmt2_secs: Option<u64>,
+    /// Throttling episodes nvsoak's poller saw during the soak (summed over restarts).
+    pub throttle_episodes: Option<u64>,
+    /// Percent, as the drive reports them.
+    pub percentage_used_start: u8,
+    pub percentage_used_latest: u8,
+    pub available_spare_start: u8,
+    pub available_spare_latest: u8,
+    pub available_spare_threshold: u8,
+    pub critical_warning_latest: u8,
+    /// Some counter went backwards between the two reads.
+    pub counter_went_backwards: bool,
+    /// nvsoak's own I/O between the two reads.
+    pub nvsoak_written_bytes: Option<u64>,
+    pub nvsoak_read_bytes: Option<u64>,
+    pub nvsoak_write_ops: Option<u64>,
+    pub nvsoak_read_ops: Option<u64>,
+    /// `data_written_bytes / nvsoak_written_bytes` (1.0: they agree).
+    pub accounting_ratio: Option<f64>,
+    /// The two agree within [`ACCOUNTING_TOLERANCE_BYTES`].
+    pub accounting_agrees: Option<bool>,
+    /// Drive bytes written per day over the capacity, over the period.
+    pub observed_dwpd: Option<f64>,
+    pub capacity_bytes: Option<u64>,
+    /// From the poller's derivations at the latest poll (config or ratings table).
+    pub rated_dwpd: Option<f64>,
+    pub endurance_consumed_ratio: Option<f64>,
+    pub iops_throttled: Option<f64>,
+    pub iops_unthrottled: Option<f64>,
+}
+
+impl DriveSoak {
+    /// Media errors rose during the soak.
+    pub fn media_errors_rose(&self) -> bool {
+        self.media_errors.is_some_and(|n| n > 0)
+    }
+
+    /// The drive throttled during the soak: an episode seen, or thermal management time or
+    /// transitions rose.
+    pub fn throttled(&self) -> bool {
+        [
+            self.throttle_episodes,
+            self.tmt1_transitions,
+            self.tmt2_transitions,
+            self.tmt1_secs,
+            self.tmt2_secs,
+        ]
+        .iter()
+        .any(|v| v.is_some_and(|n| n > 0))
+    }
+
+    /// The accounting check failed (beyond rounding).
+    pub fn accounting_off(&self) -> bool {
+        self.accounting_agrees == Some(false)
+    }
+}
+
+/// The drive-side figures between `start` and `latest`. Pure. `capacity_bytes` is what DWPD
+/// refers to (rated capacity, else the drive's). `device`, the throttle episodes and the
+/// rated figures are left for the caller, which knows them from the poller.
+pub fn drive_soak(
+    start: &DriveReading<'_>,
+    latest: &DriveReading<'_>,
+    capacity_bytes: Option<u64>,
+) -> DriveSoak {
+    let mut backwards = false;
+    let mut d128 = |a: u128, b: u128| -> Option<u64> {
+        match b.checked_sub(a) {
+            Some(v) => u64::try_from(v).ok(),
+            None => {
+                backwards = true;
+                None
+            }
+        }
+    };
+    let (s, l) = (start.smart, latest.smart);
+    let written_units = d128(s.data_units_written, l.data_units_written);
+    let read_units = d128(s.data_units_read, l.data_units_read);
+    let host_write_commands = d128(s.host_write_commands, l.host_write_commands);
+    let host_read_commands = d128(s.host_read_commands, l.host_read_commands);
+    let media_errors = d128(s.media_errors, l.media_errors);
+    let error_log_entries = d128(s.num_err_log_entries, l.num_err_log_entries);
+    let unsafe_shutdowns = d128(s.unsafe_shutdowns, l.unsafe_shutdowns);
+    let mut d32 = |a: u32, b: u32| -> Option<u64> {
+        match b.checked_sub(a) {
+            Some(v) => Some(u64::from(v)),
+            None => {
+                backwards = true;
+                None
+            }
+        }
+    };
+    let warning_temp_secs = d32(s.warning_temp_time, l.warning_temp_time).map(|m| m * 60);
+    let critical_temp_secs = d32(s.critical_comp_time, l.critical_comp_time).map(|m| m * 60);
+    let tmt1_transitions = d32(s.thm_temp1_trans_count, l.thm_temp1_trans_count);
+    let tmt2_transitions = d32(s.thm_temp2_trans_count, l.thm_temp2_trans_count);
+    let tmt1_secs = d32(s.thm_temp1_total_time, l.thm_temp1_total_time);
+    let tmt2_secs = d32(s.thm_temp2_total_time, l.thm_temp2_total_time);
+    let data_written_bytes = written_units.and_then(|u| u.checked_mul(DATA_UNIT_BYTES));
+    let data_read_bytes = read_units.and_then(|u| u.checked_mul(DATA_UNIT_BYTES));
+
+    let host = match (start.host, latest.host) {
+        (Some(a), Some(b)) => Some((a, b)),
+        _ => None,
+    };
+    let hd = |f: fn(&HostAtSmart) -> u64| host.and_then(|(a, b)| f(&b).checked_sub(f(&a)));
+    let nvsoak_written_bytes = hd(|h| h.written_bytes);
+    let (accounting_ratio, accounting_agrees) = match (data_written_bytes, nvsoak_written_bytes) {
+        (Some(drive), Some(ours)) => (
+            (ours > 0).then(|| drive as f64 / ours as f64),
+            Some(drive.abs_diff(ours) <= ACCOUNTING_TOLERANCE_BYTES),
+        ),
+        _ => (None, None),
+    };
+    let days = (latest.time - start.time) / 86_400.0;
+    let observed_dwpd = match (data_written_bytes, capacity_bytes) {
+        (Some(b), Some(c)) if c > 0 && days > 0.0 => Some(b as f64 / c as f64 / days),
+        _ => None,
+    };
+    DriveSoak {
+        device: String::new(),
+        start_time: start.time,
+        latest_time: latest.time,
+        data_written_bytes,
+        data_read_bytes,
+        host_write_commands,
+        host_read_commands,
+        media_errors,
+        error_log_entries,
+        unsafe_shutdowns,
+        warning_temp_secs,
+        critical_temp_secs,
+        tmt1_transitions,
+        tmt2_transitions,
+        tmt1_secs,
+        tmt2_secs,
+        throttle_episodes: None,
+        percentage_used_start: s.percent_used,
+        percentage_used_latest: l.percent_used,
+        available_spare_start: s.avail_spare,
+        available_spare_latest: l.avail_spare,
+        available_spare_threshold: l.spare_thresh,
+        critical_warning_latest: l.critical_warning,
+        counter_went_backwards: backwards,
+        nvsoak_written_bytes,
+        nvsoak_read_bytes: hd(|h| h.read_bytes),
+        nvsoak_write_ops: hd(|h| h.write_ops),
+        nvsoak_read_ops: hd(|h| h.read_ops),
+        accounting_ratio,
+        accounting_agrees,
+        observed_dwpd,
+        capacity_bytes,
+        ..Default::default()
+    }
+}
+
+/// The daemon's per-target drive bookkeeping, kept in the target snapshot: the soak-start
+/// host figures and episode counts (checkpointed) and the latest figures, which the scheduler
+/// copies into the results file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DriveTracking {
+    /// nvsoak's soak totals when the soak-start SMART log was read.
+    pub host_at_soak_start: Option<HostAtSmart>,
+    /// Throttle episodes seen in earlier runs of this soak (from the checkpoint).
+    pub episodes_carried: u64,
+    /// The poller's episode count this run's episodes are counted from.
+    pub episodes_base: Option<u64>,
+    pub episodes_this_run: u64,
+    /// The latest drive-side figures.
+    pub figures: Option<DriveSoak>,
+    /// The drive's identity from the poller (Identify Controller), for the results file.
+    pub identity: Option<DeviceIdentity>,
+}
+
+impl DriveTracking {
+    /// Throttle episodes over the whole soak.
+    pub fn episodes(&self) -> u64 {
+        self.episodes_carried + self.episodes_this_run
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A SMART log with every counter the drive-side figures use set to a distinct value.
+    fn start_log() -> SmartLog {
+        SmartLog {
+            critical_warning: 0,
+            avail_spare: 100,
+            spare_thresh: 10,
+            percent_used: 3,
+            data_units_read: 1_000,
+            data_units_written: 2_000,
+            host_read_commands: 30_000,
+            host_write_commands: 40_000,
+            unsafe_shutdowns: 5,
+            media_errors: 6,
+            num_err_log_entries: 7,
+            warning_temp_time: 8,
+            critical_comp_time: 9,
+            thm_temp1_trans_count: 10,
+            thm_temp2_trans_count: 11,
+            thm_temp1_total_time: 12,
+            thm_temp2_total_time: 13,
+            ..Default::default()
+        }
+    }
+
+    fn host(time: f64, written: u64) -> HostAtSmart {
+        HostAtSmart {
+            time,
+            read_bytes: written / 2,
+            written_bytes: written,
+            read_ops: written / 8192,
+            write_ops: written / 4096,
+        }
+    }
+
+    #[test]
+    fn deltas_between_two_logs() {
+        let s = start_log();
+        let mut l = s.clone();
+        l.avail_spare = 98;
+        l.percent_used = 4;
+        l.critical_warning = 0x04;
+        l.data_units_read += 50;
+        l.data_units_written += 100;
+        l.host_read_commands += 300;
+        l.host_write_commands += 400;
+        l.unsafe_shutdowns += 1;
+        l.media_errors += 2;
+        l.num_err_log_entries += 3;
+        l.warning_temp_time += 4;
+        l.critical_comp_time += 5;
+        l.thm_temp1_trans_count += 6;
+        l.thm_temp2_trans_count += 7;
+        l.thm_temp1_total_time += 8;
+        l.thm_temp2_total_time += 9;
+        // 100 data units = 51 200 000 bytes, nvsoak wrote 51 200 000 - 4096 of them.
+        let a = DriveReading {
+            time: 1000.0,
+            smart: &s,
+            host: Some(host(1000.0, 1 << 30)),
+        };
+        let b = DriveReading {
+            time: 1000.0 + 43_200.0,
+            smart: &l,
+            host: Some(host(1000.0 + 43_200.0, (1 << 30) + 51_200_000 - 4096)),
+        };
+        let d = drive_soak(&a, &b, Some(102_400_000));
+        assert_eq!(d.data_written_bytes, Some(51_200_000));
+        assert_eq!(d.data_read_bytes, Some(25_600_000));
+        assert_eq!(d.host_read_commands, Some(300));
+        assert_eq!(d.host_write_commands, Some(400));
+        assert_eq!(d.unsafe_shutdowns, Some(1));
+        assert_eq!(d.media_errors, Some(2));
+        assert_eq!(d.error_log_entries, Some(3));
+        assert_eq!(d.warning_temp_secs, Some(240), "minutes x 60");
+        assert_eq!(d.critical_temp_secs, Some(300));
+        assert_eq!(d.tmt1_transitions, Some(6));
+        assert_eq!(d.tmt2_transitions, Some(7));
+        assert_eq!(d.tmt1_secs, Some(8));
+        assert_eq!(d.tmt2_secs, Some(9));
+        assert_eq!((d.percentage_used_start, d.percentage_used_latest), (3, 4));
+        assert_eq!(
+            (d.available_spare_start, d.available_spare_latest),
+            (100, 98)
+        );
+        assert_eq!(d.available_spare_threshold, 10);
+        assert_eq!(d.critical_warning_latest, 4);
+        assert!(!d.counter_went_backwards);
+        assert_eq!(d.nvsoak_written_bytes, Some(51_200_000 - 4096));
+        let r = d.accounting_ratio.expect("ratio");
+        assert!((r - 51_200_000.0 / 51_195_904.0).abs() < 1e-12, "{r}");
+        assert_eq!(d.accounting_agrees, Some(true), "4 KiB is within rounding");
+        // 51.2 MB in half a day on a 102.4 MB drive: 1 drive write per day.
+        assert!((d.observed_dwpd.expect("dwpd") - 1.0).abs() < 1e-12);
+        assert!(d.media_errors_rose() && d.throttled() && !d.accounting_off());
+    }
+
+    #[test]
+    fn accounting_beyond_rounding_disagrees() {
+        let s = start_log();
+        let mut l = s.clone();
+        l.data_units_written += 10; // 5 120 000 bytes
+        fn at(t: f64, smart: &SmartLog, w: u64) -> DriveReading<'_> {
+            DriveReading {
+                time: t,
+                smart,
+                host: Some(host(t, w)),
+            }
+        }
+        // Exactly two data units apart: still rounding.
+        let ok = drive_soak(
+            &at(0.0, &s, 0),
+            &at(60.0, &l, 5_120_000 - 2 * 512_000),
+            None,
+        );
+        assert_eq!(ok.accounting_agrees, Some(true));
+        assert_eq!(ok.observed_dwpd, None, "no capacity, no DWPD");
+        let off = drive_soak(
+            &at(0.0, &s, 0),
+            &at(60.0, &l, 5_120_000 - 2 * 512_000 - 1),
+            None,
+        );
+        assert_eq!(off.accounting_agrees, Some(false));
+        assert!(off.accounting_off());
+        // Nothing written by nvsoak: no ratio, and the drive's 10 units disagree.
+        let idle = drive_soak(&at(0.0, &s, 7), &at(60.0, &l, 7), None);
+        assert_eq!(idle.accounting_ratio, None);
+        assert_eq!(idle.accounting_agrees, Some(false));
+        // Unknown host figures at the start (an old checkpoint): no accounting at all.
+        let unknown = drive_soak(
+            &DriveReading {
+                time: 0.0,
+                smart: &s,
+                host: None,
+            },
+            &at(60.0, &l, 5_120_000),
+            None,
+        );
+        assert_eq!(unknown.data_written_bytes, Some(5_120_000));
+        assert_eq!(unknown.nvsoak_written_bytes, None);
+        assert_eq!(
+            (unknown.accounting_ratio, unknown.accounting_agrees),
+            (None, None)
+        );
+        assert!(!unknown.media_errors_rose() && !unknown.throttled());
+    }
+
+    #[test]
+    fn counters_going_backwards_give_no_delta() {
+        let s = start_log();
+        let mut l = s.clone();
+        // A drive reset or swapped: counters below the soak-start values.
+        l.data_units_written = 1_999;
+        l.media_errors = 0;
+        l.thm_temp1_total_time = 0;
+        l.host_write_commands += 5;
+        let a = DriveReading {
+            time: 0.0,
+            smart: &s,
+            host: Some(host(0.0, 1000)),
+        };
+        let b = DriveReading {
+            time: 10.0,
+            smart: &l,
+            // nvsoak's totals went backwards too (a checkpoint older than the baseline).
+            host: Some(host(10.0, 10)),
+        };
+        let d = drive_soak(&a, &b, Some(1 << 30));
+        assert!(d.counter_went_backwards);
+        assert_eq!(d.data_written_bytes, None);
+        assert_eq!(d.media_errors, None);
+        assert_eq!(d.tmt1_secs, None);
+        assert_eq!(d.host_write_commands, Some(5), "other counters still count");
+        assert_eq!(d.nvsoak_written_bytes, None);
+        assert_eq!((d.accounting_ratio, d.accounting_agrees), (None, None));
+        assert_eq!(d.observed_dwpd, None);
+        assert!(!d.media_errors_rose());
+    }
+
+    #[test]
+    fn counters_above_u64_do_not_overflow() {
+        let mut s = start_log();
+        s.data_units_written = (1u128 << 64) + 5;
+        let mut l = s.clone();
+        l.data_units_written += 3;
+        // A delta too large for u64 is dropped, not wrapped.
+        l.data_units_read = s.data_units_read + (1u128 << 64);
+        fn r(smart: &SmartLog) -> DriveReading<'_> {
+            DriveReading {
+                time: 0.0,
+                smart,
+                host: None,
+            }
+        }
+        let d = drive_soak(&r(&s), &r(&l), None);
+        assert_eq!(d.data_written_bytes, Some(3 * 512_000));
+        assert_eq!(d.data_read_bytes, None);
+        assert!(!d.counter_went_backwards);
+    }
+
+    #[test]
+    fn version_1_files_load_and_set_drive_fills_the_old_fields() {
+        let v1 = r#"{"version":1,"host":"h","target":"t","path":"/dev/x","device":null,
+            "sweeps":[],"steady":[],"soak":{"started":1.0,"elapsed_secs":2.0,"read_bytes":3,
+            "written_bytes":4,"read_ops":5,"write_ops":6,"errors":0,"verify_errors":0,
+            "smart_written_bytes_delta":null,"observed_dwpd":null,"rated_dwpd":3.0,
+            "endurance_consumed_ratio":null,"throttled_secs":null,"iops_throttled":null,
+            "iops_unthrottled":null}}"#;
+        let r: TargetResults = serde_json::from_str(v1).expect("version 1 loads");
+        let mut soak = r.soak.expect("soak");
+        assert_eq!(soak.drive, None);
+        soak.set_drive(DriveSoak {
+            data_written_bytes: Some(512_000),
+            observed_dwpd: Some(0.5),
+            tmt1_secs: Some(10),
+            tmt2_secs: Some(5),
+            ..Default::default()
+        });
+        assert_eq!(soak.smart_written_bytes_delta, Some(512_000));
+        assert_eq!(soak.observed_dwpd, Some(0.5));
+        assert_eq!(soak.throttled_secs, Some(15.0));
+        assert_eq!(soak.rated_dwpd, Some(3.0), "kept when the drive has none");
+        let text = serde_json::to_string(&soak).expect("encode");
+        let back: SoakSummary = serde_json::from_str(&text).expect("decode");
+        assert_eq!(back, soak);
+        // A DriveSoak from a later version with fields missing still loads.
+        let d: DriveSoak =
+            serde_json::from_str(r#"{"device":"nvme0","media_errors":2}"#).expect("partial");
+        assert_eq!((d.device.as_str(), d.media_errors), ("nvme0", Some(2)));
+    }
+
+    /// The checkpoint stores the soak-start log as JSON; it must read back field for field.
+    #[test]
+    fn smart_log_round_trips_through_the_checkpoint_json() {
+        let mut s = start_log();
+        s.temperature = 318;
+        s.temp_sensor = [300, 301, 0, 0, 0, 0, 0, 302];
+        s.power_on_hours = 99;
+        let v = serde_json::to_value(&s).expect("to value");
+        let back: SmartLog = serde_json::from_value(v).expect("from value");
+        assert_eq!(back, s);
+    }
 }

@@ -110,8 +110,12 @@ pub struct TargetSnapshot {
     /// Data verification state when `verify` is not `off`.
     pub verify: Option<VerifyCtx>,
     /// The drive's SMART log at soak start (block targets with health polling), for per-soak
-    /// deltas of drive counters; filled by the daemon at the first checkpoint that has it.
+    /// deltas of drive counters; filled by the daemon from the first poll after the target
+    /// started (`daemon::update_target_drive`), or restored from the checkpoint.
     pub smart_at_soak_start: Option<serde_json::Value>,
+    /// Drive-side soak bookkeeping and figures, maintained by the daemon from health polls;
+    /// `save_results` copies the figures into the soak summary.
+    pub drive: crate::workload::results::DriveTracking,
     /// Completed I/O of this run, summed from the workers' live counters at the moment of
     /// reading (the `jobs` totals lag by up to one stats interval). For the accounting check.
     pub live: Arc<crate::stats::live::LiveIo>,
@@ -299,6 +303,8 @@ impl TargetSnapshot {
         st.smart_at_soak_start = self.smart_at_soak_start.clone();
         st.precondition = self.precondition.as_ref().map(|p| p.progress());
         st.sweep = self.sweep_progress.clone();
+        st.host_at_soak_start = self.drive.host_at_soak_start;
+        st.drive_throttle_episodes = self.drive.episodes();
         if let Some(v) = &self.verify {
             st.totals.verify_errors = v.counters.total();
             st.totals.verify_errors_by_kind = v
@@ -532,6 +538,8 @@ pub fn start(
             snap.soak_started = r.soak_started.or(Some(now));
             snap.steady_history = r.steady_history.clone();
             snap.smart_at_soak_start = r.smart_at_soak_start.clone();
+            snap.drive.host_at_soak_start = r.host_at_soak_start;
+            snap.drive.episodes_carried = r.drive_throttle_episodes;
             snap.phase_index = r.phase_index;
             snap.phase_elapsed_base = r.phase_elapsed_secs;
             resume_at = Some((r.phase_index, r.phase_elapsed_secs));
@@ -566,7 +574,7 @@ pub fn start(
     let snapshot: SharedSnapshot = Arc::new(RwLock::new(snap));
     let stop = Arc::new(AtomicBool::new(false));
     let mut results = TargetResults {
-        version: 1,
+        version: crate::workload::results::RESULTS_VERSION,
         host: hostname(),
         target: spec.name.clone(),
         path: spec.path.display().to_string(),
@@ -582,6 +590,7 @@ pub fn start(
             max_iops.insert(sw.profile.clone(), sw.max_iops);
         }
         results = TargetResults {
+            version: results.version,
             host: results.host,
             path: results.path,
             ..prev
@@ -1756,6 +1765,12 @@ impl Runner {
             verify_errors,
             ..prev
         });
+        if let (Some(d), Some(soak)) = (&snap.drive.figures, self.results.soak.as_mut()) {
+            soak.set_drive(d.clone());
+        }
+        if let Some(id) = &snap.drive.identity {
+            self.results.device = Some(id.clone());
+        }
         self.last_results_save = Instant::now();
         let dir = self.opts.state_dir.join("results");
         let path = dir.join(format!("{}.json", self.spec.name));

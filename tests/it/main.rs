@@ -7,6 +7,9 @@ mod common;
 mod config;
 /// The daemon end to end: `nvsoak run` on files, /metrics scraped and parsed.
 mod daemon;
+/// Drive-side soak figures: the daemon in-process on a loop device with replayed NVMe health
+/// whose SMART counters move; checkpoint, results file and report.
+mod drive_summary;
 /// Engines on real files: bytes, alignment, region bounds, rate limits.
 mod engine;
 /// Faults and signals: SIGHUP reloads, a full file system, I/O errors from btrfs checksums and

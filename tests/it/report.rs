@@ -241,6 +241,89 @@ fn report_errors_name_the_problem() {
     assert!(err.contains("bad.json is not a results file"), "{err}");
 }
 
+/// `--ratings FILE`: the operator's table replaces the built-in one (drive B is in it, drive A
+/// is not); a bad table is a clear error naming the file and the reason, and exits non-zero.
+#[test]
+fn report_ratings_file_replaces_the_built_in_table() {
+    let dir = shm_dir();
+    let good = dir.path().join("drives.toml");
+    std::fs::write(
+        &good,
+        r#"
+[[drive]]
+vendor = "Acme"
+series = "Test B"
+match = ["Test Drive B"]
+dwpd = 7.0
+warranty_years = 5.0
+[[drive.capacity]]
+capacity_bytes = 3_200_000_000_000
+tbw_bytes = 40_880_000_000_000_000
+random_read_iops = 243_000
+"#,
+    )
+    .expect("write");
+    let base = fixture_args();
+    let out = report(&args_with(
+        &base,
+        &["--format", "json", "--ratings", &good.display().to_string()],
+    ));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let b = &v["drives"][1];
+    assert_eq!(b["label"], "Test Drive B B9Y8X7");
+    assert_eq!(b["rated"]["source"], "ratings table: Acme Test B 3.20 TB");
+    assert_eq!(b["rated"]["tbw_bytes"], json!(40_880_000_000_000_000.0));
+    assert_eq!(b["soak"]["rated_dwpd"], json!(7.0));
+    // 121 500 of 243 000 rated IOPS.
+    assert_eq!(b["sweeps"][0]["rated_share"]["ratio"], json!(0.5));
+    assert_eq!(
+        v["drives"][0]["rated"],
+        Value::Null,
+        "drive A is not in this table"
+    );
+    // The built-in table (no --ratings) knows drive A and not B.
+    let out = report(&args_with(&base, &["--format", "json"]));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["drives"][1]["rated"], Value::Null);
+    assert!(
+        v["drives"][0]["rated"]["source"]
+            .as_str()
+            .is_some_and(|s| s.contains("ES3600P V5"))
+    );
+
+    let bad_toml = dir.path().join("broken.toml");
+    std::fs::write(&bad_toml, "[[drive]]\nvendor = \"Acme\"\nseries = 7\n").expect("write");
+    let bad_re = dir.path().join("bad-regex.toml");
+    std::fs::write(
+        &bad_re,
+        "[[drive]]\nvendor = \"Acme\"\nseries = \"X\"\nmatch = [\"re:([\"]\n",
+    )
+    .expect("write");
+    let missing = dir.path().join("missing.toml");
+    for (path, reason) in [
+        (&bad_toml, "not a valid drive ratings table"),
+        (&bad_re, "drive `X`: `([` is not a valid regular expression"),
+        (&missing, "cannot read it: No such file or directory"),
+    ] {
+        let p = path.display().to_string();
+        let out = report(&args_with(&base, &["--format", "json", "--ratings", &p]));
+        assert_eq!(out.status.code(), Some(1), "{p}");
+        assert!(out.stdout.is_empty(), "no report on a bad table");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with(&format!("nvsoak: ratings table {p}: {reason}")),
+            "{err}"
+        );
+        assert!(err.contains("config/drives.toml"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
 /// Run `nvsoak run --exit-when-done` with `config` and wait for it to exit.
 fn run_to_completion(config: &str, timeout: Duration) -> tempfile::TempDir {
     let dir = shm_dir();

@@ -2,7 +2,8 @@
 //! its serial) with a mixed random workload while the host scrapes `/metrics` through the
 //! forwarded port. The drive's own accounting, read with nvme-cli before and after, must agree
 //! with what nvsoak says it did: data units written within one unit (512,000 bytes) of
-//! nvsoak's written bytes, and host write commands equal to nvsoak's write ops.
+//! nvsoak's written bytes, and host write commands equal to nvsoak's write ops. The results
+//! file's drive-side soak figures (from the daemon's own SMART polls) must agree the same way.
 
 #![allow(dead_code)]
 
@@ -134,7 +135,9 @@ fn daemon_soaks_real_namespace_and_drive_accounting_agrees() {
         // The block layer merges adjacent 4k random writes that meet in one plug into one
         // NVMe command; with merging off, each nvsoak op is exactly one host command.
         "echo 2 > /sys/block/nvme0n1/queue/nomerges\nrun before nvme smart-log /dev/nvme0 -o json",
-        "run after nvme smart-log /dev/nvme0 -o json",
+        "run after nvme smart-log /dev/nvme0 -o json\n\
+         run results cat /tmp/nvsoak-state/results/ns0.json\n\
+         run checkpoint cat /tmp/nvsoak-state/checkpoint.json",
     );
     let mut vm = Vm::boot(&spec);
     let t = [("target", "ns0")];
@@ -175,7 +178,52 @@ fn daemon_soaks_real_namespace_and_drive_accounting_agrees() {
     let log = stop_daemon(&mut vm);
     let before = smart(&vm, "before");
     let after = smart(&vm, "after");
+    let results = smart(&vm, "results");
+    let checkpoint = smart(&vm, "checkpoint");
     vm.finish(Duration::from_secs(30));
+
+    // The daemon's own view: the results file's drive figures, soak start to the latest poll,
+    // paired with nvsoak's bytes over the same period.
+    let drive = &results["soak"]["drive"];
+    let get = |k: &str| {
+        drive[k]
+            .as_u64()
+            .unwrap_or_else(|| vm.fail(&format!("results soak.drive.{k} missing: {results}")))
+    };
+    let (dw, ours) = (get("data_written_bytes"), get("nvsoak_written_bytes"));
+    assert!(
+        dw.abs_diff(ours) <= 2 * 512_000,
+        "results file: drive data written {dw} bytes vs nvsoak's {ours} bytes over the same period: off by more than 2 data units"
+    );
+    assert!(
+        ours > 0 && u128::from(ours) <= wbytes,
+        "the period's bytes ({ours}) are part of the soak's ({wbytes})"
+    );
+    assert_eq!(drive["accounting_agrees"], Value::Bool(true), "{drive}");
+    assert_eq!(drive["device"], "nvme0");
+    assert_eq!(get("media_errors"), 0);
+    // Commands completed by the drive but not yet reaped by nvsoak at a SMART read: at most
+    // the iodepth (8) at either end.
+    let (hw, ow) = (get("host_write_commands"), get("nvsoak_write_ops"));
+    assert!(
+        hw.abs_diff(ow) <= 16,
+        "results file: drive host write commands {hw} vs nvsoak write ops {ow}"
+    );
+    assert_eq!(
+        results["device"]["serial"], "SOAK0001",
+        "identity from Identify"
+    );
+    // The checkpoint's soak-start SMART log lies between nvme-cli's before and after reads.
+    let start = &checkpoint["targets"][0]["smart_at_soak_start"];
+    let s0 = counter(&vm, start, "data_units_written");
+    assert!(
+        counter(&vm, &before, "data_units_written") <= s0
+            && s0 <= counter(&vm, &after, "data_units_written"),
+        "soak-start data units written {s0}: {start}"
+    );
+    eprintln!(
+        "daemon: results file drive data written {dw} bytes vs nvsoak {ours} bytes over the same period; host write commands {hw} vs write ops {ow}"
+    );
 
     assert!(
         wops > 1000 && rops > 1000,

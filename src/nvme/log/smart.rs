@@ -15,8 +15,10 @@ pub const CRITICAL_WARNING_BITS: [(u8, &str); 6] = [
     (5, "pmr_read_only"),
 ];
 
-/// Every field of the SMART log, raw units as the drive reports them.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+/// Every field of the SMART log, raw units as the drive reports them. Deserializable (missing
+/// fields default to 0) so the checkpoint's soak-start copy can be read back.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct SmartLog {
     /// @0
     pub critical_warning: u8,
