@@ -153,6 +153,44 @@ impl crate::http::App for DaemonApp {
     }
 }
 
+/// The soak-start baseline of a target that has none (a fresh plan, or a checkpoint from before
+/// its first poll) from the poll taken just before the targets started: that poll's SMART log,
+/// with nvsoak's totals of that instant (what earlier runs carried over; this run had written
+/// nothing yet).
+pub fn take_prestart_baseline(
+    t: &mut scheduler::TargetSnapshot,
+    pre: &crate::health::HealthSnapshot,
+) {
+    if t.smart_at_soak_start.is_some() {
+        return;
+    }
+    let path = PathBuf::from(&t.path);
+    let Some(s) = pre
+        .devices
+        .iter()
+        .filter_map(|d| d.last_sample.as_ref())
+        .find(|s| s.host.iter().any(|h| h.path == path))
+    else {
+        return;
+    };
+    let Ok(v) = serde_json::to_value(&s.smart) else {
+        return;
+    };
+    let c = &t.carried;
+    t.drive.host_at_soak_start = Some(crate::workload::results::HostAtSmart {
+        time: s.time,
+        read_bytes: c.read_bytes,
+        written_bytes: c.write_bytes,
+        read_ops: c.read_ops,
+        write_ops: c.write_ops,
+    });
+    t.smart_at_soak_start = Some(v);
+    if t.drive.episodes_base.is_none() {
+        // An episode under way at the baseline counts as one seen during the soak.
+        t.drive.episodes_base = Some(s.throttle_events.saturating_sub(u64::from(s.throttling)));
+    }
+}
+
 /// The drive-side soak figures of one block target from a health snapshot.
 ///
 /// The target's drive is the one whose latest SMART sample carries the target's host figures
@@ -361,6 +399,8 @@ impl Running {
 struct ReloadOutcome {
     applied: bool,
     checkpoint_interval_changed: bool,
+    /// At least one target was (re)started.
+    started_targets: bool,
 }
 
 /// SIGHUP: load and validate the config file again and apply it. An invalid file changes
@@ -439,6 +479,7 @@ fn reload(
     ReloadOutcome {
         applied: true,
         checkpoint_interval_changed,
+        started_targets: !started.is_empty(),
     }
 }
 
@@ -501,6 +542,28 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
     let mut loaded = crate::state::load(&settings.state.dir, &plan_hash)
         .with_context(|| format!("reading the checkpoint in {}", settings.state.dir.display()))?;
 
+    // One health poll before any target writes: the soak-start SMART baseline of each block
+    // target then predates its first write, so the drive's deltas cover the whole soak. The
+    // targets' entries carry zero host figures (nothing written yet in this run).
+    let pre_poller = settings.health.enabled.then(|| {
+        let mut p = crate::health::Poller::new(
+            settings.health.clone(),
+            &wiring.sysfs_root,
+            wiring.opener.clone(),
+        );
+        let zero: Vec<crate::health::HostIo> = settings
+            .targets
+            .iter()
+            .filter(|t| crate::safety::is_block_device(&t.path))
+            .map(|t| crate::health::HostIo {
+                path: t.path.clone(),
+                ..Default::default()
+            })
+            .collect();
+        p.poll(&zero);
+        p
+    });
+
     let mut handles: Vec<TargetHandle> = Vec::new();
     let config_path: Option<&Path> = flags.config_path.as_deref();
     for spec in &settings.targets {
@@ -528,6 +591,15 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
             }
         }
     }
+    if let Some(p) = &pre_poller {
+        let pre = p.snapshot();
+        for h in &handles {
+            match h.snapshot.write() {
+                Ok(mut t) => take_prestart_baseline(&mut t, &pre),
+                Err(poisoned) => take_prestart_baseline(&mut poisoned.into_inner(), &pre),
+            }
+        }
+    }
     let mut running = Running {
         settings: settings.clone(),
         handles,
@@ -541,17 +613,8 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
     let result = runtime.block_on(async {
         let host_io: Arc<dyn HostIoSource> = Arc::new(targets.clone());
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let health = if settings.health.enabled {
-            Some(crate::health::spawn_with(
-                settings.health.clone(),
-                host_io,
-                stop_rx.clone(),
-                wiring.sysfs_root,
-                wiring.opener,
-            ))
-        } else {
-            None
-        };
+        let health =
+            pre_poller.map(|p| crate::health::spawn_prepared(p, host_io, stop_rx.clone()));
         let app = Arc::new(DaemonApp {
             targets: targets.clone(),
             health,
@@ -612,6 +675,14 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
                     });
                     if out.applied {
                         targets.set(running.snapshots());
+                        // A poll now gives targets started by the reload their soak-start
+                        // SMART baseline within moments of their first writes, not a poll
+                        // interval later.
+                        if out.started_targets
+                            && let Some(h) = &app.health
+                        {
+                            h.poll_now();
+                        }
                         if out.checkpoint_interval_changed {
                             checkpoint_tick =
                                 tokio::time::interval(running.settings.state.checkpoint_interval);
@@ -655,8 +726,30 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
                 h.join();
             }
         });
-        if tokio::time::timeout(Duration::from_secs(4), joined).await.is_err() {
+        let all_joined = tokio::time::timeout(Duration::from_secs(4), joined)
+            .await
+            .is_ok();
+        if !all_joined {
             tracing::warn!("targets did not stop within 4 s; exiting anyway");
+        }
+        if all_joined && let Some(h) = &app.health {
+            // One last poll after the last write, so the results files' drive figures (and the
+            // checkpoint's) cover the soak to its end. Bounded: shutdown stays prompt.
+            let polls = h.snapshot().polls;
+            h.poll_now();
+            if h.wait_for_polls(polls + 1, Duration::from_millis(1500)).await.is_some() {
+                app.update_drive_figures();
+                let dir = state_dir.clone();
+                let snaps = app.target_snapshots();
+                let _ = tokio::task::spawn_blocking(move || {
+                    for s in snaps.iter().filter(|s| s.is_block) {
+                        scheduler::refresh_results_drive(&dir, s);
+                    }
+                })
+                .await;
+            } else {
+                tracing::warn!("no final health poll within 1.5 s; the results keep the previous one");
+            }
         }
         let _ = save_checkpoint(app.clone(), state_dir.clone(), running.plan_hash.clone()).await;
         let _ = stop_tx.send(true);
@@ -743,6 +836,43 @@ mod tests {
             devices: vec![d],
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn prestart_poll_is_the_baseline_and_later_polls_run_from_it() {
+        // Taken before the target started: its host entry is zero, the carried totals count.
+        let mut pre = sample(99.5, 7, 0, 2, true);
+        pre.smart.host_write_commands = 70;
+        let mut t = target(100.0);
+        t.carried.write_bytes = 1 << 20;
+        take_prestart_baseline(&mut t, &snap(device(Some(pre.clone()), Some(pre.clone()))));
+        let start: SmartLog =
+            serde_json::from_value(t.smart_at_soak_start.clone().expect("baseline")).expect("log");
+        assert_eq!(start.data_units_written, 7);
+        assert_eq!(start.host_write_commands, 70);
+        let base = t.drive.host_at_soak_start.expect("host baseline");
+        assert_eq!((base.time, base.written_bytes), (99.5, 1 << 20));
+        assert_eq!(
+            t.drive.episodes_base,
+            Some(1),
+            "the episode under way counts"
+        );
+        // The next poll (after the target started) keeps that baseline.
+        let later = sample(130.0, 17, 10 * 512_000, 2, false);
+        update_target_drive(&mut t, &snap(device(Some(pre), Some(later))));
+        let f = t.drive.figures.clone().expect("figures");
+        assert_eq!(f.data_written_bytes, Some(10 * 512_000));
+        assert_eq!(f.nvsoak_written_bytes, Some(10 * 512_000));
+        // A target that already has a baseline (a resumed soak) keeps it.
+        let mut resumed = target(100.0);
+        resumed.smart_at_soak_start = Some(serde_json::json!({"data_units_written": 1}));
+        let other = sample(99.0, 99, 0, 0, false);
+        take_prestart_baseline(&mut resumed, &snap(device(None, Some(other))));
+        assert_eq!(
+            resumed.smart_at_soak_start,
+            Some(serde_json::json!({"data_units_written": 1}))
+        );
+        assert!(resumed.drive.host_at_soak_start.is_none());
     }
 
     #[test]

@@ -45,5 +45,6 @@ pub mod derive;
 pub mod poller;
 
 pub use poller::{
-    DeviceHealth, HealthHandle, HealthSnapshot, Poller, SmartSample, poll_once, spawn, spawn_with,
+    DeviceHealth, HealthHandle, HealthSnapshot, Poller, SmartSample, poll_once, spawn,
+    spawn_prepared, spawn_with,
 };

@@ -693,21 +693,38 @@ pub fn spawn(
 pub fn spawn_with(
     settings: HealthSettings,
     host: Arc<dyn HostIoSource>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
+    stop: tokio::sync::watch::Receiver<bool>,
     sysfs_root: PathBuf,
     opener: Opener,
 ) -> HealthHandle {
+    if !settings.enabled {
+        return HealthHandle {
+            snap: Arc::new(RwLock::new(Arc::new(HealthSnapshot::default()))),
+            kick: Arc::new(tokio::sync::Notify::new()),
+        };
+    }
+    spawn_prepared(Poller::new(settings, &sysfs_root, opener), host, stop)
+}
+
+/// [`spawn_with`] for a poller built (and maybe polled) by the caller: the daemon polls once
+/// before its targets start, for a soak-start baseline taken before the first write. Its
+/// snapshot is published at once; the background loop polls again right away.
+pub fn spawn_prepared(
+    poller: Poller,
+    host: Arc<dyn HostIoSource>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> HealthHandle {
     let handle = HealthHandle {
-        snap: Arc::new(RwLock::new(Arc::new(HealthSnapshot::default()))),
+        snap: Arc::new(RwLock::new(Arc::new(poller.snapshot()))),
         kick: Arc::new(tokio::sync::Notify::new()),
     };
-    if !settings.enabled {
+    if !poller.settings.enabled {
         return handle;
     }
     let h = handle.clone();
-    let interval = settings.poll_interval.max(Duration::from_millis(10));
+    let interval = poller.settings.poll_interval.max(Duration::from_millis(10));
     tokio::spawn(async move {
-        let mut poller = Some(Poller::new(settings, &sysfs_root, opener));
+        let mut poller = Some(poller);
         loop {
             if *stop.borrow() {
                 break;

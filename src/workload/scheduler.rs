@@ -680,6 +680,41 @@ fn check_verify_block_sizes(spec: &TargetSpec) -> Result<(), TargetError> {
     Ok(())
 }
 
+/// Fold a stopped target's latest drive figures and identity into its results file. The daemon
+/// calls this after its final health poll at shutdown, once the target's thread (the file's
+/// writer while it runs) has ended. Returns whether the file was rewritten.
+pub fn refresh_results_drive(state_dir: &Path, snap: &TargetSnapshot) -> bool {
+    let Some(fig) = &snap.drive.figures else {
+        return false;
+    };
+    let Some(mut r) = load_results(state_dir, &snap.name) else {
+        return false;
+    };
+    let Some(soak) = r.soak.as_mut() else {
+        return false;
+    };
+    soak.set_drive(fig.clone());
+    if let Some(id) = &snap.drive.identity {
+        r.device = Some(id.clone());
+    }
+    let path = state_dir
+        .join("results")
+        .join(format!("{}.json", snap.name));
+    match serde_json::to_vec_pretty(&r).map_err(std::io::Error::from) {
+        Ok(data) => match write_atomic(&path, &data) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "writing results failed");
+                false
+            }
+        },
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "encoding results failed");
+            false
+        }
+    }
+}
+
 /// The results file an earlier run of this plan wrote for `target`, if it is readable.
 fn load_results(state_dir: &Path, target: &str) -> Option<TargetResults> {
     let path = state_dir.join("results").join(format!("{target}.json"));

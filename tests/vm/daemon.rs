@@ -182,7 +182,7 @@ fn daemon_soaks_real_namespace_and_drive_accounting_agrees() {
     let checkpoint = smart(&vm, "checkpoint");
     vm.finish(Duration::from_secs(30));
 
-    // The daemon's own view: the results file's drive figures, soak start to the latest poll,
+    // The daemon's own view: the results file's drive figures, soak start to the final poll,
     // paired with nvsoak's bytes over the same period.
     let drive = &results["soak"]["drive"];
     let get = |k: &str| {
@@ -195,9 +195,12 @@ fn daemon_soaks_real_namespace_and_drive_accounting_agrees() {
         dw.abs_diff(ours) <= 2 * 512_000,
         "results file: drive data written {dw} bytes vs nvsoak's {ours} bytes over the same period: off by more than 2 data units"
     );
-    assert!(
-        ours > 0 && u128::from(ours) <= wbytes,
-        "the period's bytes ({ours}) are part of the soak's ({wbytes})"
+    // The baseline poll precedes the first write and the daemon polls once more after the last
+    // one at shutdown, so the period is the whole soak.
+    assert_eq!(
+        u128::from(ours),
+        wbytes,
+        "the period's bytes are the whole soak's"
     );
     assert_eq!(drive["accounting_agrees"], Value::Bool(true), "{drive}");
     assert_eq!(drive["device"], "nvme0");
@@ -213,13 +216,19 @@ fn daemon_soaks_real_namespace_and_drive_accounting_agrees() {
         results["device"]["serial"], "SOAK0001",
         "identity from Identify"
     );
-    // The checkpoint's soak-start SMART log lies between nvme-cli's before and after reads.
+    // The checkpoint's soak-start SMART log comes from the poll taken before the target's
+    // first write: nothing was written between nvme-cli's before read and it.
     let start = &checkpoint["targets"][0]["smart_at_soak_start"];
     let s0 = counter(&vm, start, "data_units_written");
-    assert!(
-        counter(&vm, &before, "data_units_written") <= s0
-            && s0 <= counter(&vm, &after, "data_units_written"),
-        "soak-start data units written {s0}: {start}"
+    assert_eq!(
+        s0,
+        counter(&vm, &before, "data_units_written"),
+        "soak-start data units written: {start}"
+    );
+    assert_eq!(
+        counter(&vm, start, "host_write_commands"),
+        counter(&vm, &before, "host_write_commands"),
+        "soak-start host write commands: {start}"
     );
     eprintln!(
         "daemon: results file drive data written {dw} bytes vs nvsoak {ours} bytes over the same period; host write commands {hw} vs write ops {ow}"
