@@ -1045,9 +1045,13 @@ fn paced_rates_reach_their_targets() {
                     eprintln!("{label}: skipped (uncontrolled {max:.0} IOPS)");
                     continue;
                 }
-                // The machine may be busy with other tests: a point gets a second chance.
+                // The machine may be busy with other tests: a point gets a second chance, and
+                // a short point is only a failure if the engine still has the headroom right
+                // after it (a machine that got busier than at the uncontrolled run proves
+                // nothing about the pacer).
                 let ok = |got: f64| (0.8 * target..=1.1 * target).contains(&got);
                 let mut tries = Vec::new();
+                let mut headroom = true;
                 for _ in 0..2 {
                     let got = achieved_iops(engine, &fd, len, depth, Some(target), 0.8);
                     eprintln!(
@@ -1058,8 +1062,16 @@ fn paced_rates_reach_their_targets() {
                     if ok(got) {
                         break;
                     }
+                    if got < target {
+                        let now = achieved_iops(engine, &fd, len, depth, None, 0.6);
+                        headroom = target <= 0.6 * now;
+                        if !headroom {
+                            eprintln!("{label}: not asserted (uncontrolled now {now:.0} IOPS)");
+                            break;
+                        }
+                    }
                 }
-                if assert && !tries.iter().any(|&g| ok(g)) {
+                if assert && headroom && !tries.iter().any(|&g| ok(g)) {
                     failures.push(format!("{label}: got {tries:.0?} IOPS"));
                 }
             }
