@@ -718,6 +718,7 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
             }
         }
         notify(&[sd_notify::NotifyState::Stopping]);
+        let stopping_since = Instant::now();
         global_stop.store(true, Ordering::SeqCst);
         // Workers drain their in-flight I/O; join them off the runtime.
         let handles = std::mem::take(&mut running.handles);
@@ -732,12 +733,19 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
         if !all_joined {
             tracing::warn!("targets did not stop within 4 s; exiting anyway");
         }
-        if all_joined && let Some(h) = &app.health {
-            // One last poll after the last write, so the results files' drive figures (and the
-            // checkpoint's) cover the soak to its end. Bounded: shutdown stays prompt.
+        // One last poll after the last write, so the results files' drive figures (and the
+        // checkpoint's) cover the soak to its end. Bounded (at most 1.5 s, and within 4.5 s of
+        // the stop request), so shutdown keeps its 5 s promise.
+        let budget = Duration::from_millis(4500)
+            .saturating_sub(stopping_since.elapsed())
+            .min(Duration::from_millis(1500));
+        if all_joined
+            && !budget.is_zero()
+            && let Some(h) = &app.health
+        {
             let polls = h.snapshot().polls;
             h.poll_now();
-            if h.wait_for_polls(polls + 1, Duration::from_millis(1500)).await.is_some() {
+            if h.wait_for_polls(polls + 1, budget).await.is_some() {
                 app.update_drive_figures();
                 let dir = state_dir.clone();
                 let snaps = app.target_snapshots();
@@ -748,7 +756,9 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
                 })
                 .await;
             } else {
-                tracing::warn!("no final health poll within 1.5 s; the results keep the previous one");
+                tracing::warn!(
+                    "no final health poll within {budget:?}; the results keep the previous one"
+                );
             }
         }
         let _ = save_checkpoint(app.clone(), state_dir.clone(), running.plan_hash.clone()).await;
