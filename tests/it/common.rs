@@ -275,3 +275,29 @@ impl Drop for Daemon {
         let _ = self.child.wait();
     }
 }
+
+/// A hand-built NVMe page from `tests/fixtures/nvme/handbuilt/`.
+pub fn nvme_fixture(name: &str) -> Vec<u8> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/nvme/handbuilt")
+        .join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// A replayed controller answering every command the poller sends with the hand-built pages
+/// (OCP C0h included, temperature threshold 343 K).
+pub fn handbuilt_replay() -> std::sync::Arc<nvsoak::nvme::replay::ReplayTransport> {
+    use nvsoak::nvme::cmd::{OPC_GET_FEATURES, OPC_GET_LOG_PAGE, OPC_IDENTIFY};
+    use nvsoak::nvme::replay::{ReplayTransport, Reply};
+    let t = ReplayTransport::new("/dev/nvme0");
+    let page = |n: &str| Reply::Data(nvme_fixture(n), 0);
+    t.on_loose(OPC_IDENTIFY, 0x01, page("id-ctrl.bin"));
+    t.on_loose(OPC_IDENTIFY, 0x00, page("id-ns.bin"));
+    t.on_loose(OPC_IDENTIFY, 0x17, Reply::Data(vec![0; 4096], 0));
+    t.on_loose(OPC_GET_LOG_PAGE, 0x02, page("smart.bin"));
+    t.on_loose(OPC_GET_LOG_PAGE, 0x01, page("error.bin"));
+    t.on_loose(OPC_GET_LOG_PAGE, 0x03, page("fw-slot.bin"));
+    t.on_loose(OPC_GET_LOG_PAGE, 0xc0, page("ocp-c0.bin"));
+    t.on_loose(OPC_GET_FEATURES, 0x04, Reply::Data(vec![], 343));
+    std::sync::Arc::new(t)
+}

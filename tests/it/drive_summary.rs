@@ -23,13 +23,6 @@ use nvsoak::workload::results::{DriveSoak, TargetResults};
 
 use crate::common::{bin, free_port, shm_dir};
 
-fn fixture(name: &str) -> Vec<u8> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/nvme/handbuilt")
-        .join(name);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
 /// SMART page `k` of the replay: every counter the drive summary uses moves by its own step
 /// per poll, so a delta identifies the pair of pages it spans.
 fn page(k: u32) -> Vec<u8> {
@@ -88,14 +81,26 @@ impl AdminTransport for StepSmart {
 
 fn step_smart() -> Arc<StepSmart> {
     let t = ReplayTransport::new("/dev/nvme9");
-    t.on_loose(OPC_IDENTIFY, 0x01, Reply::Data(fixture("id-ctrl.bin"), 0));
-    t.on_loose(OPC_IDENTIFY, 0x00, Reply::Data(fixture("id-ns.bin"), 0));
+    t.on_loose(
+        OPC_IDENTIFY,
+        0x01,
+        Reply::Data(crate::common::nvme_fixture("id-ctrl.bin"), 0),
+    );
+    t.on_loose(
+        OPC_IDENTIFY,
+        0x00,
+        Reply::Data(crate::common::nvme_fixture("id-ns.bin"), 0),
+    );
     t.on_loose(OPC_IDENTIFY, 0x17, Reply::Data(vec![0; 4096], 0));
-    t.on_loose(OPC_GET_LOG_PAGE, 0x01, Reply::Data(fixture("error.bin"), 0));
+    t.on_loose(
+        OPC_GET_LOG_PAGE,
+        0x01,
+        Reply::Data(crate::common::nvme_fixture("error.bin"), 0),
+    );
     t.on_loose(
         OPC_GET_LOG_PAGE,
         0x03,
-        Reply::Data(fixture("fw-slot.bin"), 0),
+        Reply::Data(crate::common::nvme_fixture("fw-slot.bin"), 0),
     );
     // No OCP page: its fixture reports throttling, which would hide the SMART-driven episode.
     t.on_loose(OPC_GET_LOG_PAGE, 0xc0, Reply::Status(0x4109));

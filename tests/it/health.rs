@@ -9,39 +9,11 @@ use std::time::Duration;
 use nvsoak::health::poller::Opener;
 use nvsoak::health::{HostIo, HostIoSource, NoHostIo, spawn_with};
 use nvsoak::nvme::AdminTransport;
-use nvsoak::nvme::cmd::{OPC_GET_FEATURES, OPC_GET_LOG_PAGE, OPC_IDENTIFY};
+use nvsoak::nvme::cmd::OPC_GET_LOG_PAGE;
 use nvsoak::nvme::discover::Controller;
 use nvsoak::nvme::replay::{ReplayTransport, Reply};
 
 use crate::common::{Sample, bin, find, parse_metrics};
-
-fn fixture(name: &str) -> Vec<u8> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/nvme/handbuilt")
-        .join(name);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-fn replay() -> Arc<ReplayTransport> {
-    let t = ReplayTransport::new("/dev/nvme0");
-    t.on_loose(OPC_IDENTIFY, 0x01, Reply::Data(fixture("id-ctrl.bin"), 0));
-    t.on_loose(OPC_IDENTIFY, 0x00, Reply::Data(fixture("id-ns.bin"), 0));
-    t.on_loose(OPC_IDENTIFY, 0x17, Reply::Data(vec![0; 4096], 0));
-    t.on_loose(OPC_GET_LOG_PAGE, 0x02, Reply::Data(fixture("smart.bin"), 0));
-    t.on_loose(OPC_GET_LOG_PAGE, 0x01, Reply::Data(fixture("error.bin"), 0));
-    t.on_loose(
-        OPC_GET_LOG_PAGE,
-        0x03,
-        Reply::Data(fixture("fw-slot.bin"), 0),
-    );
-    t.on_loose(
-        OPC_GET_LOG_PAGE,
-        0xc0,
-        Reply::Data(fixture("ocp-c0.bin"), 0),
-    );
-    t.on_loose(OPC_GET_FEATURES, 0x04, Reply::Data(vec![], 343));
-    Arc::new(t)
-}
 
 fn add_ctrl(root: &Path, name: &str, serial: &str) {
     let dir = root.join("class/nvme").join(name);
@@ -94,7 +66,7 @@ impl HostIoSource for Writes {
 async fn replayed_snapshot_exports_every_family_in_base_units() {
     let root = tempfile::tempdir().expect("tempdir");
     add_ctrl(root.path(), "nvme0", "SN-HANDBUILT-0001");
-    let t = replay();
+    let t = crate::common::handbuilt_replay();
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let h = spawn_with(
         settings(),
@@ -255,7 +227,7 @@ async fn replayed_snapshot_exports_every_family_in_base_units() {
 async fn failed_page_keeps_the_rest_and_vanished_drive_stays_down() {
     let root = tempfile::tempdir().expect("tempdir");
     add_ctrl(root.path(), "nvme0", "SN-HANDBUILT-0001");
-    let t = replay();
+    let t = crate::common::handbuilt_replay();
     let (tx, rx) = tokio::sync::watch::channel(false);
     let h = spawn_with(
         settings(),
@@ -300,7 +272,11 @@ async fn failed_page_keeps_the_rest_and_vanished_drive_stays_down() {
         0.0
     );
     // The drive leaves sysfs: still exported, up 0. Another one is hot-added.
-    t.on_loose(OPC_GET_LOG_PAGE, 0x02, Reply::Data(fixture("smart.bin"), 0));
+    t.on_loose(
+        OPC_GET_LOG_PAGE,
+        0x02,
+        Reply::Data(crate::common::nvme_fixture("smart.bin"), 0),
+    );
     std::fs::remove_dir_all(root.path().join("class/nvme/nvme0")).expect("unplug");
     add_ctrl(root.path(), "nvme1", "OTHER");
     h.poll_now();

@@ -1504,7 +1504,6 @@ steady_window = 3
 /// the drive alerts must carry the serial, so a wrong health label or name fails here rather
 /// than only in the VM harness.
 mod replayed_health {
-    use std::path::Path;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::{Duration, Instant};
@@ -1513,9 +1512,7 @@ mod replayed_health {
     use nvsoak::health::{HealthHandle, HostIo, HostIoSource, spawn_with};
     use nvsoak::http::{self, App, ServerOptions};
     use nvsoak::nvme::AdminTransport;
-    use nvsoak::nvme::cmd::{OPC_GET_FEATURES, OPC_GET_LOG_PAGE, OPC_IDENTIFY};
     use nvsoak::nvme::discover::Controller;
-    use nvsoak::nvme::replay::{ReplayTransport, Reply};
 
     use super::{Prometheus, Query, dashboard_queries, needs_nvme, rules};
 
@@ -1524,34 +1521,6 @@ mod replayed_health {
         "nvsoak-device.json: panel \"IOPS while throttled and not\" ref B",
         "the OCP fixture throttles from the first poll, so no unthrottled IOPS is ever measured",
     )];
-
-    fn fixture(name: &str) -> Vec<u8> {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/nvme/handbuilt")
-            .join(name);
-        std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-    }
-
-    fn replay() -> Arc<ReplayTransport> {
-        let t = ReplayTransport::new("/dev/nvme0");
-        t.on_loose(OPC_IDENTIFY, 0x01, Reply::Data(fixture("id-ctrl.bin"), 0));
-        t.on_loose(OPC_IDENTIFY, 0x00, Reply::Data(fixture("id-ns.bin"), 0));
-        t.on_loose(OPC_IDENTIFY, 0x17, Reply::Data(vec![0; 4096], 0));
-        t.on_loose(OPC_GET_LOG_PAGE, 0x02, Reply::Data(fixture("smart.bin"), 0));
-        t.on_loose(OPC_GET_LOG_PAGE, 0x01, Reply::Data(fixture("error.bin"), 0));
-        t.on_loose(
-            OPC_GET_LOG_PAGE,
-            0x03,
-            Reply::Data(fixture("fw-slot.bin"), 0),
-        );
-        t.on_loose(
-            OPC_GET_LOG_PAGE,
-            0xc0,
-            Reply::Data(fixture("ocp-c0.bin"), 0),
-        );
-        t.on_loose(OPC_GET_FEATURES, 0x04, Reply::Data(vec![], 343));
-        Arc::new(t)
-    }
 
     /// A workload that writes 64 MiB between polls.
     struct Writes(AtomicU64);
@@ -1621,7 +1590,7 @@ mod replayed_health {
         ] {
             std::fs::write(dir.join(f), format!("{v}\n")).expect("sysfs");
         }
-        let t = replay();
+        let t = crate::common::handbuilt_replay();
         let opener: Opener = {
             let t = Arc::clone(&t);
             Arc::new(move |_c: &Controller| Ok(Box::new(Arc::clone(&t)) as Box<dyn AdminTransport>))
