@@ -158,20 +158,26 @@ impl PrecondLive {
 }
 
 /// Tracks how far one precondition worker's sequential walk has completed, in walk order, and
-/// publishes it to [`PrecondLive::done`]. Writes complete out of order, so it keeps the
-/// submitted writes in a ring (at most `iodepth` in flight) and advances over the completed
-/// head only. A failed write stops the tracking (the position stays at its start: it may not
-/// have landed); so does anything unexpected. Wraps the verify hook when there is one. No lock,
-/// no allocation after construction.
+/// publishes it to [`PrecondLive::done`]. Writes complete out of order, so it keeps the writes
+/// in flight (at most `iodepth`), each with its place in the walk: everything before the oldest
+/// of them has completed, so that is the position. Only writes in flight are kept, however far
+/// later writes get ahead of a slow one. A failed write stops the tracking (the position stays
+/// at or before its start: it may not have landed); so does anything unexpected. Wraps the
+/// verify hook when there is one. No lock, no allocation after construction.
 struct ProgressHook {
     inner: Option<Box<dyn BlockHook>>,
     live: Arc<PrecondLive>,
     index: usize,
-    done: u64,
-    /// Submitted writes not yet counted, oldest at `head`: (offset, len, completed).
-    ring: Box<[(u64, u32, bool)]>,
-    head: usize,
-    count: usize,
+    /// The walk's completed bytes when this hook started (an earlier run or segment).
+    base: u64,
+    /// Bytes of the walk submitted through this hook.
+    submitted: u64,
+    /// Bytes of the walk (since `base`) known complete: the oldest write in flight's start.
+    pos: u64,
+    /// Writes in flight: (offset, start in the walk since `base`, len); `len == 0` is free.
+    slots: Box<[(u64, u64, u32)]>,
+    /// Free entries of `slots`.
+    free: Vec<u32>,
     stalled: bool,
 }
 
@@ -183,15 +189,36 @@ impl ProgressHook {
         done: u64,
         iodepth: u32,
     ) -> Self {
+        let n = iodepth.max(1);
         ProgressHook {
             inner,
             live,
             index,
-            done,
-            ring: vec![(0, 0, false); iodepth.max(1) as usize + 1].into_boxed_slice(),
-            head: 0,
-            count: 0,
+            base: done,
+            submitted: 0,
+            pos: 0,
+            slots: vec![(0, 0, 0); n as usize].into_boxed_slice(),
+            free: (0..n).rev().collect(),
             stalled: false,
+        }
+    }
+
+    /// The start of the oldest write in flight, or the end of the submitted walk.
+    fn oldest_in_flight(&self) -> u64 {
+        self.slots
+            .iter()
+            .filter(|s| s.2 > 0)
+            .map(|s| s.1)
+            .min()
+            .unwrap_or(self.submitted)
+    }
+
+    fn publish(&mut self, pos: u64) {
+        if pos > self.pos {
+            self.pos = pos;
+            if let Some(d) = self.live.done.get(self.index) {
+                d.store(self.base + pos, Ordering::Release);
+            }
         }
     }
 }
@@ -204,13 +231,17 @@ impl BlockHook for ProgressHook {
         if self.stalled {
             return;
         }
-        if self.count == self.ring.len() {
+        let (Some(j), Ok(len)) = (self.free.pop(), u32::try_from(buf.len())) else {
+            // More in flight than the iodepth, or an empty or huge write: stop tracking.
+            self.stalled = true;
+            return;
+        };
+        if len == 0 {
             self.stalled = true;
             return;
         }
-        let cap = self.ring.len();
-        self.ring[(self.head + self.count) % cap] = (offset, buf.len() as u32, false);
-        self.count += 1;
+        self.slots[j as usize] = (offset, self.submitted, len);
+        self.submitted += len as u64;
     }
     fn after_read(&mut self, buf: &[u8], offset: u64) {
         if let Some(h) = self.inner.as_mut() {
@@ -226,28 +257,26 @@ impl BlockHook for ProgressHook {
             return;
         }
         if !ok {
+            // Everything before the oldest write in flight (this one included) completed.
+            let pos = self.oldest_in_flight();
+            self.publish(pos);
             self.stalled = true;
             return;
         }
-        let cap = self.ring.len();
-        let hit = (0..self.count)
-            .map(|k| (self.head + k) % cap)
-            .find(|&j| self.ring[j].0 == offset && !self.ring[j].2);
+        // The oldest write in flight at this offset (a short stripe may have two).
+        let hit = (0..self.slots.len())
+            .filter(|&j| self.slots[j].2 > 0 && self.slots[j].0 == offset)
+            .min_by_key(|&j| self.slots[j].1);
         let Some(j) = hit else {
             self.stalled = true;
             return;
         };
-        self.ring[j].2 = true;
-        let before = self.done;
-        while self.count > 0 && self.ring[self.head].2 {
-            self.done += self.ring[self.head].1 as u64;
-            self.head = (self.head + 1) % cap;
-            self.count -= 1;
-        }
-        if self.done != before
-            && let Some(d) = self.live.done.get(self.index)
-        {
-            d.store(self.done, Ordering::Release);
+        let start = self.slots[j].1;
+        self.slots[j].2 = 0;
+        self.free.push(j as u32);
+        if start == self.pos {
+            let pos = self.oldest_in_flight();
+            self.publish(pos);
         }
     }
     fn read_failed(&mut self, offset: u64, len: usize, errno: i32) {
@@ -1999,6 +2028,39 @@ mod tests {
         h.after_write(24576, 4096, true);
         assert_eq!(l.done[0].load(Ordering::Relaxed), 16384);
         assert_eq!(l.progress().stripes[0].done_bytes, 16384);
+    }
+
+    /// A slow write while later ones complete and new ones take their place: the hook keeps
+    /// only the writes in flight, so the position moves on once the slow one completes. (It
+    /// used to keep the completed ones behind the slow one too, in a ring of `iodepth + 1`,
+    /// and stopped tracking for good when that filled: a precondition pulled or killed after
+    /// that resumed from where the slow write was, however long ago.)
+    #[test]
+    fn progress_hook_survives_later_writes_overtaking_a_slow_one() {
+        let l = live(vec![(0, 1 << 20)], 1, 4096);
+        let mut h = ProgressHook::new(None, l.clone(), 0, 0, 2);
+        write(&mut h, 0, 4096);
+        // At most 2 in flight: the slow write at 0 and one more, completing and replaced.
+        for i in 1..=20u64 {
+            write(&mut h, i * 4096, 4096);
+            h.after_write(i * 4096, 4096, true);
+        }
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 0);
+        h.after_write(0, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 21 * 4096);
+        // And it keeps tracking: two more, the newer first.
+        write(&mut h, 21 * 4096, 4096);
+        write(&mut h, 22 * 4096, 4096);
+        h.after_write(22 * 4096, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 21 * 4096);
+        h.after_write(21 * 4096, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 23 * 4096);
+        // A failure with an older write in flight: the position is the older one's start.
+        write(&mut h, 23 * 4096, 4096);
+        write(&mut h, 24 * 4096, 4096);
+        h.after_write(24 * 4096, 4096, false);
+        h.after_write(23 * 4096, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 23 * 4096);
     }
 
     #[test]

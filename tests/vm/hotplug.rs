@@ -125,9 +125,11 @@ fn replugged_drive_returns_and_a_hot_added_one_is_listed_but_not_written() {
 /// The precondition scenario's drive. Under TCG the emulated controller writes 128k blocks at
 /// over 1 GB/s (a 1 GiB precondition took under a second), too fast to pull the drive
 /// partway through, so its writes are throttled in QEMU to PRECOND_WRITE_BPS: 2 passes take
-/// about 8 s, and the unplug lands after about 2.5 s of them.
+/// about 8 s (the whole test about 20 s, two drive pulls included).
 const PRECOND_DRIVE: u64 = 64 << 20;
 const PRECOND_WRITE_BPS: u64 = 16 << 20;
+/// Where the drive is pulled: percent of the precondition's bytes.
+const UNPLUG_AT_PCT: [u64; 2] = [30, 55];
 const PRECOND_BS: u64 = 128 << 10;
 const PRECOND_PASSES: u64 = 2;
 const PRECOND_WORKERS: u64 = 2;
@@ -157,12 +159,14 @@ fn qemu_written(q: &mut Qmp, id: &str) -> Result<Option<u64>, String> {
 /// controller's final written bytes (the last figure seen before it went) and how many polls in
 /// a row saw that figure (≥ 2: it had stopped moving, so no write landed after the last poll).
 fn unplug_counting(vm: &Vm, q: &mut Qmp, id: &str, timeout: Duration) -> (u64, u32) {
+    let deleted =
+        |e: &Value| e["event"] == "DEVICE_DELETED" && e["data"]["device"].as_str() == Some(id);
+    // An earlier unplug's event is not this one's.
+    q.events.retain(|e| !deleted(e));
     if let Err(e) = q.execute("device_del", Some(json!({ "id": id }))) {
         vm.fail(&format!("QMP device_del {id}: {e}"));
     }
     let deadline = Instant::now() + timeout;
-    let deleted =
-        |e: &Value| e["event"] == "DEVICE_DELETED" && e["data"]["device"].as_str() == Some(id);
     let (mut last, mut same) = (None::<u64>, 0u32);
     loop {
         match qemu_written(q, id) {
@@ -230,10 +234,16 @@ duration = "3s"
     let mut spec = crate::daemon::daemon_spec("precond-replug", &cfg, "", "");
     spec.drives[0].size = PRECOND_DRIVE;
     let mut vm = Vm::boot(&spec);
-    // Set before the guest's kernel is up, so before the daemon starts.
+    // Set while the guest's kernel boots, before the daemon starts: nothing written yet.
     let mut qmp = vm.qmp();
     if let Err(e) = throttle_writes(&mut qmp, "nvme0", PRECOND_WRITE_BPS) {
         vm.fail(&format!("QMP block_set_io_throttle nvme0: {e}"));
+    }
+    match qemu_written(&mut qmp, "nvme0") {
+        Ok(Some(0)) => {}
+        other => vm.fail(&format!(
+            "nvme0 was written before its throttle was set (query-blockstats: {other:?})"
+        )),
     }
     let t = [("target", "ns0")];
     let pre = [("target", "ns0"), ("workload", "precondition")];
@@ -246,68 +256,70 @@ duration = "3s"
         ) == Some(1.0)
     };
 
+    // Pulled twice: in the first pass (past 30% of the bytes), and in the second (past 55%),
+    // so that one resume crosses the wrap to the second pass and the other starts inside it.
     let t0 = Instant::now();
-    let partway = vm.wait_metrics(
-        "the precondition past 30% of its bytes",
-        Duration::from_secs(120),
-        |m| {
-            let w = m.sum("nvsoak_write_bytes_total", &pre)? as u64;
-            (in_precondition(m) && w * 10 > total * 3).then_some(w)
-        },
-    );
-    let since_start = t0.elapsed();
-    assert!(
-        partway < total,
-        "the precondition must still be running at the unplug: {partway} of {total} bytes"
-    );
-    let before_unplug = qemu_written(&mut qmp, "nvme0")
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| vm.fail("query-blockstats lists no nvme0 before the unplug"));
-    let (drive1, polls) = unplug_counting(&vm, &mut qmp, "nvme0", Duration::from_secs(30));
-    eprintln!(
-        "precond-replug: unplug at {partway} of {total} precondition bytes ({:.1} s after the first scrape); the first controller wrote {drive1} bytes (seen {polls} times before it went, {before_unplug} at the start of device_del)",
-        since_start.as_secs_f64()
-    );
-    assert!(
-        polls >= 2,
-        "the first controller's written bytes were still moving when it went ({drive1} bytes, seen once): its final count is not known"
-    );
-    let paused = vm.wait_metrics(
-        "the target down after the unplug",
-        Duration::from_secs(30),
-        |m| {
-            (m.get("nvsoak_target_up", &t) == Some(0.0))
-                .then(|| m.sum("nvsoak_write_bytes_total", &pre))
-                .flatten()
-        },
-    ) as u64;
-    assert!(
-        paused < total,
-        "the precondition was interrupted: {paused} of {total} bytes at the pause"
-    );
+    let mut pulled = Vec::new();
+    for pct in UNPLUG_AT_PCT {
+        let partway = vm.wait_metrics(
+            &format!("the precondition past {pct}% of its bytes"),
+            Duration::from_secs(120),
+            |m| {
+                let w = m.sum("nvsoak_write_bytes_total", &pre)? as u64;
+                (in_precondition(m)
+                    && m.get("nvsoak_target_up", &t) == Some(1.0)
+                    && w * 100 > total * pct)
+                    .then_some(w)
+            },
+        );
+        let at = t0.elapsed().as_secs_f64();
+        assert!(
+            partway < total,
+            "the precondition must still be running at the unplug: {partway} of {total} bytes"
+        );
+        let (gone, polls) = unplug_counting(&vm, &mut qmp, "nvme0", Duration::from_secs(30));
+        assert!(
+            polls >= 2,
+            "the pulled controller's written bytes were still moving when it went ({gone} bytes, seen once): its final count is not known"
+        );
+        let paused = vm.wait_metrics(
+            "the target down after the unplug",
+            Duration::from_secs(30),
+            |m| {
+                (m.get("nvsoak_target_up", &t) == Some(0.0))
+                    .then(|| m.sum("nvsoak_write_bytes_total", &pre))
+                    .flatten()
+            },
+        ) as u64;
+        assert!(
+            paused < total,
+            "the precondition was interrupted: {paused} of {total} bytes at the pause"
+        );
+        eprintln!(
+            "precond-replug: unplug at {partway} of {total} precondition bytes ({at:.1} s after the first scrape), paused at {paused}; the controller wrote {gone} bytes (its last figure seen in {polls} polls in a row before it went)"
+        );
+        pulled.push(gone);
 
-    // The same controller back on the same block node (it survived device_del: -blockdev).
-    if let Err(e) = qmp.nvme_add("nvme0", "SOAK0001", "f-nvme0") {
-        vm.fail(&format!("QMP device_add nvme0: {e}"));
+        // The same controller back on the same block node (it survived device_del: -blockdev).
+        if let Err(e) = qmp.nvme_add("nvme0", "SOAK0001", "f-nvme0") {
+            vm.fail(&format!("QMP device_add nvme0: {e}"));
+        }
+        // The new controller's BlockBackend is a new one, unthrottled: throttle it before the
+        // guest has probed it, so the resumed precondition runs long enough to be pulled again.
+        if let Err(e) = throttle_writes(&mut qmp, "nvme0", PRECOND_WRITE_BPS) {
+            vm.fail(&format!(
+                "QMP block_set_io_throttle on the replugged nvme0: {e}"
+            ));
+        }
+        vm.wait_metrics(
+            "the target up again and the precondition writing",
+            Duration::from_secs(90),
+            |m| {
+                let w = m.sum("nvsoak_write_bytes_total", &pre)? as u64;
+                (m.get("nvsoak_target_up", &t) == Some(1.0) && w > paused).then_some(())
+            },
+        );
     }
-    // The new controller's BlockBackend is a new one, unthrottled: throttle it before the guest
-    // has probed it, so the resumed precondition is seen running.
-    if let Err(e) = throttle_writes(&mut qmp, "nvme0", PRECOND_WRITE_BPS) {
-        vm.fail(&format!(
-            "QMP block_set_io_throttle on the replugged nvme0: {e}"
-        ));
-    }
-    let t_back = Instant::now();
-    vm.wait_metrics(
-        "the target up again and the precondition writing",
-        Duration::from_secs(90),
-        |m| {
-            let w = m.sum("nvsoak_write_bytes_total", &pre)? as u64;
-            (m.get("nvsoak_target_up", &t) == Some(1.0) && in_precondition(m) && w > paused)
-                .then_some(())
-        },
-    );
     vm.wait_metrics(
         "the plan to reach its soak phase",
         Duration::from_secs(120),
@@ -316,7 +328,7 @@ duration = "3s"
                 .then_some(())
         },
     );
-    let resumed_secs = t_back.elapsed().as_secs_f64();
+    let soak_at = t0.elapsed().as_secs_f64();
     vm.wait_metrics("the plan to finish", Duration::from_secs(60), |m| {
         (m.get("nvsoak_phase_running", &t) == Some(0.0)).then_some(())
     });
@@ -364,12 +376,12 @@ duration = "3s"
         std::fs::read(&img).unwrap_or_else(|e| vm.fail(&format!("read {}: {e}", img.display())));
 
     eprintln!(
-        "precond-replug: precondition wrote {pre_bytes} bytes ({:.4} × {total}), the soak {mix_bytes}; {errors} I/O errors ({}); precondition resumed and finished {resumed_secs:.1} s after device_add; the second controller: SMART {smart2} bytes, QEMU {drive2} bytes",
+        "precond-replug: precondition wrote {pre_bytes} bytes ({:.4} × {total}), the soak {mix_bytes}; {errors} I/O errors ({}); the soak began {soak_at:.1} s after the first scrape; the last controller: SMART {smart2} bytes, QEMU {drive2} bytes",
         pre_bytes as f64 / total as f64,
         by_errno.join(", ")
     );
-    // The second controller's SMART figure is QEMU's block accounting in data units: the same
-    // counter the first controller's final figure was read from.
+    // The last controller's SMART figure is QEMU's block accounting in data units: the same
+    // counter the pulled controllers' final figures were read from.
     assert_eq!(
         smart2,
         data_units(drive2) * DATA_UNIT,
@@ -384,30 +396,34 @@ duration = "3s"
     // add nothing here. A precondition started over would be off by the ≥ 30% written before
     // the unplug.
     let failed = errors * PRECOND_BS;
-    let redo = PRECOND_WORKERS * PRECOND_IODEPTH * PRECOND_BS;
+    let redo = UNPLUG_AT_PCT.len() as u64 * PRECOND_WORKERS * PRECOND_IODEPTH * PRECOND_BS;
     assert!(
         pre_bytes >= total,
         "the precondition wrote {pre_bytes} bytes, less than {PRECOND_PASSES} passes × {PRECOND_DRIVE}"
     );
     assert!(
         pre_bytes <= total + redo,
-        "the precondition wrote {pre_bytes} bytes: more than {PRECOND_PASSES} passes × {PRECOND_DRIVE} + {redo} (workers × iodepth × 128k in flight at the unplug)"
+        "the precondition wrote {pre_bytes} bytes: more than {PRECOND_PASSES} passes × {PRECOND_DRIVE} + {redo} (workers × iodepth × 128k in flight at each unplug)"
     );
-    // The drive's own count, both controllers, in SMART data units (rounded up per controller,
-    // so up to one unit each), against everything nvsoak wrote; a write that failed for nvsoak
-    // may still have landed on the drive.
+    // The drive's own count over the controllers it was (each a fresh BlockBackend, so its
+    // counters start at 0), in SMART data units, against everything nvsoak wrote. Each count
+    // is rounded up to a unit: up to one unit per controller. A write that failed for nvsoak may
+    // still have landed on the drive.
     let ours = pre_bytes + mix_bytes;
-    let drive = (data_units(drive1) + smart2 / DATA_UNIT) * DATA_UNIT;
+    let units: u64 = pulled.iter().map(|b| data_units(*b)).sum::<u64>() + smart2 / DATA_UNIT;
+    let drive = units * DATA_UNIT;
+    let rounding = (pulled.len() as u64 + 1) * DATA_UNIT;
     assert!(
-        drive.abs_diff(ours) <= 2 * DATA_UNIT + failed,
-        "the drive's data units written ({drive} bytes over both controllers) vs nvsoak's {ours} bytes written: off by more than 2 data units + {failed} bytes of failed writes"
+        drive.abs_diff(ours) <= rounding + failed,
+        "the drive's data units written ({drive} bytes over its {} controllers) vs nvsoak's {ours} bytes written: off by more than {rounding} bytes of rounding + {failed} bytes of failed writes",
+        pulled.len() + 1
     );
     // And at byte precision: every write nvsoak counts reached the drive, and the drive got
     // nothing else but, at most, writes nvsoak saw fail.
-    let qemu = drive1 + drive2;
+    let qemu = pulled.iter().sum::<u64>() + drive2;
     assert!(
         ours <= qemu && qemu <= ours + failed,
-        "QEMU accounted {qemu} bytes written over both controllers vs nvsoak's {ours} (+ at most {failed} failed)"
+        "QEMU accounted {qemu} bytes written over the controllers vs nvsoak's {ours} (+ at most {failed} failed)"
     );
 
     // Every 128k block of the region holds nvsoak's (random, non-zero) pattern: the image
