@@ -125,11 +125,12 @@ fn replugged_drive_returns_and_a_hot_added_one_is_listed_but_not_written() {
 /// The precondition scenario's drive. Under TCG the emulated controller writes 128k blocks at
 /// over 1 GB/s (a 1 GiB precondition took under a second), too fast to pull the drive
 /// partway through, so its writes are throttled in QEMU to PRECOND_WRITE_BPS: 2 passes take
-/// about 8 s (the whole test about 20 s, two drive pulls included).
-const PRECOND_DRIVE: u64 = 64 << 20;
+/// about 12 s (the whole test about 25 s, two drive pulls included), and each pull leaves
+/// seconds of it to go.
+const PRECOND_DRIVE: u64 = 96 << 20;
 const PRECOND_WRITE_BPS: u64 = 16 << 20;
 /// Where the drive is pulled: percent of the precondition's bytes.
-const UNPLUG_AT_PCT: [u64; 2] = [30, 55];
+const UNPLUG_AT_PCT: [u64; 2] = [30, 52];
 const PRECOND_BS: u64 = 128 << 10;
 const PRECOND_PASSES: u64 = 2;
 const PRECOND_WORKERS: u64 = 2;
@@ -256,7 +257,7 @@ duration = "3s"
         ) == Some(1.0)
     };
 
-    // Pulled twice: in the first pass (past 30% of the bytes), and in the second (past 55%),
+    // Pulled twice: in the first pass (past 30% of the bytes), and in the second (past 52%),
     // so that one resume crosses the wrap to the second pass and the other starts inside it.
     let t0 = Instant::now();
     let mut pulled = Vec::new();
