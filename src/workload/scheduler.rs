@@ -159,17 +159,26 @@ impl PrecondLive {
 
 /// Tracks how far one precondition worker's sequential walk has completed, in walk order, and
 /// publishes it to [`PrecondLive::done`]. Writes complete out of order, so it keeps the
-/// submitted writes in a ring (at most `iodepth` in flight) and advances over the completed
-/// head only. A failed write stops the tracking (the position stays at its start: it may not
-/// have landed); so does anything unexpected. Wraps the verify hook when there is one. No lock,
-/// no allocation after construction.
+/// submitted writes in a ring, in walk order, each with its place in the walk: everything
+/// before the oldest write still in flight has completed, so that is the position. Completed
+/// writes are only kept until the ring fills, then squeezed out (at most `iodepth` are in
+/// flight, the ring holds twice that), so later writes may get ahead of a slow one by any
+/// amount. A failed write stops the tracking (the position stays at or before its start: it may
+/// not have landed); so does anything unexpected. Wraps the verify hook when there is one. No
+/// lock, no allocation after construction; amortised O(1) per write when they complete in order.
 struct ProgressHook {
     inner: Option<Box<dyn BlockHook>>,
     live: Arc<PrecondLive>,
     index: usize,
-    done: u64,
-    /// Submitted writes not yet counted, oldest at `head`: (offset, len, completed).
-    ring: Box<[(u64, u32, bool)]>,
+    /// The walk's completed bytes when this hook started (an earlier run or segment).
+    base: u64,
+    /// Bytes of the walk submitted through this hook.
+    submitted: u64,
+    /// Bytes of the walk (since `base`) known complete: the oldest write in flight's start.
+    pos: u64,
+    /// Submitted writes, oldest at `head`: (offset, start in the walk since `base`, len,
+    /// completed). The head is always in flight (completed ones are popped).
+    ring: Box<[(u64, u64, u32, bool)]>,
     head: usize,
     count: usize,
     stalled: bool,
@@ -187,11 +196,47 @@ impl ProgressHook {
             inner,
             live,
             index,
-            done,
-            ring: vec![(0, 0, false); iodepth.max(1) as usize + 1].into_boxed_slice(),
+            base: done,
+            submitted: 0,
+            pos: 0,
+            ring: vec![(0, 0, 0, false); 2 * iodepth.max(1) as usize + 1].into_boxed_slice(),
             head: 0,
             count: 0,
             stalled: false,
+        }
+    }
+
+    /// Drops the completed writes behind the head, keeping the others in order.
+    fn squeeze(&mut self) {
+        let cap = self.ring.len();
+        let mut kept = 0;
+        for k in 0..self.count {
+            let e = self.ring[(self.head + k) % cap];
+            if !e.3 {
+                self.ring[(self.head + kept) % cap] = e;
+                kept += 1;
+            }
+        }
+        self.count = kept;
+    }
+
+    /// Pops the completed writes at the head and publishes the new position.
+    fn advance(&mut self) {
+        let cap = self.ring.len();
+        while self.count > 0 && self.ring[self.head].3 {
+            self.head = (self.head + 1) % cap;
+            self.count -= 1;
+        }
+        let pos = if self.count > 0 {
+            self.ring[self.head].1
+        } else {
+            self.submitted
+        };
+        if pos > self.pos {
+            self.pos = pos;
+            if let Some(d) = self.live.done.get(self.index) {
+                d.store(self.base + pos, Ordering::Release);
+            }
         }
     }
 }
@@ -205,12 +250,21 @@ impl BlockHook for ProgressHook {
             return;
         }
         if self.count == self.ring.len() {
+            self.squeeze();
+        }
+        let Ok(len) = u32::try_from(buf.len()) else {
+            self.stalled = true;
+            return;
+        };
+        if self.count == self.ring.len() || len == 0 {
+            // More in flight than the iodepth, or an empty write: stop tracking.
             self.stalled = true;
             return;
         }
         let cap = self.ring.len();
-        self.ring[(self.head + self.count) % cap] = (offset, buf.len() as u32, false);
+        self.ring[(self.head + self.count) % cap] = (offset, self.submitted, len, false);
         self.count += 1;
+        self.submitted += len as u64;
     }
     fn after_read(&mut self, buf: &[u8], offset: u64) {
         if let Some(h) = self.inner.as_mut() {
@@ -226,28 +280,23 @@ impl BlockHook for ProgressHook {
             return;
         }
         if !ok {
+            // The position is already the oldest write in flight's start, at or before this
+            // one's; it stays there.
             self.stalled = true;
             return;
         }
         let cap = self.ring.len();
+        // The oldest write in flight at this offset (a short stripe may have two).
         let hit = (0..self.count)
             .map(|k| (self.head + k) % cap)
-            .find(|&j| self.ring[j].0 == offset && !self.ring[j].2);
+            .find(|&j| self.ring[j].0 == offset && !self.ring[j].3);
         let Some(j) = hit else {
             self.stalled = true;
             return;
         };
-        self.ring[j].2 = true;
-        let before = self.done;
-        while self.count > 0 && self.ring[self.head].2 {
-            self.done += self.ring[self.head].1 as u64;
-            self.head = (self.head + 1) % cap;
-            self.count -= 1;
-        }
-        if self.done != before
-            && let Some(d) = self.live.done.get(self.index)
-        {
-            d.store(self.done, Ordering::Release);
+        self.ring[j].3 = true;
+        if j == self.head {
+            self.advance();
         }
     }
     fn read_failed(&mut self, offset: u64, len: usize, errno: i32) {
@@ -2034,6 +2083,77 @@ mod tests {
         h.after_write(24576, 4096, true);
         assert_eq!(l.done[0].load(Ordering::Relaxed), 16384);
         assert_eq!(l.progress().stripes[0].done_bytes, 16384);
+    }
+
+    /// A slow write while later ones complete and new ones take their place: the hook keeps
+    /// the completed ones behind the slow one only until its ring fills, so the position moves
+    /// on once the slow one completes. (It used to keep them all, in a ring of `iodepth + 1`,
+    /// and stopped tracking for good when that filled: a precondition pulled or killed after
+    /// that resumed from where the slow write was, however long ago.)
+    #[test]
+    fn progress_hook_survives_later_writes_overtaking_a_slow_one() {
+        let l = live(vec![(0, 1 << 20)], 1, 4096);
+        let mut h = ProgressHook::new(None, l.clone(), 0, 0, 2);
+        write(&mut h, 0, 4096);
+        // At most 2 in flight: the slow write at 0 and one more, completing and replaced.
+        for i in 1..=20u64 {
+            write(&mut h, i * 4096, 4096);
+            h.after_write(i * 4096, 4096, true);
+        }
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 0);
+        h.after_write(0, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 21 * 4096);
+        // And it keeps tracking: two more, the newer first.
+        write(&mut h, 21 * 4096, 4096);
+        write(&mut h, 22 * 4096, 4096);
+        h.after_write(22 * 4096, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 21 * 4096);
+        h.after_write(21 * 4096, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 23 * 4096);
+        // A failure with an older write in flight: the position is the older one's start.
+        write(&mut h, 23 * 4096, 4096);
+        write(&mut h, 24 * 4096, 4096);
+        h.after_write(24 * 4096, 4096, false);
+        h.after_write(23 * 4096, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 23 * 4096);
+    }
+
+    /// Random completion orders: after every completion the published position is exactly the
+    /// completed prefix of the walk.
+    #[test]
+    fn progress_hook_position_is_the_completed_prefix_under_any_order() {
+        let bs = 4096u64;
+        for (seed, depth) in [(1u64, 1usize), (2, 3), (3, 8), (4, 32)] {
+            let l = live(vec![(0, 1 << 30)], 1, bs as u32);
+            let mut h = ProgressHook::new(None, l.clone(), 0, 0, depth as u32);
+            let mut rng = Rng::new(seed);
+            let mut inflight: Vec<u64> = Vec::new();
+            let mut completed = vec![false; 5000];
+            let mut next = 0u64;
+            while next < 4000 || !inflight.is_empty() {
+                while next < 4000 && inflight.len() < depth {
+                    write(&mut h, next * bs, bs as usize);
+                    inflight.push(next);
+                    next += 1;
+                }
+                // Mostly the newest first, so the oldest lags far behind now and then.
+                let k = if rng.below(4) == 0 {
+                    rng.below(inflight.len() as u64) as usize
+                } else {
+                    inflight.len() - 1
+                };
+                let b = inflight.swap_remove(k);
+                h.after_write(b * bs, bs as usize, true);
+                completed[b as usize] = true;
+                let prefix = completed.iter().take_while(|c| **c).count() as u64;
+                assert_eq!(
+                    l.done[0].load(Ordering::Relaxed),
+                    prefix * bs,
+                    "seed {seed}, iodepth {depth}"
+                );
+            }
+            assert_eq!(l.done[0].load(Ordering::Relaxed), 4000 * bs);
+        }
     }
 
     #[test]
