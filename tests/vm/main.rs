@@ -16,7 +16,8 @@ mod fixtures;
 mod harness;
 /// Scenario 1: `nvsoak health --json` field by field against nvme-cli.
 mod health;
-/// Hot-plug: a replugged drive returns and resumes, a hot-added one is polled, never written.
+/// Hot-plug: a replugged drive returns and resumes (a precondition too), a hot-added one is
+/// polled, never written.
 mod hotplug;
 /// Scenarios 7 and 8: two controllers, refusal of an ext4 namespace.
 mod multi;
