@@ -70,22 +70,6 @@ pub fn format_secs(s: f64) -> String {
     }
 }
 
-/// Bytes as `1.50 GiB`.
-pub fn format_bytes(b: u64) -> String {
-    const U: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < U.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.2} {}", U[i])
-    }
-}
-
 fn phase_name(settings: Option<&Settings>, t: &TargetState) -> String {
     let Some(spec) = settings.and_then(|s| s.targets.iter().find(|spec| spec.name == t.name))
     else {
@@ -199,13 +183,13 @@ pub fn render(dir: &Path, cp: &Checkpoint, settings: Option<&Settings>) -> Strin
         let _ = writeln!(
             o,
             "  read         {} in {} ops",
-            format_bytes(tt.read_bytes),
+            crate::units::format_bytes(tt.read_bytes),
             tt.read_ops
         );
         let _ = writeln!(
             o,
             "  written      {} in {} ops",
-            format_bytes(tt.write_bytes),
+            crate::units::format_bytes(tt.write_bytes),
             tt.write_ops
         );
         let by_kind: Vec<String> = tt
@@ -254,7 +238,7 @@ pub fn render(dir: &Path, cp: &Checkpoint, settings: Option<&Settings>) -> Strin
                 g.written_units,
                 g.units,
                 g.file,
-                format_bytes(g.len)
+                crate::units::format_bytes(g.len)
             );
         }
     }
@@ -302,7 +286,7 @@ mod tests {
         assert_eq!(format_secs(0.4), "0s");
         assert_eq!(format_secs(93_784.0), "1d 2h");
         assert_eq!(format_secs(61.0), "1m 1s");
-        assert_eq!(format_bytes(512), "512 B");
-        assert_eq!(format_bytes(3 << 29), "1.50 GiB");
+        assert_eq!(crate::units::format_bytes(512), "512 B");
+        assert_eq!(crate::units::format_bytes(3 << 29), "1.50 GiB");
     }
 }

@@ -242,25 +242,9 @@ impl PreconditionProgress {
             self.passes,
             (frac * 100.0).floor(),
             (overall * 100.0).floor(),
-            human_bytes(done),
-            human_bytes(total)
+            crate::units::format_bytes(done),
+            crate::units::format_bytes(total)
         )
-    }
-}
-
-/// Bytes as `1.50 GiB`.
-fn human_bytes(b: u64) -> String {
-    const U: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < U.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.2} {}", U[i])
     }
 }
 
