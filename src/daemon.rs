@@ -153,50 +153,15 @@ impl crate::http::App for DaemonApp {
     }
 }
 
-/// The soak-start baseline of a target that has none (a fresh plan, or a checkpoint from before
-/// its first poll) from the poll taken just before the targets started: that poll's SMART log,
-/// with nvsoak's totals of that instant (what earlier runs carried over; this run had written
-/// nothing yet).
-pub fn take_prestart_baseline(
-    t: &mut scheduler::TargetSnapshot,
-    pre: &crate::health::HealthSnapshot,
-) {
-    if t.smart_at_soak_start.is_some() {
-        return;
-    }
-    let path = PathBuf::from(&t.path);
-    let Some(s) = pre
-        .devices
-        .iter()
-        .filter_map(|d| d.last_sample.as_ref())
-        .find(|s| s.host.iter().any(|h| h.path == path))
-    else {
-        return;
-    };
-    let Ok(v) = serde_json::to_value(&s.smart) else {
-        return;
-    };
-    let c = &t.carried;
-    t.drive.host_at_soak_start = Some(crate::workload::results::HostAtSmart {
-        time: s.time,
-        read_bytes: c.read_bytes,
-        written_bytes: c.write_bytes,
-        read_ops: c.read_ops,
-        write_ops: c.write_ops,
-    });
-    t.smart_at_soak_start = Some(v);
-    if t.drive.episodes_base.is_none() {
-        // An episode under way at the baseline counts as one seen during the soak.
-        t.drive.episodes_base = Some(s.throttle_events.saturating_sub(u64::from(s.throttling)));
-    }
-}
-
 /// The drive-side soak figures of one block target from a health snapshot.
 ///
 /// The target's drive is the one whose latest SMART sample carries the target's host figures
-/// (the poller matched its path to a namespace or partition). On the first call that finds it
-/// in this run, the soak-start baseline is taken, unless the checkpoint already brought one:
-/// the poller's first SMART read of this run when it already saw this target, else the latest.
+/// (the poller matched its path to a namespace or partition). Only polls from
+/// `drive.polls_from` on (default: the target's start) describe this target; the daemon sets it
+/// to its pre-start poll for the targets it starts with, so their baseline predates the first
+/// write. On the first call that finds it in this run, the soak-start baseline is taken, unless
+/// the checkpoint already brought one: the poller's first SMART read of this run when it
+/// already saw this target, else the latest.
 /// The baseline (SMART log and nvsoak's soak totals of that instant) is checkpointed, so the
 /// deltas span the whole soak across restarts. Then the figures are recomputed from the
 /// baseline to the latest successful poll ([`crate::workload::results::drive_soak`]).
@@ -216,7 +181,8 @@ pub fn update_target_drive(
         return;
     };
     // A poll from before this run's target started describes an earlier target on the path.
-    if latest.time < t.started_at {
+    let from = t.drive.polls_from.unwrap_or(t.started_at);
+    if latest.time < from {
         return;
     }
     let carried = t.carried.clone();
@@ -231,7 +197,7 @@ pub fn update_target_drive(
         let (first, first_io) = d
             .first_sample
             .as_ref()
-            .filter(|s| s.time >= t.started_at)
+            .filter(|s| s.time >= from)
             .and_then(|s| on(s).map(|io| (s, io)))
             .unwrap_or((latest, latest_io.clone()));
         if t.drive.episodes_base.is_none() {
@@ -546,6 +512,7 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
     // target then predates its first write, so the drive's deltas cover the whole soak. The
     // targets' entries carry zero host figures (nothing written yet in this run).
     let pre_poller = settings.health.enabled.then(|| {
+        let at = crate::health::poller::unix_now();
         let mut p = crate::health::Poller::new(
             settings.health.clone(),
             &wiring.sysfs_root,
@@ -561,7 +528,7 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
             })
             .collect();
         p.poll(&zero);
-        p
+        (p, at)
     });
 
     let mut handles: Vec<TargetHandle> = Vec::new();
@@ -591,12 +558,17 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
             }
         }
     }
-    if let Some(p) = &pre_poller {
+    if let Some((p, at)) = &pre_poller {
+        // The pre-start poll describes these targets (nothing written yet): their baseline.
         let pre = p.snapshot();
         for h in &handles {
-            match h.snapshot.write() {
-                Ok(mut t) => take_prestart_baseline(&mut t, &pre),
-                Err(poisoned) => take_prestart_baseline(&mut poisoned.into_inner(), &pre),
+            let mut t = match h.snapshot.write() {
+                Ok(t) => t,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            t.drive.polls_from = Some(*at);
+            if t.is_block {
+                update_target_drive(&mut t, &pre);
             }
         }
     }
@@ -614,7 +586,7 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
         let host_io: Arc<dyn HostIoSource> = Arc::new(targets.clone());
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let health =
-            pre_poller.map(|p| crate::health::spawn_prepared(p, host_io, stop_rx.clone()));
+            pre_poller.map(|(p, _)| crate::health::spawn_prepared(p, host_io, stop_rx.clone()));
         let app = Arc::new(DaemonApp {
             targets: targets.clone(),
             health,
@@ -855,7 +827,8 @@ mod tests {
         pre.smart.host_write_commands = 70;
         let mut t = target(100.0);
         t.carried.write_bytes = 1 << 20;
-        take_prestart_baseline(&mut t, &snap(device(Some(pre.clone()), Some(pre.clone()))));
+        t.drive.polls_from = Some(99.0);
+        update_target_drive(&mut t, &snap(device(Some(pre.clone()), Some(pre.clone()))));
         let start: SmartLog =
             serde_json::from_value(t.smart_at_soak_start.clone().expect("baseline")).expect("log");
         assert_eq!(start.data_units_written, 7);
@@ -875,9 +848,13 @@ mod tests {
         assert_eq!(f.nvsoak_written_bytes, Some(10 * 512_000));
         // A target that already has a baseline (a resumed soak) keeps it.
         let mut resumed = target(100.0);
+        resumed.drive.polls_from = Some(98.0);
         resumed.smart_at_soak_start = Some(serde_json::json!({"data_units_written": 1}));
         let other = sample(99.0, 99, 0, 0, false);
-        take_prestart_baseline(&mut resumed, &snap(device(None, Some(other))));
+        update_target_drive(
+            &mut resumed,
+            &snap(device(Some(other.clone()), Some(other))),
+        );
         assert_eq!(
             resumed.smart_at_soak_start,
             Some(serde_json::json!({"data_units_written": 1}))

@@ -352,6 +352,9 @@ pub struct DriveTracking {
     pub figures: Option<DriveSoak>,
     /// The drive's identity from the poller (Identify Controller), for the results file.
     pub identity: Option<DeviceIdentity>,
+    /// Polls at or after this Unix time describe this target (default: the target's start).
+    /// The daemon sets it to its pre-start poll for the targets it starts with.
+    pub polls_from: Option<f64>,
 }
 
 impl DriveTracking {

@@ -2002,11 +2002,10 @@ pub struct TargetsHostIo(pub Vec<SharedSnapshot>);
 
 impl HostIoSource for TargetsHostIo {
     fn host_io(&self) -> Vec<HostIo> {
-        self.0
-            .iter()
-            .map(read_snapshot)
-            .filter(|s| s.is_block)
-            .map(|s| {
+        // Read under the lock, without cloning the whole snapshot: this runs once per device
+        // per poll.
+        let one = |s: &TargetSnapshot| {
+            s.is_block.then(|| {
                 // The live counters, not the interval totals: the poller reads this right
                 // after a SMART read and compares the two.
                 let t = s.live.totals();
@@ -2018,6 +2017,13 @@ impl HostIoSource for TargetsHostIo {
                     write_ops: t.write_ops,
                     iops: s.iops,
                 }
+            })
+        };
+        self.0
+            .iter()
+            .filter_map(|s| match s.read() {
+                Ok(g) => one(&g),
+                Err(p) => one(&p.into_inner()),
             })
             .collect()
     }
