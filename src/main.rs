@@ -115,6 +115,8 @@ fn main() -> ExitCode {
     };
     match res {
         Ok(code) => code,
+        // The reader of our output went away (`| head`): stop quietly, as a pipeline expects.
+        Err(e) if nvsoak::cli::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("nvsoak: {e:#}");
             ExitCode::FAILURE

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 pub fn main() -> Result<ExitCode> {
-    print!("{}", render());
+    super::out(&render())?;
     Ok(ExitCode::SUCCESS)
 }
 

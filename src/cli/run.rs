@@ -62,7 +62,10 @@ pub fn init_tracing(level: &str) {
 /// expanded). Errors go back to `main`, which prints them and exits non-zero.
 pub fn check_config(path: &Path) -> Result<ExitCode> {
     let settings = crate::config::load(Some(path))?;
-    println!("{}: valid", path.display());
-    print!("{}", crate::config::describe::plan(&settings));
+    super::out(&format!(
+        "{}: valid\n{}",
+        path.display(),
+        crate::config::describe::plan(&settings)
+    ))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -249,14 +249,14 @@ pub fn show(config: Option<&Path>, state_dir: Option<&Path>) -> Result<ExitCode>
     let (dir, settings) = resolve(config, state_dir)?;
     match state::read(&dir)? {
         None => {
-            println!(
-                "no checkpoint in {}; the next run starts from the beginning",
+            super::out(&format!(
+                "no checkpoint in {}; the next run starts from the beginning\n",
                 dir.display()
-            );
+            ))?;
             Ok(ExitCode::SUCCESS)
         }
         Some(cp) => {
-            print!("{}", render(&dir, &cp, settings.as_ref()));
+            super::out(&render(&dir, &cp, settings.as_ref()))?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -265,11 +265,14 @@ pub fn show(config: Option<&Path>, state_dir: Option<&Path>) -> Result<ExitCode>
 pub fn reset(config: Option<&Path>, state_dir: Option<&Path>) -> Result<ExitCode> {
     let (dir, _) = resolve(config, state_dir)?;
     match state::reset(&dir)? {
-        None => println!("no checkpoint in {}; nothing to reset", dir.display()),
-        Some(to) => println!(
-            "moved the checkpoint to {}; the next run starts over",
+        None => super::out(&format!(
+            "no checkpoint in {}; nothing to reset\n",
+            dir.display()
+        ))?,
+        Some(to) => super::out(&format!(
+            "moved the checkpoint to {}; the next run starts over\n",
             to.display()
-        ),
+        ))?,
     }
     Ok(ExitCode::SUCCESS)
 }

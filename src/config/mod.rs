@@ -146,6 +146,17 @@ pub fn load_str(
             map.insert(k, v);
         }
     }
+    if let Some((_, var)) = env_keys
+        .iter()
+        .find(|(k, _)| k == "target" || k.starts_with("target."))
+    {
+        return Err(ConfigError::invalid(
+            "target",
+            format!(
+                "targets cannot be set from the environment; unset the environment variable {var}"
+            ),
+        ));
+    }
     let built = config::Config::builder()
         .add_source(config::File::from_str(text, config::FileFormat::Toml))
         .add_source(
@@ -189,8 +200,13 @@ fn env_key(var: &str) -> Option<String> {
 fn annotate_env(e: ConfigError, env_keys: &[(String, String)]) -> ConfigError {
     match e {
         ConfigError::Invalid { key, reason } => {
+            // The error is about the variable's key, something below it, or a table above it
+            // (`NVSOAK_X__Y` gives an unknown key `x`).
             match env_keys.iter().find(|(k, _)| {
-                key == *k || key.starts_with(&format!("{k}.")) || key.starts_with(&format!("{k}["))
+                key == *k
+                    || key.starts_with(&format!("{k}."))
+                    || key.starts_with(&format!("{k}["))
+                    || k.starts_with(&format!("{key}."))
             }) {
                 Some((_, var)) => ConfigError::Invalid {
                     key,
@@ -354,12 +370,23 @@ pub fn builtin_default() -> Settings {
             verify: VerifyMode::Off,
             verify_fatal: false,
             max_errors: None,
-            phases: vec![PhaseSpec::Soak {
-                jobs: vec![job],
-                duration: None,
-                rotate: None,
-                steady: SteadyConfig::default(),
-            }],
+            // Write the region once before reading it: random reads of a preallocated file
+            // that was never written come back from unwritten extents without device I/O, and
+            // would measure the filesystem, not the drive.
+            phases: vec![
+                PhaseSpec::Precondition {
+                    passes: 1,
+                    block_size: 128 << 10,
+                    iodepth: 32,
+                    workers: 1,
+                },
+                PhaseSpec::Soak {
+                    jobs: vec![job],
+                    duration: None,
+                    rotate: None,
+                    steady: SteadyConfig::default(),
+                },
+            ],
             loop_phases: false,
         }],
     }
@@ -512,6 +539,23 @@ mod tests {
              (set by the environment variable NVSOAK_STATS__INTERVAL)"
         );
         assert!(e.to_string().contains("NVSOAK_STATS__INTERVAL"));
+        // An unknown section, and targets, name their variable too.
+        let e = load_str("", "t", vec![("NVSOAK_X__Y".into(), "1".into())]).unwrap_err();
+        assert!(
+            e.to_string().starts_with("x: unknown key \"x\"")
+                && e.to_string().contains("NVSOAK_X__Y"),
+            "{e}"
+        );
+        for var in ["NVSOAK_TARGET__PATH", "NVSOAK_TARGET__0__PATH"] {
+            let e = load_str("", "t", vec![(var.into(), "/x".into())]).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "target: targets cannot be set from the environment; unset the \
+                     environment variable {var}"
+                )
+            );
+        }
     }
 
     #[test]

@@ -7,9 +7,24 @@ use super::compute::{fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us, fmt_pct,
 use super::html::{Figure, figures, frontier_text, point_text, rated_text};
 use super::{Report, ReportError};
 
-/// Escape the characters that break a Markdown table cell.
+/// Escape text that comes from outside (host, target, profile and drive names) for Markdown:
+/// every character CommonMark could read as markup mid-line (emphasis, code, links and images,
+/// raw HTML, entities, table pipes, headings' closing `#`) is backslash-escaped, so a name like
+/// `<img src=x>` or `*a*|b` reads back literally. Line breaks become spaces, so the text stays in
+/// its table cell or heading.
 fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '#' | '|' | '~' | '&' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '\n' | '\r' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
@@ -67,7 +82,7 @@ pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, Strin
         md.push('\n');
     }
     for (c, f) in report.comparisons.iter().zip(&figs.comparisons) {
-        md.push_str(&format!("### {}\n\n", c.profile));
+        md.push_str(&format!("### {}\n\n", cell(&c.profile)));
         image(&mut md, stem, f, &mut files);
         md.push_str("| Rank | Drive | Peak IOPS | Average at peak | p99 at peak | Sub-1 ms IOPS |\n|---:|---|---:|---:|---:|---:|\n");
         for e in &c.ranking {
@@ -83,12 +98,12 @@ pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, Strin
         }
         md.push('\n');
         for e in &c.ranking {
-            md.push_str(&format!("- {}: {}\n", e.drive, e.summary));
+            md.push_str(&format!("- {}: {}\n", cell(&e.drive), cell(&e.summary)));
         }
         md.push('\n');
     }
     for (d, fs) in report.drives.iter().zip(&figs.drives) {
-        md.push_str(&format!("## {}\n\n", d.label));
+        md.push_str(&format!("## {}\n\n", cell(&d.label)));
         md.push_str("| | |\n|---|---|\n");
         if let Some(dev) = &d.device {
             md.push_str(&format!(
@@ -126,7 +141,7 @@ pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, Strin
         for (s, (avg, p99)) in d.sweeps.iter().zip(fs) {
             md.push_str(&format!(
                 "### {}\n\nPeak {}; {}.\n\n",
-                s.profile,
+                cell(&s.profile),
                 opt(s.peak.as_ref(), point_text),
                 frontier_text(s)
             ));

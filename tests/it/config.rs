@@ -832,6 +832,13 @@ fn no_targets_means_the_builtin_default_target() {
         "{out}"
     );
     assert!(out.contains("job 4k-random-read"), "{out}");
+    // The region is written before it is read (a never-written preallocated file reads back
+    // from unwritten extents without device I/O).
+    let pre = out
+        .find("precondition")
+        .expect("the default plan preconditions");
+    let soak = out.find("job 4k-random-read").expect("then soaks");
+    assert!(pre < soak, "{out}");
 }
 
 #[test]
@@ -954,4 +961,46 @@ fn profiles_lists_every_builtin_profile() {
         assert!(out.contains(&format!("job {name}\n")), "{name} missing");
     }
     assert_eq!(out.matches("description").count(), 16);
+}
+
+/// A reader that stops early (`nvsoak check-config plan.toml | head -1`) closes the pipe while
+/// nvsoak is still writing a plan longer than the pipe holds: nvsoak stops quietly, with no
+/// panic (exit 101) and no error message.
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = shm_dir();
+    let mut toml = String::new();
+    for i in 0..400 {
+        toml.push_str(&format!(
+            "[[target]]\nname = \"t{i}\"\npath = \"{}/t{i}.dat\"\nsize = \"1MiB\"\n\
+             [[target.phase]]\nkind = \"soak\"\nprofile = \"4k-random-read\"\nduration = \"1h\"\n",
+            dir.path().display()
+        ));
+    }
+    let path = dir.path().join("big.toml");
+    std::fs::write(&path, toml).expect("write config");
+    let path_s = path.display().to_string();
+    for args in [vec!["check-config", path_s.as_str()], vec!["profiles"]] {
+        let mut child = Command::new(bin())
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn nvsoak");
+        let mut first = String::new();
+        {
+            let stdout = child.stdout.take().expect("stdout");
+            let mut r = BufReader::new(stdout);
+            r.read_line(&mut first).expect("first line");
+            // Dropping the reader closes the pipe, as `head -1` does.
+        }
+        let out = child.wait_with_output().expect("wait");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!first.is_empty(), "{args:?}: no output");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_ne!(out.status.code(), Some(101), "{args:?}: {err}");
+        assert!(out.status.success(), "{args:?}: {:?} {err}", out.status);
+    }
 }

@@ -892,3 +892,36 @@ fn browser_renders_the_daemon_status_page() {
     assert!(text.contains("live") && text.contains("running"), "{text}");
     cdp.screenshot(&screenshot_dir().join("status.png"));
 }
+
+/// Host, target and profile names are the operator's (or a results file's) text: the Markdown
+/// report escapes them, as the HTML and SVG do, so markup in a name reads back literally.
+#[test]
+fn markdown_escapes_names_from_results_files() {
+    let dir = shm_dir();
+    let text = std::fs::read_to_string(fixture("drive-a.json")).expect("fixture");
+    let mut v: serde_json::Value = serde_json::from_str(&text).expect("fixture JSON");
+    v["host"] = "<img src=x onerror=alert(1)>".into();
+    v["target"] = "t|*bold*_[x](http://e)".into();
+    if let Some(sweeps) = v["sweeps"].as_array_mut()
+        && let Some(s) = sweeps.first_mut()
+    {
+        s["profile"] = "`code` # h".into();
+    }
+    let from = dir.path().join("hostile.json");
+    std::fs::write(&from, serde_json::to_string(&v).expect("JSON")).expect("write");
+    let md_path = dir.path().join("q.md");
+    let from_s = from.display().to_string();
+    let md_s = md_path.display().to_string();
+    let out = report(&["--from", &from_s, "--format", "md", "--out", &md_s]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(&md_path).expect("markdown written");
+    assert!(md.contains("\\<img src=x onerror=alert(1)\\>"), "{md}");
+    assert!(!md.contains("<img"), "{md}");
+    assert!(md.contains("t\\|\\*bold\\*\\_\\[x\\](http://e)"), "{md}");
+    assert!(!md.contains("[x]("), "{md}");
+    assert!(md.contains("\\`code\\` \\# h"), "{md}");
+}
