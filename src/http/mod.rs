@@ -526,16 +526,9 @@ impl Shared {
                 .and_then(|v| auth::BasicAuth::parse_header(v.as_bytes()));
             let allowed = match creds {
                 None => false,
-                Some((user, password)) => match auth.check_cached(&user, &password) {
-                    Some(v) => v == auth::Verdict::Allowed,
-                    None => {
-                        let auth = auth.clone();
-                        tokio::task::spawn_blocking(move || auth.check(&user, &password))
-                            .await
-                            .map(|v| v == auth::Verdict::Allowed)
-                            .unwrap_or(false)
-                    }
-                },
+                Some((user, password)) => {
+                    auth.clone().check_async(user, password).await == auth::Verdict::Allowed
+                }
             };
             if !allowed {
                 let mut r = text(StatusCode::UNAUTHORIZED, "Unauthorized\n");
