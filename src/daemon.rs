@@ -479,6 +479,13 @@ pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
 /// integration tests run the whole daemon in-process on a fake sysfs tree with replayed log
 /// pages. Installs the SIGTERM/SIGINT/SIGHUP handlers of the calling process.
 pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Result<()> {
+    // The web config and the port first: a busy port or a bad certificate exits here, before
+    // the state directory, any target file or any I/O.
+    let prepared = crate::http::prepare(crate::http::ServerOptions {
+        listen: settings.exporter.listen,
+        web_config: settings.exporter.web_config_file.clone(),
+        max_connections: settings.exporter.max_connections,
+    })?;
     let global_stop = Arc::new(AtomicBool::new(false));
     let opts = RunOptions {
         stats_interval: settings.stats.interval,
@@ -597,16 +604,7 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
             )),
             state_dir: settings.state.dir.clone(),
         });
-        let server = crate::http::bind(
-            crate::http::ServerOptions {
-                listen: settings.exporter.listen,
-                web_config: settings.exporter.web_config_file.clone(),
-                max_connections: settings.exporter.max_connections,
-            },
-            app.clone(),
-        )
-        .await
-        .with_context(|| format!("serving on {}", settings.exporter.listen))?;
+        let server = prepared.attach(app.clone())?;
         let addr = server.local_addr();
         tracing::info!(%addr, "serving /metrics");
         let server_task = tokio::spawn(async move {

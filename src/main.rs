@@ -35,8 +35,13 @@ enum Cmd {
         #[arg(long)]
         exit_when_done: bool,
     },
-    /// Validate a config file and print the resolved plan.
-    CheckConfig { path: PathBuf },
+    /// Validate a config file (and its web config) and print the resolved plan.
+    CheckConfig {
+        path: PathBuf,
+        /// exporter-toolkit web config file to validate in place of exporter.web_config_file.
+        #[arg(long = "web.config.file")]
+        web_config: Option<PathBuf>,
+    },
     /// List the built-in workload profiles with their definitions.
     Profiles,
     /// Print the identify summary and SMART log of NVMe controllers (all when none named).
@@ -92,7 +97,9 @@ fn main() -> ExitCode {
             web_config,
             exit_when_done,
         } => nvsoak::cli::run::main(config, listen, web_config, exit_when_done),
-        Cmd::CheckConfig { path } => nvsoak::cli::run::check_config(&path),
+        Cmd::CheckConfig { path, web_config } => {
+            nvsoak::cli::run::check_config_with(&path, web_config.as_deref())
+        }
         Cmd::Profiles => nvsoak::cli::profiles::main(),
         Cmd::Health { json, devices } => nvsoak::cli::health::main(json, &devices),
         Cmd::State { cmd, config, state } => match cmd {

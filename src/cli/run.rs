@@ -61,11 +61,26 @@ pub fn init_tracing(level: &str) {
 /// `nvsoak check-config PATH`: validate, then print the resolved plan (every job fully
 /// expanded). Errors go back to `main`, which prints them and exits non-zero.
 pub fn check_config(path: &Path) -> Result<ExitCode> {
+    check_config_with(path, None)
+}
+
+/// [`check_config`] with `--web.config.file`, which overrides exporter.web_config_file.
+pub fn check_config_with(path: &Path, web: Option<&Path>) -> Result<ExitCode> {
     let settings = crate::config::load(Some(path))?;
+    check_web_config(&settings, web)?;
     super::out(&format!(
         "{}: valid\n{}",
         path.display(),
         crate::config::describe::plan(&settings)
     ))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The web config named by `--web.config.file`, else by exporter.web_config_file, loads: TLS
+/// files parse, bcrypt hashes are sane, every file is a regular file.
+fn check_web_config(settings: &crate::config::Settings, web: Option<&Path>) -> Result<()> {
+    if let Some(web) = web.or(settings.exporter.web_config_file.as_deref()) {
+        crate::http::webconfig::load(web)?;
+    }
+    Ok(())
 }

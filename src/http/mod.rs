@@ -96,12 +96,12 @@ pub struct ServerOptions {
 #[derive(Debug, Error)]
 pub enum HttpError {
     #[error(
-        "cannot listen on {addr}: {source}; pick a free address with --web.listen-address or exporter.listen"
+        "cannot listen on {addr}: {error}; pick a free address with --web.listen-address or exporter.listen"
     )]
     Bind {
         addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
+        // Not `#[source]`: the message already says it, and `{:#}` would print it twice.
+        error: std::io::Error,
     },
     #[error("web config {file}: {key}: {reason}")]
     WebConfig {
@@ -204,46 +204,85 @@ struct ConnHandle {
     close: Arc<Notify>,
 }
 
-/// Binds the listener now (port 0 picks a free port) and loads and validates the web config.
-pub async fn bind(opts: ServerOptions, app: Arc<dyn App>) -> Result<Server, HttpError> {
+/// A listener bound and a web config loaded, before the daemon starts anything else: a busy
+/// port or a bad certificate stops the daemon before any target file is created.
+pub struct Prepared {
+    listener: std::net::TcpListener,
+    local_addr: SocketAddr,
+    web: WebConfig,
+    opts: ServerOptions,
+}
+
+/// Loads and validates the web config and binds the listener (port 0 picks a free port),
+/// synchronously: call it before the runtime runs anything that a blocked read could stall (the
+/// files are opened non-blocking and must be regular files, so a FIFO cannot block it).
+pub fn prepare(opts: ServerOptions) -> Result<Prepared, HttpError> {
     let web = match &opts.web_config {
         Some(p) => webconfig::load(p)?,
         None => WebConfig::default(),
     };
-    let listener = TcpListener::bind(opts.listen)
-        .await
-        .map_err(|source| HttpError::Bind {
-            addr: opts.listen,
-            source,
-        })?;
-    let local_addr = listener.local_addr().map_err(|source| HttpError::Bind {
+    let bind_err = |error| HttpError::Bind {
         addr: opts.listen,
-        source,
-    })?;
-    let reloader = opts.web_config.as_ref().map(|p| {
-        Mutex::new(Reloader {
-            path: p.clone(),
-            stamps: stamps(&web.files),
-            last_check: std::time::Instant::now(),
-        })
-    });
-    let max_connections = if opts.max_connections == 0 {
-        DEFAULT_MAX_CONNECTIONS
-    } else {
-        opts.max_connections
+        error,
     };
-    Ok(Server {
+    let listener = std::net::TcpListener::bind(opts.listen).map_err(bind_err)?;
+    listener.set_nonblocking(true).map_err(bind_err)?;
+    let local_addr = listener.local_addr().map_err(bind_err)?;
+    Ok(Prepared {
         listener,
         local_addr,
-        shared: Arc::new(Shared {
-            app,
-            state: std::sync::RwLock::new(Arc::new(WebState::new(web))),
-            reloader,
-            stats: Arc::new(ServerStats::default()),
-            max_connections,
-            conns: Mutex::new(Tracker::default()),
-        }),
+        web,
+        opts,
     })
+}
+
+impl Prepared {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Hands the listener to tokio (call inside the runtime) with the app it serves.
+    pub fn attach(self, app: Arc<dyn App>) -> Result<Server, HttpError> {
+        let Prepared {
+            listener,
+            local_addr,
+            web,
+            opts,
+        } = self;
+        let listener = TcpListener::from_std(listener).map_err(|error| HttpError::Bind {
+            addr: opts.listen,
+            error,
+        })?;
+        let reloader = opts.web_config.as_ref().map(|p| {
+            Mutex::new(Reloader {
+                path: p.clone(),
+                stamps: stamps(&web.files),
+                last_check: std::time::Instant::now(),
+            })
+        });
+        let max_connections = if opts.max_connections == 0 {
+            DEFAULT_MAX_CONNECTIONS
+        } else {
+            opts.max_connections
+        };
+        Ok(Server {
+            listener,
+            local_addr,
+            shared: Arc::new(Shared {
+                app,
+                state: std::sync::RwLock::new(Arc::new(WebState::new(web))),
+                reloader,
+                stats: Arc::new(ServerStats::default()),
+                max_connections,
+                conns: Mutex::new(Tracker::default()),
+            }),
+        })
+    }
+}
+
+/// Binds the listener now (port 0 picks a free port) and loads and validates the web config.
+pub async fn bind(opts: ServerOptions, app: Arc<dyn App>) -> Result<Server, HttpError> {
+    prepare(opts)?.attach(app)
 }
 
 impl Server {
@@ -526,16 +565,9 @@ impl Shared {
                 .and_then(|v| auth::BasicAuth::parse_header(v.as_bytes()));
             let allowed = match creds {
                 None => false,
-                Some((user, password)) => match auth.check_cached(&user, &password) {
-                    Some(v) => v == auth::Verdict::Allowed,
-                    None => {
-                        let auth = auth.clone();
-                        tokio::task::spawn_blocking(move || auth.check(&user, &password))
-                            .await
-                            .map(|v| v == auth::Verdict::Allowed)
-                            .unwrap_or(false)
-                    }
-                },
+                Some((user, password)) => {
+                    auth.clone().check_async(user, password).await == auth::Verdict::Allowed
+                }
             };
             if !allowed {
                 let mut r = text(StatusCode::UNAUTHORIZED, "Unauthorized\n");

@@ -153,13 +153,69 @@ pub fn provider() -> Arc<CryptoProvider> {
 
 /// Loads and validates a web config file.
 pub fn load(file: &Path) -> Result<WebConfig, HttpError> {
-    let text = std::fs::read_to_string(file).map_err(|e| HttpError::WebConfig {
+    let bytes = read_regular(file, "web config file").map_err(|reason| HttpError::WebConfig {
         file: file.display().to_string(),
         key: "(file)".into(),
-        reason: format!("cannot read the web config file: {e}; check --web.config.file / exporter.web_config_file"),
+        reason: format!("{reason}; check --web.config.file / exporter.web_config_file"),
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| HttpError::WebConfig {
+        file: file.display().to_string(),
+        key: "(file)".into(),
+        reason: format!("not UTF-8 text: {e}"),
     })?;
     parse(file, &text)
 }
+
+/// Reads a file that must be a regular file: it is opened with `O_NONBLOCK` and checked with
+/// `fstat` before any read, so a FIFO, socket or device named by mistake (or swapped in) is
+/// refused at once instead of blocking the thread. Warns when group or others may write it.
+pub fn read_regular(path: &Path, what: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| format!("cannot open the {what} {}: {e}", path.display()))?;
+    let meta = f
+        .metadata()
+        .map_err(|e| format!("cannot stat the {what} {}: {e}", path.display()))?;
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        let kind = if ft.is_fifo() {
+            "a FIFO"
+        } else if ft.is_dir() {
+            "a directory"
+        } else if ft.is_socket() {
+            "a socket"
+        } else if ft.is_block_device() {
+            "a block device"
+        } else if ft.is_char_device() {
+            "a character device"
+        } else {
+            "not a regular file"
+        };
+        return Err(format!(
+            "the {what} {} is {kind}, not a regular file",
+            path.display()
+        ));
+    }
+    if meta.permissions().mode() & 0o022 != 0 {
+        tracing::warn!(file = %path.display(), mode = format!("{:o}", meta.permissions().mode() & 0o7777),
+            "the {what} is writable by group or others; anyone who can write it controls the exporter's TLS and authentication");
+    }
+    let mut buf = Vec::with_capacity(meta.len().min(1 << 20) as usize);
+    f.read_to_end(&mut buf)
+        .map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))?;
+    Ok(buf)
+}
+
+/// bcrypt costs accepted in `basic_auth_users`: below 4 is not bcrypt; above
+/// [`MAX_BCRYPT_COST`] one check ties up a core for seconds (each step doubles it).
+pub const MIN_BCRYPT_COST: u32 = 4;
+pub const MAX_BCRYPT_COST: u32 = 14;
+/// Below this cost a hash is accepted with a warning (exporter-toolkit's docs suggest 10+).
+pub const WARN_BCRYPT_COST: u32 = 10;
 
 /// Parses and validates web config text; `file` names it in errors and anchors relative paths.
 pub fn parse(file: &Path, text: &str) -> Result<WebConfig, HttpError> {
@@ -209,11 +265,24 @@ pub fn parse(file: &Path, text: &str) -> Result<WebConfig, HttpError> {
             if user.contains(':') {
                 return Err(ctx.err(&key, "a user name cannot contain ':'"));
             }
-            if hash.parse::<bcrypt::HashParts>().is_err() {
+            let Ok(parts) = hash.parse::<bcrypt::HashParts>() else {
                 return Err(ctx.err(
                     &key,
                     "not a bcrypt hash; generate one with `htpasswd -nBC 10 USER` and paste the part after ':'",
                 ));
+            };
+            let cost = parts.get_cost();
+            if !(MIN_BCRYPT_COST..=MAX_BCRYPT_COST).contains(&cost) {
+                return Err(ctx.err(
+                    &key,
+                    format!(
+                        "bcrypt cost {cost} is outside {MIN_BCRYPT_COST}..={MAX_BCRYPT_COST} (below {MIN_BCRYPT_COST} is not bcrypt; above {MAX_BCRYPT_COST} one check takes seconds of CPU); generate one with `htpasswd -nBC 10 USER`"
+                    ),
+                ));
+            }
+            if cost < WARN_BCRYPT_COST {
+                tracing::warn!(file = %file.display(), key = %key, cost,
+                    "bcrypt cost below {WARN_BCRYPT_COST}: cheap to brute-force; consider `htpasswd -nBC 10 USER`");
             }
             checked.push((user, hash));
         }
@@ -265,7 +334,8 @@ fn build_tls(
     let certs = load_certs(&cert_path).map_err(|r| ctx.err(cert_key, r))?;
     let key_path = ctx.resolve(&key_file);
     files.push(key_path.clone());
-    let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|e| {
+    let key_pem = read_regular(&key_path, "TLS key file").map_err(|r| ctx.err(key_key, r))?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
         ctx.err(
             key_key,
             format!(
@@ -381,9 +451,8 @@ fn build_tls(
 }
 
 fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let iter = CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("cannot read certificates from {}: {e}", path.display()))?;
-    let certs: Vec<_> = iter
+    let pem = read_regular(path, "certificate file")?;
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<_, _>>()
         .map_err(|e| format!("{}: bad PEM certificate: {e}", path.display()))?;
     if certs.is_empty() {
@@ -533,5 +602,64 @@ mod tests {
             assert!(ClientAuthType::parse(s).is_some(), "{s}");
         }
         assert!(ClientAuthType::parse("RequireClientCert").is_none());
+    }
+
+    #[test]
+    fn bcrypt_costs_outside_the_range_are_refused_naming_the_user() {
+        let body = "QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi";
+        for cost in ["03", "15", "31"] {
+            let e = err(&format!(
+                "basic_auth_users:\n  carol: \"$2y${cost}${body}\"\n"
+            ));
+            assert!(
+                e.contains("/nonexistent/web.yml")
+                    && e.contains("basic_auth_users.carol")
+                    && e.contains(&format!("bcrypt cost {}", cost.trim_start_matches('0'))),
+                "{e}"
+            );
+        }
+        let ok = p(&format!("basic_auth_users:\n  carol: \"$2y$14${body}\"\n"));
+        assert!(ok.is_ok());
+    }
+
+    #[test]
+    fn a_fifo_web_config_is_refused_without_blocking() {
+        let dir = tempfile::tempdir_in("/dev/shm").expect("tempdir");
+        let fifo = dir.path().join("web.yml");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
+            .expect("mkfifo");
+        // No writer ever opens the FIFO: a blocking open or read would hang this test.
+        let e = load(&fifo)
+            .expect_err("a FIFO is not a web config")
+            .to_string();
+        assert!(
+            e.contains(&fifo.display().to_string()) && e.contains("a FIFO, not a regular file"),
+            "{e}"
+        );
+        let e = load(dir.path()).expect_err("a directory").to_string();
+        assert!(e.contains("a directory"), "{e}");
+    }
+
+    #[test]
+    fn a_fifo_as_the_tls_key_is_refused_naming_the_key() {
+        let dir = tempfile::tempdir_in("/dev/shm").expect("tempdir");
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("cert");
+        std::fs::write(dir.path().join("c.pem"), cert.cert.pem()).expect("write");
+        nix::unistd::mkfifo(
+            &dir.path().join("k.pem"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .expect("mkfifo");
+        let web = dir.path().join("web.yml");
+        std::fs::write(
+            &web,
+            "tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n",
+        )
+        .expect("write");
+        let e = load(&web).expect_err("a FIFO key").to_string();
+        assert!(
+            e.contains("tls_server_config.key_file") && e.contains("a FIFO"),
+            "{e}"
+        );
     }
 }

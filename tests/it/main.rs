@@ -25,6 +25,9 @@ mod report;
 mod resume;
 /// Write safety on loop devices, data verification, checkpoints.
 mod safety;
+/// Start-up order: busy port, bad certificate, FIFO web config exit before any file; check-config
+/// checks the web config.
+mod startup;
 /// Data verification end to end: corruption, misdirected and lost writes injected into a
 /// running soak's target file; no false mismatches across clean runs and kill -9 restarts.
 mod verify;
