@@ -623,6 +623,8 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
             .context("installing the SIGINT handler")?;
         let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .context("installing the SIGHUP handler")?;
+        // With --exit-when-done: the targets that stopped on an error ("name: reason").
+        let mut stopped_on_error: Vec<String> = Vec::new();
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut checkpoint_tick = tokio::time::interval(settings.state.checkpoint_interval);
         checkpoint_tick.tick().await;
@@ -681,7 +683,27 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
                         last_status = status;
                     }
                     if flags.exit_when_done && running.handles.iter().all(|h| h.is_finished()) {
-                        tracing::info!("every target finished its plan; exiting");
+                        // A target that stopped on an error (max_errors, verify_fatal, a device
+                        // that never came back) did not finish its plan: exit non-zero.
+                        stopped_on_error = running
+                            .snapshots()
+                            .iter()
+                            .filter_map(|s| {
+                                let t = match s.read() {
+                                    Ok(t) => t,
+                                    Err(poisoned) => poisoned.into_inner(),
+                                };
+                                t.stop_reason.as_ref().map(|r| format!("{}: {r}", t.name))
+                            })
+                            .collect();
+                        if stopped_on_error.is_empty() {
+                            tracing::info!("every target finished its plan; exiting");
+                        } else {
+                            tracing::error!(
+                                "every target stopped, {} of them on an error; exiting",
+                                stopped_on_error.len()
+                            );
+                        }
                         break;
                     }
                 }
@@ -737,6 +759,13 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
             Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server ended with an error"),
             Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed"),
             _ => {}
+        }
+        if !stopped_on_error.is_empty() {
+            anyhow::bail!(
+                "--exit-when-done: {} target(s) stopped on an error instead of finishing the plan ({})",
+                stopped_on_error.len(),
+                stopped_on_error.join("; ")
+            );
         }
         Ok::<(), anyhow::Error>(())
     });

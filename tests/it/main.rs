@@ -12,6 +12,8 @@ mod daemon;
 mod drive_summary;
 /// Engines on real files: bytes, alignment, region bounds, rate limits.
 mod engine;
+/// `nvsoak run --exit-when-done`: exit status when a target stopped on an error.
+mod exit_code;
 /// Faults and signals: SIGHUP reloads, a full file system, I/O errors from btrfs checksums and
 /// device-mapper, max_errors, and memory staying flat over a soak.
 mod faults;
