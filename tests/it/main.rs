@@ -1,6 +1,9 @@
 //! The integration test crate. Each module tests one area against real parts: files under
 //! /dev/shm, loop devices the tests create, the real HTTP endpoint.
 
+/// The build needs the Rust toolchain only: no bindgen, no pkg-config, no `-sys` crate
+/// linking a system library; libblkid is loaded at run time.
+mod build_deps;
 /// Shared helpers: the binary's path, scratch directories, a running daemon.
 mod common;
 /// Config validation through `nvsoak check-config`: one bad config per rule.
