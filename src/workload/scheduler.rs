@@ -1438,6 +1438,10 @@ impl Runner {
         let (tx, rx) = mpsc::channel::<WorkerReport>();
         let seg_stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::with_capacity(workers);
+        // Per worker: its used histograms go back to it (no allocation per interval, and the
+        // worker coalesces while its reports are still queued).
+        let mut recycle: Vec<mpsc::Sender<(Histogram<u64>, Histogram<u64>)>> =
+            Vec::with_capacity(workers);
         let base_seed = seed_for(&self.spec.name, self.segment_counter);
         for i in 0..workers {
             let mut plan = WorkerPlan {
@@ -1453,8 +1457,11 @@ impl Runner {
                 report_interval: self.opts.stats_interval,
                 stop: seg_stop.clone(),
             };
+            let (back_tx, back_rx) = mpsc::channel();
+            recycle.push(back_tx);
             let mut wopts = WorkerOptions {
                 live: Some(self.live.register()),
+                recycle: Some(back_rx),
                 ..WorkerOptions::default()
             };
             if let (Some(v), Some(mode)) = (&verify, self.hook_mode()) {
@@ -1557,28 +1564,32 @@ impl Runner {
                 _ => wait,
             }
             .max(Duration::from_millis(1));
-            match rx.recv_timeout(wait.min(Duration::from_millis(100))) {
-                Ok(r) => {
-                    if engine.is_none() {
-                        engine = Some(r.engine);
-                    }
-                    let _ = iv_read_hist.add(&r.read_hist);
-                    let _ = iv_write_hist.add(&r.write_hist);
-                    if r.worker < workers {
-                        if r.done {
-                            done[r.worker] = true;
-                        }
-                        last[r.worker] = Some((r.read, r.write));
-                    }
+            let mut take = |r: WorkerReport| {
+                if engine.is_none() {
+                    engine = Some(r.engine);
                 }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => {}
+                let _ = iv_read_hist.add(&r.read_hist);
+                let _ = iv_write_hist.add(&r.write_hist);
+                if r.worker < workers {
+                    if r.done {
+                        done[r.worker] = true;
+                    }
+                    last[r.worker] = Some((r.read, r.write));
+                    let _ = recycle[r.worker].send((r.read_hist, r.write_hist));
+                }
+            };
+            if let Ok(r) = rx.recv_timeout(wait.min(Duration::from_millis(100))) {
+                take(r);
             }
-            let all_done = done.iter().all(|d| *d)
-                || handles
-                    .iter()
-                    .all(|h: &std::thread::JoinHandle<_>| h.is_finished())
-                    && rx.try_recv().is_err();
+            // Whether every worker has exited is read before the channel is drained, so a
+            // worker's last report (sent before it exited) is always taken and counted.
+            let finished = handles
+                .iter()
+                .all(|h: &std::thread::JoinHandle<_>| h.is_finished());
+            while let Ok(r) = rx.try_recv() {
+                take(r);
+            }
+            let all_done = done.iter().all(|d| *d) || finished;
             let now = Instant::now();
             if now.duration_since(last_tick) >= interval || all_done {
                 // Aggregate cumulative counters of this segment.
@@ -1607,12 +1618,17 @@ impl Runner {
                     let j = s.jobs.entry(name).or_default();
                     j.read = tr;
                     j.write = tw;
-                    j.read_iops = (rops - last_rops.min(rops)) as f64 / el;
-                    j.write_iops = (wops - last_wops.min(wops)) as f64 / el;
-                    j.read_bw = (rb - last_rb.min(rb)) as f64 / el;
-                    j.write_bw = (wb - last_wb.min(wb)) as f64 / el;
-                    j.read_q = rq;
-                    j.write_q = wq;
+                    // A tail shorter than half an interval (the segment ended just after a
+                    // tick) would divide its few operations by a tiny time: keep the rates of
+                    // the last full interval rather than publish a spike.
+                    if !(all_done && el < interval.as_secs_f64() / 2.0) {
+                        j.read_iops = (rops - last_rops.min(rops)) as f64 / el;
+                        j.write_iops = (wops - last_wops.min(wops)) as f64 / el;
+                        j.read_bw = (rb - last_rb.min(rb)) as f64 / el;
+                        j.write_bw = (wb - last_wb.min(wb)) as f64 / el;
+                        j.read_q = rq;
+                        j.write_q = wq;
+                    }
                     s.iops = j.read_iops + j.write_iops;
                 });
                 if let Some(max) = self.spec.max_errors {

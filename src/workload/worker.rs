@@ -110,6 +110,9 @@ pub trait BlockHook: Send {
 pub type EngineFactory =
     Box<dyn FnOnce(EngineSetup) -> Result<Box<dyn IoEngine>, EngineError> + Send>;
 
+/// Reports a worker with `recycle` keeps queued at most before it coalesces intervals.
+pub const MAX_OUTSTANDING: usize = 2;
+
 /// Optional extras for [`spawn_with`].
 #[derive(Default)]
 pub struct WorkerOptions {
@@ -731,6 +734,8 @@ fn run(
     let mut next_report = interval_ns;
     let mut last_report = 0u64;
     let mut spare: Option<(Histogram<u64>, Histogram<u64>)> = None;
+    // Reports sent whose histograms have not come back through `recycle` yet.
+    let mut outstanding = 0usize;
     let mut backoff = 0u64;
     let mut backoff_until = 0u64;
     let mut stopping = false;
@@ -743,20 +748,32 @@ fn run(
     loop {
         let now = clock.ns();
         if now >= next_report && !receiver_gone {
-            if spare.is_none() {
-                spare = recycle.as_ref().and_then(|r| r.try_recv().ok());
+            if spare.is_none()
+                && let Some(r) = recycle.as_ref()
+                && let Ok(pair) = r.try_recv()
+            {
+                spare = Some(pair);
+                outstanding = outstanding.saturating_sub(1);
             }
-            let rep = stats.take_report(
-                plan.index,
-                Duration::from_nanos(now - last_report),
-                spare.take(),
-                false,
-            );
-            if tx.send(rep).is_err() {
-                receiver_gone = true;
-                stopping = true;
+            // With recycling, a worker whose earlier reports the consumer has not taken yet
+            // coalesces: it keeps this interval in its histograms and counters and reports
+            // the longer interval later, so at most MAX_OUTSTANDING reports are queued per
+            // worker (memory stays bounded however short the interval) and the steady state
+            // allocates no histograms.
+            if recycle.is_none() || spare.is_some() || outstanding < MAX_OUTSTANDING {
+                let rep = stats.take_report(
+                    plan.index,
+                    Duration::from_nanos(now - last_report),
+                    spare.take(),
+                    false,
+                );
+                if tx.send(rep).is_err() {
+                    receiver_gone = true;
+                    stopping = true;
+                }
+                outstanding += 1;
+                last_report = now;
             }
-            last_report = now;
             next_report = now + interval_ns;
         }
         if !stopping && plan.stop.load(Ordering::Relaxed) {
@@ -980,6 +997,9 @@ fn run(
     }
     if !receiver_gone {
         let now = clock.ns();
+        if spare.is_none() {
+            spare = recycle.as_ref().and_then(|r| r.try_recv().ok());
+        }
         let rep = stats.take_report(
             plan.index,
             Duration::from_nanos(now - last_report),

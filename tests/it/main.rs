@@ -20,6 +20,8 @@ mod exit_code;
 /// Faults and signals: SIGHUP reloads, a full file system, I/O errors from btrfs checksums and
 /// device-mapper, max_errors, and memory staying flat over a soak.
 mod faults;
+/// Figures that are right: every worker report counted at segment ends.
+mod figures;
 /// The health poller and `nvsoak health` on the replay transport.
 mod health;
 /// Deployment: web config (TLS, basic auth), connection limits, systemd unit, promtool.
