@@ -68,12 +68,31 @@ pub fn check_config(path: &Path) -> Result<ExitCode> {
 pub fn check_config_with(path: &Path, web: Option<&Path>) -> Result<ExitCode> {
     let settings = crate::config::load(Some(path))?;
     check_web_config(&settings, web)?;
+    check_direct_io(&settings)?;
     super::out(&format!(
         "{}: valid\n{}",
         path.display(),
         crate::config::describe::plan(&settings)
     ))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// File targets with `direct = true` on tmpfs that this kernel cannot open with O_DIRECT: the
+/// refusal `run` would give at start, with the same message.
+fn check_direct_io(settings: &crate::config::Settings) -> Result<()> {
+    for t in settings.targets.iter().filter(|t| t.direct) {
+        if crate::safety::is_block_device(&t.path) {
+            continue;
+        }
+        if let Some(reason) = crate::workload::odirect::predicted_refusal(&t.path) {
+            return Err(crate::workload::scheduler::TargetError::Refused {
+                target: t.name.clone(),
+                reason,
+            }
+            .into());
+        }
+    }
+    Ok(())
 }
 
 /// The web config named by `--web.config.file`, else by exporter.web_config_file, loads: TLS

@@ -993,11 +993,19 @@ fn target(i: usize, t: &RawTarget, stats_interval: Duration) -> R<TargetSpec> {
             );
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if path.starts_with("/dev") && !path.starts_with("/dev/shm") {
+            // Judge where the file would really be created: `..` and symlinks (a dangling one
+            // included) resolved, not the path's spelling.
+            let real = resolve_for_create(&path);
+            if real.starts_with("/dev") && !real.starts_with("/dev/shm") {
+                let via = if real != path {
+                    format!(" (it resolves to {})", real.display())
+                } else {
+                    String::new()
+                };
                 return bad(
                     k("path"),
                     format!(
-                        "{} does not exist; a block device must be present, and nvsoak does not create files under /dev (use /dev/shm or another directory)",
+                        "{} does not exist{via}; a block device must be present, and nvsoak does not create files under /dev (use /dev/shm or another directory)",
                         path.display()
                     ),
                 );
@@ -1083,6 +1091,13 @@ fn target(i: usize, t: &RawTarget, stats_interval: Duration) -> R<TargetSpec> {
         return bad(
             k("verify_fatal"),
             "has no effect with verify = \"off\"; set verify = \"inline\" or \"pass\"",
+        );
+    }
+    if engine == EngineChoice::Null && verify != VerifyMode::Off {
+        return bad(
+            k("verify"),
+            "cannot be checked with engine = \"null\", which moves no data (every read would \
+             report a stale generation); set verify = \"off\" or use io_uring or psync",
         );
     }
     let allow_destroy = match &t.allow_destroy {
@@ -1486,4 +1501,53 @@ pub fn settings(raw: &RawConfig) -> R<Settings> {
         log: LogSettings { level },
         targets,
     })
+}
+
+/// Where a file that does not exist yet would be created: symlinks followed (a dangling one to
+/// its target), the nearest existing ancestor canonicalised, and `..` in the rest applied, so
+/// `/dev/shm/../x.dat` is `/dev/x.dat`.
+fn resolve_for_create(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    // Follow a chain of (possibly dangling) symlinks at the last component, bounded like the
+    // kernel's own limit.
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => match std::fs::read_link(&p) {
+                Ok(t) if t.is_absolute() => p = t,
+                Ok(t) => p = p.parent().map(|d| d.join(&t)).unwrap_or(t),
+                Err(_) => break,
+            },
+            _ => break,
+        }
+    }
+    // The nearest existing ancestor, canonicalised, then the missing components lexically.
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    let mut base = p.clone();
+    let mut resolved = loop {
+        if let Ok(c) = std::fs::canonicalize(&base) {
+            break c;
+        }
+        match (base.file_name(), base.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_os_string());
+                base = parent.to_path_buf();
+            }
+            _ => break base.clone(),
+        }
+    };
+    for c in rest.iter().rev() {
+        resolved.push(c);
+    }
+    // `..` and `.` that follow a missing directory, applied lexically.
+    let mut out = PathBuf::new();
+    for c in resolved.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
 }

@@ -480,7 +480,20 @@ pub fn open_target(spec: &TargetSpec, writes: bool) -> Result<OpenedTarget, Targ
     if spec.direct {
         oo.custom_flags(libc::O_DIRECT);
     }
-    let mut f: File = oo.open(&spec.path).map_err(open_err)?;
+    let mut f: File = oo.open(&spec.path).map_err(|error| {
+        // tmpfs before Linux 6.6 refuses O_DIRECT with EINVAL: say what to change.
+        match spec
+            .direct
+            .then(|| super::odirect::explain_open_error(&spec.path, &error))
+            .flatten()
+        {
+            Some(reason) => TargetError::Refused {
+                target: spec.name.clone(),
+                reason,
+            },
+            None => open_err(error),
+        }
+    })?;
     let size = if is_block {
         f.seek(SeekFrom::End(0)).map_err(open_err)?
     } else {

@@ -1004,3 +1004,69 @@ fn a_closed_stdout_is_not_a_panic() {
         assert!(out.status.success(), "{args:?}: {:?} {err}", out.status);
     }
 }
+
+/// The "no files under /dev" rule is applied to where the file would really be created, not to
+/// the path's spelling: `..` out of /dev/shm and a dangling symlink into /dev are refused by
+/// check-config and by run alike, and no file appears in /dev.
+#[test]
+fn paths_are_resolved_before_the_dev_rule() {
+    let d = shm_dir();
+    let name = format!("nvsoak-test-{}.dat", std::process::id());
+    let dotdot = format!("/dev/shm/../{name}");
+    let link = d.path().join("dangling");
+    std::os::unix::fs::symlink(format!("/dev/{name}"), &link).expect("symlink");
+    for path in [dotdot.clone(), link.display().to_string()] {
+        let toml = format!(
+            "[state]\ndir = \"{{dir}}/state\"\n[[target]]\nname = \"t0\"\npath = \"{path}\"\n\
+             size = \"1MiB\"\n{}",
+            soak("duration = \"1s\"")
+        );
+        rejects_in(
+            d.path(),
+            &toml,
+            "target[0].path",
+            &format!(
+                "(it resolves to /dev/{name}); a block device must be present, and nvsoak does not create files under /dev"
+            ),
+            &[],
+        );
+        let cfg = d.path().join("nvsoak.toml");
+        let o = nvsoak(
+            &[
+                "run",
+                "--config",
+                cfg.to_str().expect("utf-8"),
+                "--exit-when-done",
+                "--web.listen-address",
+                "127.0.0.1:0",
+            ],
+            &[],
+        );
+        assert!(!o.status.success(), "run must refuse {path}");
+        assert!(
+            stderr(&o).contains("nvsoak does not create files under /dev"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(
+            !Path::new(&format!("/dev/{name}")).exists(),
+            "a file was created in /dev through {path}"
+        );
+    }
+}
+
+/// The null engine moves no data, so verify cannot be honest with it.
+#[test]
+fn verify_with_the_null_engine_is_rejected() {
+    for mode in ["inline", "pass"] {
+        rejects(
+            &one(
+                &format!("engine = \"null\"\nverify = \"{mode}\""),
+                &soak("duration = \"1s\""),
+            ),
+            "target[0].verify",
+            "cannot be checked with engine = \"null\"",
+        );
+    }
+    accepts(&one("engine = \"null\"", &soak("duration = \"1s\"")));
+}

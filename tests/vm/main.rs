@@ -27,5 +27,7 @@ mod perm;
 mod prom;
 /// QMP client (critical warning bits, hot-unplug).
 mod qmp;
+/// O_DIRECT on tmpfs under Linux 6.1: refused with advice at start and by check-config.
+mod tmpfs;
 /// Scenarios 3 and 4: critical warning bits through QMP and Set Features.
 mod warn;
