@@ -239,6 +239,27 @@ pub fn install_binary(root: &Path, src: &Path, dest: &Path) -> Result<(), String
     Ok(())
 }
 
+/// Libraries nvsoak loads at run time with dlopen, which `ldd` does not list: libblkid (the
+/// write-safety signature probe). Installed at the host's path, with what they link.
+fn install_runtime_libs(root: &Path) -> Result<(), String> {
+    const LIBBLKID: [&str; 4] = [
+        "/lib/x86_64-linux-gnu/libblkid.so.1",
+        "/usr/lib/x86_64-linux-gnu/libblkid.so.1",
+        "/usr/lib64/libblkid.so.1",
+        "/lib64/libblkid.so.1",
+    ];
+    let lib = LIBBLKID
+        .iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+        .ok_or("libblkid.so.1 not found on the host (install libblkid1)")?;
+    install(root, lib, lib)?;
+    for dep in ldd(lib)? {
+        install(root, &dep, &dep)?;
+    }
+    Ok(())
+}
+
 /// The `depends=` list from a kernel module's `.modinfo` section (NUL-separated `key=value`).
 pub fn module_depends(ko: &[u8]) -> Vec<String> {
     ko.split(|&b| b == 0)
@@ -338,7 +359,8 @@ pub fn base_initramfs() -> Result<PathBuf, String> {
         let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vm");
         std::fs::create_dir_all(&cache).map_err(|e| format!("mkdir {}: {e}", cache.display()))?;
         let key = format!(
-            "base-{}-{}-{}.cpio",
+            // v2: the archive holds nvsoak's dlopen'd libraries (libblkid) too.
+            "base-v2-{}-{}-{}.cpio",
             mtime_key(&p.nvsoak),
             mtime_key(&p.nvme),
             mtime_key(&p.kernel)
@@ -373,6 +395,7 @@ pub fn base_initramfs() -> Result<PathBuf, String> {
                 .map_err(|e| format!("symlink {applet}: {e}"))?;
         }
         install_binary(root, &p.nvsoak, Path::new("/bin/nvsoak"))?;
+        install_runtime_libs(root)?;
         install_binary(root, &p.nvme, Path::new("/usr/sbin/nvme"))?;
         let mut load = String::new();
         for (name, path) in module_load_order(&p.modules, GUEST_MODULES)? {
