@@ -538,6 +538,8 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
         (p, at)
     });
 
+    // Two names for one device or file are refused before anything opens.
+    scheduler::check_aliases(&settings.targets)?;
     let mut handles: Vec<TargetHandle> = Vec::new();
     let config_path: Option<&Path> = flags.config_path.as_deref();
     for spec in &settings.targets {
