@@ -398,6 +398,11 @@ fn reload(
             "SIGHUP: {key} changed; it takes effect only after a restart, keeping the running value");
     }
     let merged = crate::reload::merge_live(&run.settings, &new);
+    if let Err(e) = scheduler::check_aliases(&merged.targets) {
+        tracing::error!(config = %path.display(),
+            "SIGHUP: config rejected, keeping the running config unchanged: {e}");
+        return ReloadOutcome::default();
+    }
     let diff = crate::reload::diff_targets(&run.settings.targets, &merged.targets);
     let checkpoint_interval_changed =
         merged.state.checkpoint_interval != run.settings.state.checkpoint_interval;

@@ -522,7 +522,8 @@ fn mark(file: &File, st: &fs::Metadata, name: &str, resolved: &Path) -> io::Resu
     let Some(p) = sidecar(resolved) else {
         return Err(e);
     };
-    let tmp = p.with_extension(format!("nvsoak-new-{}", std::process::id()));
+    // Not the name `create` uses for the target itself while it is being made.
+    let tmp = p.with_extension(format!("nvsoak-mark-{}", std::process::id()));
     fs::write(&tmp, format!("{value} dev={}\n", st.dev()))?;
     fs::rename(&tmp, &p)
 }

@@ -352,17 +352,21 @@ pub(super) struct LoopDev {
 
 impl LoopDev {
     fn describe(&self, mounts: &[MountEntry]) -> String {
-        let mut s = format!("/dev/{}", self.name);
+        let mut notes = Vec::new();
         if self.offset > 0 {
-            s.push_str(&format!(" (offset {})", self.offset));
+            notes.push(format!("offset {}", self.offset));
         }
         if let Some(m) = self
             .devno
             .and_then(|d| mounts.iter().find(|m| (m.major, m.minor) == d))
         {
-            s.push_str(&format!(", mounted on {}", m.mountpoint));
+            notes.push(format!("mounted on {}", m.mountpoint));
         }
-        s
+        if notes.is_empty() {
+            format!("/dev/{}", self.name)
+        } else {
+            format!("/dev/{} ({})", self.name, notes.join(", "))
+        }
     }
 }
 
