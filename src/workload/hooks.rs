@@ -1,0 +1,402 @@
+//! Hot-path hooks the scheduler hands to workers, beside [`VerifyHook`](crate::workload::pattern::VerifyHook):
+//! precondition progress ([`ProgressHook`]) and stamp-only verification ([`StampOnly`]). Called
+//! per I/O: no lock, no allocation after construction.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crate::workload::pattern::VerifyHook;
+use crate::workload::scheduler::PrecondLive;
+use crate::workload::worker::BlockHook;
+
+/// Tracks how far one precondition worker's sequential walk has completed, in walk order, and
+/// publishes it to [`PrecondLive::done`]. Writes complete out of order, so it keeps the
+/// submitted writes in a ring, in walk order, each with its place in the walk: everything
+/// before the oldest write still in flight has completed, so that is the position. Completed
+/// writes are only kept until the ring fills, then squeezed out (at most `iodepth` are in
+/// flight, the ring holds twice that), so later writes may get ahead of a slow one by any
+/// amount. A failed write stops the tracking (the position stays at or before its start: it may
+/// not have landed); so does anything unexpected. Wraps the verify hook when there is one. No
+/// lock, no allocation after construction; amortised O(1) per write when they complete in order.
+pub(crate) struct ProgressHook {
+    pub(crate) inner: Option<Box<dyn BlockHook>>,
+    pub(crate) live: Arc<PrecondLive>,
+    pub(crate) index: usize,
+    /// The walk's completed bytes when this hook started (an earlier run or segment).
+    pub(crate) base: u64,
+    /// Bytes of the walk submitted through this hook.
+    pub(crate) submitted: u64,
+    /// Bytes of the walk (since `base`) known complete: the oldest write in flight's start.
+    pub(crate) pos: u64,
+    /// Submitted writes, oldest at `head`: (offset, start in the walk since `base`, len,
+    /// completed). The head is always in flight (completed ones are popped).
+    pub(crate) ring: Box<[(u64, u64, u32, bool)]>,
+    pub(crate) head: usize,
+    pub(crate) count: usize,
+    pub(crate) stalled: bool,
+}
+
+impl ProgressHook {
+    pub(crate) fn new(
+        inner: Option<Box<dyn BlockHook>>,
+        live: Arc<PrecondLive>,
+        index: usize,
+        done: u64,
+        iodepth: u32,
+    ) -> Self {
+        ProgressHook {
+            inner,
+            live,
+            index,
+            base: done,
+            submitted: 0,
+            pos: 0,
+            ring: vec![(0, 0, 0, false); 2 * iodepth.max(1) as usize + 1].into_boxed_slice(),
+            head: 0,
+            count: 0,
+            stalled: false,
+        }
+    }
+
+    /// Drops the completed writes behind the head, keeping the others in order.
+    fn squeeze(&mut self) {
+        let cap = self.ring.len();
+        let mut kept = 0;
+        for k in 0..self.count {
+            let e = self.ring[(self.head + k) % cap];
+            if !e.3 {
+                self.ring[(self.head + kept) % cap] = e;
+                kept += 1;
+            }
+        }
+        self.count = kept;
+    }
+
+    /// Pops the completed writes at the head and publishes the new position.
+    fn advance(&mut self) {
+        let cap = self.ring.len();
+        while self.count > 0 && self.ring[self.head].3 {
+            self.head = (self.head + 1) % cap;
+            self.count -= 1;
+        }
+        let pos = if self.count > 0 {
+            self.ring[self.head].1
+        } else {
+            self.submitted
+        };
+        if pos > self.pos {
+            self.pos = pos;
+            if let Some(d) = self.live.done.get(self.index) {
+                d.store(self.base + pos, Ordering::Release);
+            }
+        }
+    }
+}
+
+impl BlockHook for ProgressHook {
+    fn before_write(&mut self, buf: &mut [u8], offset: u64) {
+        if let Some(h) = self.inner.as_mut() {
+            h.before_write(buf, offset);
+        }
+        if self.stalled {
+            return;
+        }
+        if self.count == self.ring.len() {
+            self.squeeze();
+        }
+        let Ok(len) = u32::try_from(buf.len()) else {
+            self.stalled = true;
+            return;
+        };
+        if self.count == self.ring.len() || len == 0 {
+            // More in flight than the iodepth, or an empty write: stop tracking.
+            self.stalled = true;
+            return;
+        }
+        let cap = self.ring.len();
+        self.ring[(self.head + self.count) % cap] = (offset, self.submitted, len, false);
+        self.count += 1;
+        self.submitted += len as u64;
+    }
+    fn after_read(&mut self, buf: &[u8], offset: u64) {
+        if let Some(h) = self.inner.as_mut() {
+            h.after_read(buf, offset);
+        }
+    }
+    fn after_write(&mut self, offset: u64, len: usize, ok: bool) {
+        // The inner hook (generation map) first: the position never runs ahead of the map.
+        if let Some(h) = self.inner.as_mut() {
+            h.after_write(offset, len, ok);
+        }
+        if self.stalled {
+            return;
+        }
+        if !ok {
+            // The position is already the oldest write in flight's start, at or before this
+            // one's; it stays there.
+            self.stalled = true;
+            return;
+        }
+        let cap = self.ring.len();
+        // The oldest write in flight at this offset (a short stripe may have two).
+        let hit = (0..self.count)
+            .map(|k| (self.head + k) % cap)
+            .find(|&j| self.ring[j].0 == offset && !self.ring[j].3);
+        let Some(j) = hit else {
+            self.stalled = true;
+            return;
+        };
+        self.ring[j].3 = true;
+        if j == self.head {
+            self.advance();
+        }
+    }
+    fn read_failed(&mut self, offset: u64, len: usize, errno: i32) {
+        if let Some(h) = self.inner.as_mut() {
+            h.read_failed(offset, len, errno);
+        }
+    }
+}
+
+/// Which verification a segment's workers do.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum HookMode {
+    /// Stamp writes and check every read (`inline`, and the sweeps of `pass`).
+    Full,
+    /// Stamp writes only (the workload under `pass`).
+    StampOnly,
+}
+
+/// Stamps writes through the generation map without checking reads.
+pub(crate) struct StampOnly(pub(crate) VerifyHook);
+
+impl BlockHook for StampOnly {
+    fn before_write(&mut self, buf: &mut [u8], offset: u64) {
+        self.0.before_write(buf, offset);
+    }
+    fn after_write(&mut self, offset: u64, len: usize, ok: bool) {
+        self.0.after_write(offset, len, ok);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::scheduler::precondition_job;
+    use crate::workload::worker;
+    use crate::workload::worker::{BsPicker, OffsetGen, Rng};
+    use std::sync::atomic::AtomicU64;
+
+    fn live(stripes: Vec<(u64, u64)>, passes: u32, bs: u32) -> Arc<PrecondLive> {
+        Arc::new(PrecondLive {
+            passes,
+            block_size: bs,
+            done: stripes.iter().map(|_| AtomicU64::new(0)).collect(),
+            stripes,
+        })
+    }
+
+    fn write(h: &mut ProgressHook, off: u64, len: usize) {
+        let mut buf = vec![0u8; len];
+        h.before_write(&mut buf, off);
+    }
+
+    #[test]
+    fn progress_hook_records_only_the_completed_prefix() {
+        let l = live(vec![(0, 64 << 10)], 1, 4096);
+        let mut h = ProgressHook::new(None, l.clone(), 0, 0, 4);
+        for i in 0..4 {
+            write(&mut h, i * 4096, 4096);
+        }
+        // Later writes complete first: nothing is recorded until the oldest has.
+        h.after_write(4096, 4096, true);
+        h.after_write(8192, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 0);
+        h.after_write(0, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 12288);
+        write(&mut h, 16384, 4096);
+        h.after_write(12288, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 16384);
+        // A failed write holds the position at its start for good.
+        write(&mut h, 20480, 4096);
+        h.after_write(20480, 4096, false);
+        h.after_write(16384, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 16384);
+        write(&mut h, 24576, 4096);
+        h.after_write(24576, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 16384);
+        assert_eq!(l.progress().stripes[0].done_bytes, 16384);
+    }
+
+    /// A slow write while later ones complete and new ones take their place: the hook keeps
+    /// the completed ones behind the slow one only until its ring fills, so the position moves
+    /// on once the slow one completes. (It used to keep them all, in a ring of `iodepth + 1`,
+    /// and stopped tracking for good when that filled: a precondition pulled or killed after
+    /// that resumed from where the slow write was, however long ago.)
+    #[test]
+    fn progress_hook_survives_later_writes_overtaking_a_slow_one() {
+        let l = live(vec![(0, 1 << 20)], 1, 4096);
+        let mut h = ProgressHook::new(None, l.clone(), 0, 0, 2);
+        write(&mut h, 0, 4096);
+        // At most 2 in flight: the slow write at 0 and one more, completing and replaced.
+        for i in 1..=20u64 {
+            write(&mut h, i * 4096, 4096);
+            h.after_write(i * 4096, 4096, true);
+        }
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 0);
+        h.after_write(0, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 21 * 4096);
+        // And it keeps tracking: two more, the newer first.
+        write(&mut h, 21 * 4096, 4096);
+        write(&mut h, 22 * 4096, 4096);
+        h.after_write(22 * 4096, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 21 * 4096);
+        h.after_write(21 * 4096, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 23 * 4096);
+        // A failure with an older write in flight: the position is the older one's start.
+        write(&mut h, 23 * 4096, 4096);
+        write(&mut h, 24 * 4096, 4096);
+        h.after_write(24 * 4096, 4096, false);
+        h.after_write(23 * 4096, 4096, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 23 * 4096);
+    }
+
+    /// Random completion orders: after every completion the published position is exactly the
+    /// completed prefix of the walk.
+    #[test]
+    fn progress_hook_position_is_the_completed_prefix_under_any_order() {
+        let bs = 4096u64;
+        for (seed, depth) in [(1u64, 1usize), (2, 3), (3, 8), (4, 32)] {
+            let l = live(vec![(0, 1 << 30)], 1, bs as u32);
+            let mut h = ProgressHook::new(None, l.clone(), 0, 0, depth as u32);
+            let mut rng = Rng::new(seed);
+            let mut inflight: Vec<u64> = Vec::new();
+            let mut completed = vec![false; 5000];
+            let mut next = 0u64;
+            while next < 4000 || !inflight.is_empty() {
+                while next < 4000 && inflight.len() < depth {
+                    write(&mut h, next * bs, bs as usize);
+                    inflight.push(next);
+                    next += 1;
+                }
+                // Mostly the newest first, so the oldest lags far behind now and then.
+                let k = if rng.below(4) == 0 {
+                    rng.below(inflight.len() as u64) as usize
+                } else {
+                    inflight.len() - 1
+                };
+                let b = inflight.swap_remove(k);
+                h.after_write(b * bs, bs as usize, true);
+                completed[b as usize] = true;
+                let prefix = completed.iter().take_while(|c| **c).count() as u64;
+                assert_eq!(
+                    l.done[0].load(Ordering::Relaxed),
+                    prefix * bs,
+                    "seed {seed}, iodepth {depth}"
+                );
+            }
+            assert_eq!(l.done[0].load(Ordering::Relaxed), 4000 * bs);
+        }
+    }
+
+    #[test]
+    fn progress_hook_counts_wraps_and_short_blocks_from_its_start() {
+        // Resumed at 8 KiB into the second pass of a 10 KiB stripe: 2k (trimmed), then wrap.
+        let l = live(vec![(4096, 10 << 10)], 3, 4096);
+        let mut h = ProgressHook::new(None, l.clone(), 0, (10 << 10) + 8192, 2);
+        write(&mut h, 4096 + 8192, 2048);
+        write(&mut h, 4096, 4096);
+        h.after_write(4096, 4096, true);
+        h.after_write(4096 + 8192, 2048, true);
+        assert_eq!(l.done[0].load(Ordering::Relaxed), 24 << 10);
+        assert_eq!(
+            l.progress().stripes[0].resume_point(3, 4096),
+            (4096, 6 << 10)
+        );
+    }
+
+    /// Run 1 walks each stripe with `depth` writes in flight, completing out of order, and is
+    /// killed with its last writes still in flight; run 2 resumes from what the hook recorded,
+    /// as the scheduler does. Every byte is written at least `passes` times, and at most the
+    /// writes in flight at the kill are redone.
+    #[test]
+    fn a_resumed_precondition_writes_every_byte_passes_times() {
+        let region: u64 = (1 << 20) + (24 << 10);
+        let (bs, passes, depth, workers) = (8192u32, 3u32, 4usize, 3u32);
+        let job = precondition_job(passes, bs, depth as u32, workers);
+        let picker = BsPicker::new(&job.bs.entries);
+        let align = worker::job_align(&job);
+        let stripes: Vec<(u64, u64)> = (0..workers as usize)
+            .map(|i| worker::stripe_bounds(0, region, workers, i, align))
+            .collect();
+        assert_ne!(stripes[0].1, stripes[2].1, "stripes of unequal length");
+        // Where run 1 is killed, in I/Os: mid pass 1, exactly a pass boundary, mid pass 3.
+        let blocks = |len: u64| len.div_ceil(bs as u64) as usize;
+        let kill_at = [
+            blocks(stripes[0].1) / 3,
+            blocks(stripes[1].1),
+            2 * blocks(stripes[2].1) + 7,
+        ];
+        let l = live(stripes.clone(), passes, bs);
+        let mut rng = Rng::new(1);
+        for (i, &(start, len)) in stripes.iter().enumerate() {
+            let mut counts = vec![0u32; (len / 512) as usize];
+            let mut mark = |off: u64, n: u32| {
+                for b in (off - start) / 512..(off - start + n as u64) / 512 {
+                    counts[b as usize] += 1;
+                }
+            };
+            // Run 1.
+            let mut g = OffsetGen::new(&job, picker.sizes(), 0, region, i).unwrap();
+            let mut h = ProgressHook::new(None, l.clone(), i, 0, depth as u32);
+            let mut inflight: Vec<(u64, u32)> = Vec::new();
+            for _ in 0..kill_at[i] {
+                let (off, n) = g.next(&mut rng, 0, bs);
+                write(&mut h, off, n as usize);
+                inflight.push((off, n));
+                if inflight.len() == depth {
+                    // Complete the newest half first, then the rest.
+                    let mut batch = inflight.split_off(depth / 2);
+                    batch.append(&mut inflight);
+                    for (off, n) in batch {
+                        h.after_write(off, n as usize, true);
+                        mark(off, n);
+                    }
+                }
+            }
+            // Killed: the newest write of the batch in flight completed, the others never did.
+            if let Some(&(off, n)) = inflight.last() {
+                h.after_write(off, n as usize, true);
+                mark(off, n);
+            }
+            let sp = l.progress().stripes[i].clone();
+            assert_eq!((sp.start, sp.len), (start, len));
+            let (pos, left) = sp.resume_point(passes, bs);
+            assert_eq!(
+                pos % bs as u64,
+                0,
+                "worker {i}: resume position on a block boundary"
+            );
+            // Run 2: the worker's walk from `pos` with `left` bytes, trimmed at the limit.
+            let mut g = OffsetGen::new(&job, picker.sizes(), 0, region, i).unwrap();
+            g.start_at(pos);
+            let limit = left.div_ceil(align) * align;
+            assert_eq!(limit, left);
+            let mut submitted = 0u64;
+            while submitted < limit {
+                let (off, n) = g.next(&mut rng, 0, bs);
+                let n = n.min((limit - submitted) as u32);
+                mark(off, n);
+                submitted += n as u64;
+            }
+            let min = counts.iter().copied().min().unwrap();
+            let sum: u64 = counts.iter().map(|&c| c as u64).sum::<u64>() * 512;
+            assert!(min >= passes, "worker {i}: a byte written only {min} times");
+            let redone = sum - len * passes as u64;
+            assert!(
+                redone <= depth as u64 * bs as u64,
+                "worker {i}: {redone} bytes written more than {passes} times"
+            );
+        }
+    }
+}

@@ -1,0 +1,665 @@
+//! The per-target scheduler: one plain OS thread per target that opens the target, runs its
+//! phases in order (precondition, sweep, soak; looping when asked), spawns the job's worker
+//! threads for each run segment, aggregates their interval reports, evaluates steady state and
+//! publishes a [`TargetSnapshot`] that scrapes read.
+//!
+//! Architecture Invariant: the scheduler never touches the I/O hot path; it only sees worker
+//! reports, once per stats interval.
+
+mod open;
+mod phase;
+mod recover;
+mod segment;
+mod snapshot;
+
+pub(crate) use crate::workload::hooks::{HookMode, ProgressHook, StampOnly};
+pub use open::{
+    OpenedTarget, check_aliases, open_target, open_target_expecting, plan_writes, preflight,
+};
+pub(crate) use phase::precondition::precondition_job;
+pub(crate) use segment::{Segment, SegmentOutcome};
+pub(crate) use snapshot::STEADY_HISTORY_MAX;
+pub use snapshot::{
+    JobStats, PrecondLive, SharedSnapshot, TargetSnapshot, TargetsHostIo, VerifyCtx,
+};
+pub(crate) use snapshot::{read_snapshot, with_snapshot};
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Seek, SeekFrom};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hdrhistogram::Histogram;
+use thiserror::Error;
+
+use crate::health::{HostIo, HostIoSource};
+use crate::state::{PreconditionProgress, StripeProgress};
+use crate::stats::{OpCounters, QUANTILES, WorkerReport, new_hdr};
+use crate::workload::pattern::{GenMap, VERIFY_UNIT, VerifyCounters, VerifyHook};
+use crate::workload::results::{SteadyOutcome, SweepPoint, SweepResult, TargetResults};
+use crate::workload::spec::{
+    Access, BlockSizeMix, JobSpec, PhaseSpec, RateLimit, Skew, SteadyConfig, TargetSpec, VerifyMode,
+};
+use crate::workload::steady::{SteadyDetector, SteadyStatus};
+use crate::workload::worker::{self, BlockHook, ExitReason, WorkerOptions, WorkerPlan};
+
+#[derive(Debug, Error)]
+pub enum TargetError {
+    // The io::Error is part of the message, not a `source`, so `{:#}` chains don't print it twice.
+    #[error("target {target}: {path}: {error}")]
+    Open {
+        target: String,
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error(
+        "target {target}: preallocating {size} bytes for {path} failed: {error} (is the file system full?)"
+    )]
+    Prealloc {
+        target: String,
+        path: PathBuf,
+        size: u64,
+        error: std::io::Error,
+    },
+    #[error("target {target}: {reason}")]
+    Refused { target: String, reason: String },
+    /// Two targets are one device or file.
+    #[error("{0}")]
+    Alias(crate::safety::SafetyError),
+    #[error("target {target}: worker failed: {reason}")]
+    Worker { target: String, reason: String },
+    #[error("target {target}: region of {path} is empty (size {size} bytes)")]
+    EmptyRegion {
+        target: String,
+        path: PathBuf,
+        size: u64,
+    },
+}
+
+/// A running target.
+pub struct TargetHandle {
+    pub name: String,
+    pub snapshot: SharedSnapshot,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TargetHandle {
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+    /// Stop and wait for the target's workers to drain.
+    pub fn join(mut self) {
+        self.request_stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+}
+
+/// Options shared by every target.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub stats_interval: Duration,
+    /// Where `results/<target>.json` is written.
+    pub state_dir: PathBuf,
+}
+
+pub fn now_unix() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Start a target: opens it on the calling thread (so refusals surface at start), then runs its
+/// plan on a new thread.
+pub fn start(
+    spec: TargetSpec,
+    opts: RunOptions,
+    global_stop: Arc<AtomicBool>,
+    resume: Option<crate::state::TargetState>,
+    resume_genmap: Option<GenMap>,
+) -> Result<TargetHandle, TargetError> {
+    let OpenedTarget {
+        fd,
+        size,
+        is_block,
+        identity,
+    } = open_target(&spec, plan_writes(&spec))?;
+    let align: u64 = 1 << 20;
+    let mut region_len = ((size as f64 * spec.region.0) as u64).min(size);
+    if region_len >= align {
+        region_len -= region_len % align;
+    } else {
+        region_len -= region_len % 4096;
+    }
+    if region_len == 0 {
+        return Err(TargetError::EmptyRegion {
+            target: spec.name.clone(),
+            path: spec.path.clone(),
+            size,
+        });
+    }
+    let now = now_unix();
+    let mut snap = TargetSnapshot {
+        name: spec.name.clone(),
+        path: spec.path.display().to_string(),
+        is_block,
+        up: true,
+        running: true,
+        started_at: now,
+        phase_started_unix: now,
+        soak_started: Some(now),
+        ..Default::default()
+    };
+    let mut resume_at = None;
+    if let Some(r) = &resume {
+        {
+            snap.carried = r.totals.clone();
+            snap.loop_count = r.loop_count;
+            snap.soak_started = r.soak_started.or(Some(now));
+            snap.steady_history = r.steady_history.clone();
+            snap.smart_at_soak_start = r.smart_at_soak_start.clone();
+            snap.drive.host_at_soak_start = r.host_at_soak_start;
+            snap.drive.episodes_carried = r.drive_throttle_episodes;
+            snap.phase_index = r.phase_index;
+            snap.phase_elapsed_base = r.phase_elapsed_secs;
+            resume_at = Some((r.phase_index, r.phase_elapsed_secs));
+            tracing::info!(target_name = %spec.name, phase = r.phase_index,
+                elapsed_secs = r.phase_elapsed_secs, written = r.totals.write_bytes,
+                "resuming from the checkpoint");
+        }
+    }
+    // Named from the start, so a scrape between the thread's start and its first phase set-up
+    // already sees which phase runs.
+    snap.phase = spec
+        .phases
+        .get(snap.phase_index)
+        .map(|p| p.kind().to_string())
+        .unwrap_or_default();
+    if spec.verify != VerifyMode::Off {
+        check_verify_block_sizes(&spec)?;
+        let counters = Arc::new(VerifyCounters::default());
+        let seed = resume.as_ref().and_then(|r| r.verify_seed);
+        let map = match (resume_genmap, seed) {
+            (Some(m), Some(seed)) if m.seed() == seed && m.covers(0, region_len as usize) => {
+                tracing::info!(target_name = %spec.name, written_units = m.written_units(),
+                    "verification resumes with the checkpoint's generation map");
+                m
+            }
+            _ => GenMap::new(0, region_len, crate::workload::pattern::new_seed()),
+        };
+        if let Some(r) = &resume {
+            counters.restore(&r.totals.verify_errors_by_kind);
+        }
+        tracing::info!(target_name = %spec.name, mode = ?spec.verify,
+            map_bytes = map.memory_bytes(), "data verification on");
+        snap.verify = Some(VerifyCtx {
+            map: Arc::new(map),
+            counters,
+        });
+    }
+    let live = snap.live.clone();
+    let snapshot: SharedSnapshot = Arc::new(RwLock::new(snap));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut results = TargetResults {
+        version: crate::workload::results::RESULTS_VERSION,
+        host: hostname(),
+        target: spec.name.clone(),
+        path: spec.path.display().to_string(),
+        ..Default::default()
+    };
+    let mut max_iops = BTreeMap::new();
+    if resume.is_some()
+        && let Some(prev) = load_results(&opts.state_dir, &spec.name)
+    {
+        // A resumed plan keeps what its earlier runs measured (sweeps, steady state), and the
+        // maxima they found, as a run without the restart would have.
+        for sw in prev.sweeps.iter().filter(|sw| !sw.points.is_empty()) {
+            max_iops.insert(sw.profile.clone(), sw.max_iops);
+        }
+        results = TargetResults {
+            version: results.version,
+            host: results.host,
+            path: results.path,
+            ..prev
+        };
+    }
+    let mut runner = Runner {
+        spec: spec.clone(),
+        fd: Arc::new(fd),
+        region_len,
+        opts,
+        snapshot: snapshot.clone(),
+        stop: stop.clone(),
+        global_stop,
+        results,
+        max_iops,
+        segment_counter: 0,
+        resume_at,
+        resume_precondition: resume.as_ref().and_then(|r| r.precondition.clone()),
+        resume_sweep: resume.as_ref().and_then(|r| r.sweep.clone()),
+        identity,
+        in_verify_pass: false,
+        last_results_save: Instant::now(),
+        live,
+    };
+    let thread = std::thread::Builder::new()
+        .name(format!("sched-{}", spec.name))
+        .spawn(move || runner.run())
+        .map_err(|error| TargetError::Open {
+            target: spec.name.clone(),
+            path: spec.path.clone(),
+            error,
+        })?;
+    Ok(TargetHandle {
+        name: spec.name,
+        snapshot,
+        stop,
+        thread: Some(thread),
+    })
+}
+
+/// With verification on, every block size must be whole 4 KiB verify units.
+fn check_verify_block_sizes(spec: &TargetSpec) -> Result<(), TargetError> {
+    let mut sizes: Vec<u32> = Vec::new();
+    for p in &spec.phases {
+        match p {
+            PhaseSpec::Precondition { block_size, .. } => sizes.push(*block_size),
+            PhaseSpec::Sweep { job, .. } => sizes.extend(job.bs.entries.iter().map(|e| e.0)),
+            PhaseSpec::Soak { jobs, .. } => {
+                for j in jobs {
+                    sizes.extend(j.bs.entries.iter().map(|e| e.0));
+                }
+            }
+        }
+    }
+    if let Some(bad) = sizes
+        .iter()
+        .find(|b| !(**b as usize).is_multiple_of(VERIFY_UNIT))
+    {
+        return Err(TargetError::Refused {
+            target: spec.name.clone(),
+            reason: format!(
+                "verify needs block sizes that are multiples of 4k, and a job uses {bad} bytes; change the job's bs or set verify = \"off\""
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Fold a stopped target's latest drive figures and identity into its results file. The daemon
+/// calls this after its final health poll at shutdown, once the target's thread (the file's
+/// writer while it runs) has ended. Returns whether the file was rewritten.
+pub fn refresh_results_drive(state_dir: &Path, snap: &TargetSnapshot) -> bool {
+    let Some(fig) = &snap.drive.figures else {
+        return false;
+    };
+    let Some(mut r) = load_results(state_dir, &snap.name) else {
+        return false;
+    };
+    let Some(soak) = r.soak.as_mut() else {
+        return false;
+    };
+    soak.set_drive(fig.clone());
+    if let Some(id) = &snap.drive.identity {
+        r.device = Some(id.clone());
+    }
+    let path = state_dir
+        .join("results")
+        .join(format!("{}.json", snap.name));
+    match serde_json::to_vec_pretty(&r).map_err(std::io::Error::from) {
+        Ok(data) => match write_atomic(&path, &data) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "writing results failed");
+                false
+            }
+        },
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "encoding results failed");
+            false
+        }
+    }
+}
+
+/// The results file an earlier run of this plan wrote for `target`, if it is readable.
+fn load_results(state_dir: &Path, target: &str) -> Option<TargetResults> {
+    let path = state_dir.join("results").join(format!("{target}.json"));
+    let data = match std::fs::read(&path) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e,
+                "reading the earlier results failed; this run's results file starts empty");
+            return None;
+        }
+    };
+    match serde_json::from_slice::<TargetResults>(&data) {
+        Ok(r) if r.target == target => Some(r),
+        Ok(r) => {
+            tracing::warn!(path = %path.display(), found = %r.target,
+                "the results file names another target; this run's results file starts empty");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e,
+                "the earlier results file does not parse; this run's results file starts empty");
+            None
+        }
+    }
+}
+
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+pub(crate) struct Runner {
+    spec: TargetSpec,
+    fd: Arc<OwnedFd>,
+    region_len: u64,
+    opts: RunOptions,
+    snapshot: SharedSnapshot,
+    stop: Arc<AtomicBool>,
+    global_stop: Arc<AtomicBool>,
+    results: TargetResults,
+    /// Max IOPS measured per job name (sweep uncontrolled runs and calibrations).
+    max_iops: BTreeMap<String, f64>,
+    segment_counter: u64,
+    /// (phase index, seconds already done) from the checkpoint, consumed by the first pass.
+    resume_at: Option<(usize, f64)>,
+    /// The checkpoint's progress in that phase, when it is a precondition or a sweep.
+    resume_precondition: Option<PreconditionProgress>,
+    resume_sweep: Option<SweepResult>,
+    identity: Option<crate::safety::DeviceIdentity>,
+    /// Set while a `pass` verification sweep runs.
+    in_verify_pass: bool,
+    last_results_save: Instant,
+    /// The snapshot's live counters, handed to each worker.
+    live: Arc<crate::stats::live::LiveIo>,
+}
+
+/// How often a running soak refreshes its results file.
+const RESULTS_SAVE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// How often a long soak under `verify = "pass"` pauses for a verification sweep.
+pub const VERIFY_PASS_INTERVAL: Duration = Duration::from_secs(3600);
+
+impl Runner {
+    fn hook_mode(&self) -> Option<HookMode> {
+        match self.spec.verify {
+            VerifyMode::Off => None,
+            VerifyMode::Inline => Some(HookMode::Full),
+            VerifyMode::Pass if self.in_verify_pass => Some(HookMode::Full),
+            VerifyMode::Pass => Some(HookMode::StampOnly),
+        }
+    }
+
+    /// `verify = "pass"`: read the whole region sequentially, checking every block written.
+    fn verify_pass(&mut self) -> Result<(), String> {
+        if self.spec.verify != VerifyMode::Pass || self.stopping() {
+            return Ok(());
+        }
+        let job = JobSpec {
+            name: "verify-pass".into(),
+            description: "verification sweep: sequential 128k reads over the region, every written block checked".into(),
+            read_pct: 100,
+            bs: BlockSizeMix::single(128 * 1024),
+            access: Access::Sequential,
+            iodepth: 16,
+            workers: 1,
+            rate: None,
+        };
+        let prev_profile = read_snapshot(&self.snapshot).profile;
+        self.in_verify_pass = true;
+        let r = self.run_segment(
+            Segment {
+                job: &job,
+                rate_iops: None,
+                duration: None,
+                limit_passes: Some(1),
+                progress: None,
+            },
+            &mut |_, _| {},
+        );
+        self.in_verify_pass = false;
+        with_snapshot(&self.snapshot, |s| s.profile = prev_profile);
+        let o = r?;
+        tracing::info!(target_name = %self.spec.name, bytes = o.bytes,
+            mismatches = read_snapshot(&self.snapshot).verify.map(|v| v.counters.total()).unwrap_or(0),
+            "verification pass finished");
+        match o.fatal {
+            Some(f) => Err(f),
+            None => Ok(()),
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst) || self.global_stop.load(Ordering::SeqCst)
+    }
+
+    fn run(&mut self) {
+        let mut loop_count = read_snapshot(&self.snapshot).loop_count;
+        if let Some((ri, _)) = self.resume_at
+            && ri >= self.spec.phases.len()
+        {
+            self.resume_at = None;
+            if !self.spec.loop_phases {
+                tracing::info!(target_name = %self.spec.name,
+                        "the checkpoint says this plan already finished; nothing to run (nvsoak state reset starts over)");
+                self.finish();
+                return;
+            }
+        }
+        'plan: loop {
+            for (i, phase) in self.spec.phases.clone().iter().enumerate() {
+                if self.stopping() {
+                    break 'plan;
+                }
+                let mut resume = phase::Resume::default();
+                if let Some((ri, el)) = self.resume_at {
+                    if i < ri {
+                        continue;
+                    }
+                    // Every phase resumes where the checkpoint says it got to: a soak with the
+                    // time it has left, a precondition at each worker's position, a sweep at
+                    // its first point not completed.
+                    if i == ri {
+                        resume = phase::Resume {
+                            done_secs: el,
+                            precondition: self.resume_precondition.take(),
+                            sweep: self.resume_sweep.take(),
+                        };
+                    }
+                    self.resume_at = None;
+                }
+                let done_secs = resume.done_secs;
+                // Set up the phase's progress before the snapshot names the phase, so that no
+                // checkpoint sees the phase without it.
+                let mut runner = phase::for_spec(phase);
+                let published = runner.prepare(self, resume);
+                with_snapshot(&self.snapshot, |s| {
+                    s.phase_index = i;
+                    s.phase = phase.kind().to_string();
+                    s.phase_started_unix = now_unix();
+                    s.phase_elapsed_base = done_secs;
+                    s.precondition = published.precondition;
+                    s.sweep_progress = published.sweep;
+                    if done_secs == 0.0 {
+                        s.steady_history.clear();
+                    }
+                });
+                let r = runner.run(self);
+                if let Err(reason) = r {
+                    tracing::error!(target_name = %self.spec.name, %reason, "target stopped");
+                    with_snapshot(&self.snapshot, |s| {
+                        s.up = false;
+                        s.stop_reason = Some(reason);
+                    });
+                    break 'plan;
+                }
+            }
+            if self.stopping() {
+                break;
+            }
+            loop_count += 1;
+            with_snapshot(&self.snapshot, |s| s.loop_count = loop_count);
+            if !self.spec.loop_phases {
+                // Finished: a checkpoint now points past the last phase.
+                with_snapshot(&self.snapshot, |s| {
+                    s.phase_index = self.spec.phases.len();
+                    s.phase_elapsed_base = 0.0;
+                });
+                break;
+            }
+            tracing::info!(target_name = %self.spec.name, loop_count, "plan finished; looping");
+        }
+        self.finish();
+    }
+
+    fn finish(&mut self) {
+        with_snapshot(&self.snapshot, |s| {
+            s.running = false;
+            s.iops = 0.0;
+            for j in s.jobs.values_mut() {
+                j.read_iops = 0.0;
+                j.write_iops = 0.0;
+                j.read_bw = 0.0;
+                j.write_bw = 0.0;
+            }
+        });
+        self.save_results();
+        tracing::info!(target_name = %self.spec.name, "target finished");
+    }
+
+    fn save_results(&mut self) {
+        let snap = read_snapshot(&self.snapshot);
+        let t = snap.soak_totals();
+        let verify_errors = snap.verify.as_ref().map_or(0, |v| v.counters.total());
+        let prev = self.results.soak.take().unwrap_or_default();
+        self.results.soak = Some(crate::workload::results::SoakSummary {
+            started: snap.soak_started.unwrap_or(snap.started_at),
+            elapsed_secs: t.soak_elapsed_secs,
+            read_bytes: t.read_bytes,
+            written_bytes: t.write_bytes,
+            read_ops: t.read_ops,
+            write_ops: t.write_ops,
+            errors: t.errors,
+            verify_errors,
+            ..prev
+        });
+        if let (Some(d), Some(soak)) = (&snap.drive.figures, self.results.soak.as_mut()) {
+            soak.set_drive(d.clone());
+        }
+        if let Some(id) = &snap.drive.identity {
+            self.results.device = Some(id.clone());
+        }
+        self.last_results_save = Instant::now();
+        let dir = self.opts.state_dir.join("results");
+        let path = dir.join(format!("{}.json", self.spec.name));
+        let r = (|| -> std::io::Result<()> {
+            std::fs::create_dir_all(&dir)?;
+            let data = serde_json::to_vec_pretty(&self.results)?;
+            write_atomic(&path, &data)
+        })();
+        if let Err(e) = r {
+            tracing::warn!(path = %path.display(), error = %e, "writing results failed");
+        }
+    }
+}
+
+/// temp file, fsync, rename, fsync the directory.
+pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(d) = path.parent()
+        && let Ok(df) = File::open(d)
+    {
+        let _ = df.sync_all();
+    }
+    Ok(())
+}
+
+/// `123456.7` as `123,457`.
+fn thousands(v: f64) -> String {
+    let digits = format!("{:.0}", v.max(0.0));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+pub(crate) fn quantiles(h: &Histogram<u64>) -> Option<[f64; 4]> {
+    if h.is_empty() {
+        return None;
+    }
+    let mut q = [0.0; 4];
+    for (i, (p, _)) in QUANTILES.iter().enumerate() {
+        q[i] = h.value_at_quantile(*p) as f64 / 1e9;
+    }
+    Some(q)
+}
+
+pub(crate) fn seed_for(name: &str, counter: u64) -> u64 {
+    // FNV-1a of the target name, mixed with the segment counter: reproducible per plan.
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in name.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h ^ counter.wrapping_mul(0x9E3779B97F4A7C15)
+}
+
+/// Used by `skew` descriptions in tests and the status page.
+pub fn describe_access(a: &Access) -> String {
+    match a {
+        Access::Sequential => "sequential".into(),
+        Access::Random {
+            skew: Skew::Uniform,
+        } => "random".into(),
+        Access::Random {
+            skew: Skew::Zipf { theta },
+        } => format!("random zipf:{theta}"),
+        Access::Random {
+            skew: Skew::HotBand { fraction, access },
+        } => format!("random hotband:{}%:{}%", fraction * 100.0, access * 100.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(123_456.7), "123,457");
+        assert_eq!(thousands(999.0), "999");
+        assert_eq!(thousands(1000.0), "1,000");
+        assert_eq!(thousands(1_234_567.0), "1,234,567");
+        assert_eq!(thousands(0.2), "0");
+    }
+}

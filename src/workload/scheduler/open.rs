@@ -1,0 +1,188 @@
+//! Opening a target: the write-safety checks on the opened descriptor (`safety::claim`), file
+//! creation and preallocation, `check-config`'s read-only preflight, aliases.
+
+use super::*;
+
+/// Open (and for files create and preallocate) the target. Returns the fd, the usable size, and
+/// whether it is a block device.
+pub fn open_target(spec: &TargetSpec, writes: bool) -> Result<OpenedTarget, TargetError> {
+    open_target_expecting(spec, writes, None)
+}
+
+/// [`open_target`], refusing a block device that is not `expect` (the device the target ran
+/// on before it vanished). Every check is made on the descriptor that is then used for I/O
+/// (see `safety::claim`): a block device written is held `O_EXCL`, a file target is one
+/// nvsoak created (or `allow_destroy` names) and is held with an exclusive lock.
+pub fn open_target_expecting(
+    spec: &TargetSpec,
+    writes: bool,
+    expect: Option<&crate::safety::DeviceIdentity>,
+) -> Result<OpenedTarget, TargetError> {
+    let open_err = |error| TargetError::Open {
+        target: spec.name.clone(),
+        path: spec.path.clone(),
+        error,
+    };
+    let refused = |e: crate::safety::SafetyError| match e {
+        // An open that failed for a plain reason (no such file, permission, O_DIRECT on tmpfs)
+        // keeps its io::Error, and tmpfs's EINVAL gets its advice.
+        crate::safety::SafetyError::Io { source, .. } => match spec
+            .direct
+            .then(|| crate::workload::odirect::explain_open_error(&spec.path, &source))
+            .flatten()
+        {
+            Some(reason) => TargetError::Refused {
+                target: spec.name.clone(),
+                reason,
+            },
+            None => open_err(source),
+        },
+        other => TargetError::Refused {
+            target: spec.name.clone(),
+            reason: other.to_string(),
+        },
+    };
+    let is_block = std::fs::metadata(&spec.path)
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false);
+    if is_block {
+        let claimed = if writes {
+            crate::safety::claim_block(
+                &spec.path,
+                spec.allow_destroy.as_deref(),
+                spec.force_overwrite_signatures,
+                spec.direct,
+                expect,
+            )
+        } else {
+            crate::safety::claim_read_only(&spec.path, spec.direct, expect)
+        }
+        .map_err(refused)?;
+        for sig in &claimed.identity.signatures {
+            tracing::warn!(target_name = %spec.name, path = %spec.path.display(), signature = %sig,
+                "force_overwrite_signatures: about to destroy this signature");
+        }
+        let mut f = claimed.file;
+        let size = f.seek(SeekFrom::End(0)).map_err(open_err)?;
+        return Ok(OpenedTarget {
+            fd: OwnedFd::from(f),
+            size,
+            is_block,
+            identity: Some(claimed.identity),
+        });
+    }
+    let claimed = crate::safety::claim_file(
+        &spec.name,
+        &spec.path,
+        spec.allow_destroy.as_deref(),
+        spec.direct,
+    )
+    .map_err(refused)?;
+    if claimed.created {
+        tracing::info!(target_name = %spec.name, path = %claimed.path.display(),
+            "created the target file (marked as nvsoak's with the user.nvsoak.target attribute)");
+    }
+    let f = claimed.file;
+    let size = spec.size.unwrap_or(0);
+    let cur = f.metadata().map_err(open_err)?.len();
+    if cur < size || !fully_allocated(&f, size) {
+        preallocate(&f, size).map_err(|error| TargetError::Prealloc {
+            target: spec.name.clone(),
+            path: spec.path.clone(),
+            size,
+            error,
+        })?;
+    }
+    Ok(OpenedTarget {
+        fd: OwnedFd::from(f),
+        size,
+        is_block,
+        identity: None,
+    })
+}
+
+/// The read-only part of [`open_target_expecting`]'s checks, for `check-config`: the same
+/// checks in the same order, refused with the same message, and nothing created, claimed or
+/// written. `Ok(Some(note))` names the checks that could not run without permission to open
+/// the device (not root).
+pub fn preflight(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
+    use crate::safety::SafetyError;
+    let is_block = std::fs::metadata(&spec.path)
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false);
+    let r = if is_block {
+        if !plan_writes(spec) {
+            return Ok(None);
+        }
+        crate::safety::check_writable(
+            &spec.path,
+            spec.allow_destroy.as_deref(),
+            spec.force_overwrite_signatures,
+        )
+        .map(|_| ())
+    } else {
+        crate::safety::check_file_target(&spec.path, spec.allow_destroy.as_deref())
+    };
+    match r {
+        Ok(()) => Ok(None),
+        Err(SafetyError::Io { path, source })
+            if source.kind() == std::io::ErrorKind::PermissionDenied =>
+        {
+            Ok(Some(format!(
+                "target {}: not checked: opening {} was refused ({source}), so the exclusive-claim and signature checks did not run; run check-config as root to run them",
+                spec.name,
+                path.display()
+            )))
+        }
+        Err(SafetyError::Io { source, .. }) => Err(TargetError::Open {
+            target: spec.name.clone(),
+            path: spec.path.clone(),
+            error: source,
+        }),
+        Err(e) => Err(TargetError::Refused {
+            target: spec.name.clone(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// Two targets that are one device or one file, however named (symlink, `mknod` alias, hard
+/// link): refused before any target opens. `run` and `check-config` both call it.
+pub fn check_aliases(targets: &[TargetSpec]) -> Result<(), TargetError> {
+    crate::safety::same_targets(targets.iter().map(|t| (t.name.as_str(), t.path.as_path())))
+        .map_err(TargetError::Alias)
+}
+
+/// An opened target.
+pub struct OpenedTarget {
+    pub fd: OwnedFd,
+    pub size: u64,
+    pub is_block: bool,
+    /// Block devices: who they are, to recognise the same device when it comes back.
+    pub identity: Option<crate::safety::DeviceIdentity>,
+}
+
+fn fully_allocated(f: &File, size: u64) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    f.metadata()
+        .map(|m| m.blocks() * 512 >= size)
+        .unwrap_or(false)
+}
+
+fn preallocate(f: &File, size: u64) -> std::io::Result<()> {
+    use std::os::fd::AsFd;
+    if size == 0 {
+        return Ok(());
+    }
+    let len = i64::try_from(size).map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+    nix::fcntl::posix_fallocate(f.as_fd(), 0, len).map_err(std::io::Error::from)
+}
+
+/// Whether any phase of the plan writes.
+pub fn plan_writes(spec: &TargetSpec) -> bool {
+    spec.phases.iter().any(|p| match p {
+        PhaseSpec::Precondition { .. } => true,
+        PhaseSpec::Sweep { job, .. } => job.read_pct < 100,
+        PhaseSpec::Soak { jobs, .. } => jobs.iter().any(|j| j.read_pct < 100),
+    })
+}
