@@ -93,7 +93,8 @@ pub struct GenMapRef {
 pub struct TargetState {
     pub name: String,
     pub path: String,
-    /// Serial or WWN of the block device (None for files and loop devices).
+    /// The block device's [`device_key`] (WWN or serial, else kernel name and device numbers);
+    /// None for files. A resume against another device moves the checkpoint aside.
     pub identity: Option<String>,
     /// Index into the target's phase list.
     pub phase_index: usize,
@@ -525,6 +526,42 @@ fn unique_aside(path: &Path, why: &str) -> PathBuf {
     p
 }
 
+/// Move one record file aside, never over an existing file: `path` becomes
+/// `<path>.{why}-<unix time>` (with `-<n>` appended when that name is taken), and its directory
+/// is fsynced. Returns the new path. The checkpoint, its sidecars and the results files all go
+/// aside through here.
+pub fn move_file_aside(path: &Path, why: &str) -> Result<PathBuf, StateError> {
+    let to = unique_aside(path, why);
+    fs::rename(path, &to).map_err(io_err(path))?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fsync_dir(dir)?;
+    }
+    Ok(to)
+}
+
+/// Where a moved-aside record came from: `<name>.<why>-<unix time>[-<n>]` split into
+/// (`name`, `why`, unix time). `None` for any other file name.
+pub fn parse_aside_name(file_name: &str) -> Option<(&str, &str, u64)> {
+    const REASONS: &[&str] = &[
+        "corrupt", "stale", "reset", "restart", "device", "orphan", "foreign",
+    ];
+    let dot = file_name.rfind('.')?;
+    let (name, tail) = (&file_name[..dot], &file_name[dot + 1..]);
+    let (why, rest) = tail.split_once('-')?;
+    if name.is_empty() || !REASONS.contains(&why) {
+        return None;
+    }
+    let ts = rest.split('-').next()?;
+    let n = rest.strip_prefix(ts).unwrap_or("");
+    if !(n.is_empty()
+        || n.strip_prefix('-')
+            .is_some_and(|d| d.parse::<u64>().is_ok()))
+    {
+        return None;
+    }
+    Some((name, why, ts.parse().ok()?))
+}
+
 /// Move the checkpoint (and the sidecars it names, when it parses) aside with suffix
 /// `.{why}-<unix time>`. Returns the checkpoint's new path, `None` if there was none.
 fn move_aside(dir: &Path, why: &str) -> Result<Option<PathBuf>, StateError> {
@@ -542,17 +579,63 @@ fn move_aside(dir: &Path, why: &str) -> Result<Option<PathBuf>, StateError> {
             }
         }
     }
-    let to = unique_aside(&path, why);
-    fs::rename(&path, &to).map_err(io_err(&path))?;
-    fsync_dir(dir)?;
-    Ok(Some(to))
+    move_file_aside(&path, why).map(Some)
+}
+
+/// The identity a checkpoint records for a block device, and compares on resume: its WWN or
+/// serial ([`crate::safety::DeviceIdentity::stable_id`]), else (loop, null_blk) its kernel name
+/// and device numbers, `loop3 (7:3)`.
+pub fn device_key(id: &crate::safety::DeviceIdentity) -> String {
+    match id.stable_id() {
+        Some(s) if !s.is_empty() => s.to_string(),
+        _ => format!("{} ({}:{})", id.kernel_name, id.major, id.minor),
+    }
+}
+
+/// Why [`load_for`] found nothing to resume (the run starts over).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fresh {
+    /// There was no checkpoint.
+    NoCheckpoint,
+    /// It was unusable and went aside as `.corrupt-<ts>`.
+    Corrupt,
+    /// It belonged to another plan and went aside as `.stale-<ts>`.
+    Stale,
+    /// A block target is now another device; it went aside as `.device-<ts>`.
+    OtherDevice,
+}
+
+impl Fresh {
+    /// The suffix a target's earlier results file goes aside with when its run starts over.
+    pub fn results_reason(self) -> &'static str {
+        match self {
+            Fresh::NoCheckpoint => "orphan",
+            Fresh::Corrupt => "corrupt",
+            Fresh::Stale => "stale",
+            Fresh::OtherDevice => "device",
+        }
+    }
 }
 
 /// Load the checkpoint at start. A corrupt checkpoint (unparseable, other version, missing or
 /// damaged generation map) is moved aside as `.corrupt-<ts>`, one for another plan as
 /// `.stale-<ts>`, each with a warning, and `Ok(None)` returned so the run starts over.
-/// Leftover temporary files of an interrupted save are removed.
+/// Leftover temporary files of an interrupted save are removed. [`load_for`] also checks the
+/// block devices and says why nothing was loaded.
 pub fn load(dir: &Path, expected_plan_hash: &str) -> Result<Option<Loaded>, StateError> {
+    Ok(load_for(dir, expected_plan_hash, &BTreeMap::new())?.ok())
+}
+
+/// [`load`], and a checkpoint whose block target is now another device is moved aside as
+/// `.device-<ts>` (a warning names both identities) rather than resumed against the wrong
+/// generation map. `devices` maps target names to their device's [`device_key`] now; a target
+/// without an entry (a file) or a recorded identity (an older checkpoint) is not compared.
+/// `Err(Fresh)` says why the run starts over.
+pub fn load_for(
+    dir: &Path,
+    expected_plan_hash: &str,
+    devices: &BTreeMap<String, String>,
+) -> Result<Result<Loaded, Fresh>, StateError> {
     if let Ok(rd) = fs::read_dir(dir) {
         for e in rd.flatten() {
             let n = e.file_name().to_string_lossy().into_owned();
@@ -563,7 +646,7 @@ pub fn load(dir: &Path, expected_plan_hash: &str) -> Result<Option<Loaded>, Stat
     }
     let path = dir.join(CHECKPOINT_FILE);
     let cp = match read(dir) {
-        Ok(None) => return Ok(None),
+        Ok(None) => return Ok(Err(Fresh::NoCheckpoint)),
         Ok(Some(cp)) => cp,
         Err(StateError::Corrupt { reason, .. }) => {
             let to = move_aside(dir, "corrupt")?;
@@ -572,7 +655,7 @@ pub fn load(dir: &Path, expected_plan_hash: &str) -> Result<Option<Loaded>, Stat
                 moved_to = ?to,
                 "checkpoint is unusable ({reason}); moved it aside and starting over"
             );
-            return Ok(None);
+            return Ok(Err(Fresh::Corrupt));
         }
         Err(e) => return Err(e),
     };
@@ -585,12 +668,42 @@ pub fn load(dir: &Path, expected_plan_hash: &str) -> Result<Option<Loaded>, Stat
             current_plan = %expected_plan_hash,
             "checkpoint belongs to a different plan (the targets or phases changed); moved it aside and starting over"
         );
-        return Ok(None);
+        return Ok(Err(Fresh::Stale));
+    }
+    for t in &cp.targets {
+        if let (Some(saved), Some(now)) = (&t.identity, devices.get(&t.name))
+            && saved != now
+        {
+            let to = move_aside(dir, "device")?;
+            tracing::warn!(
+                checkpoint = %path.display(),
+                moved_to = ?to,
+                target = %t.name,
+                path = %t.path,
+                checkpoint_device = %saved,
+                current_device = %now,
+                "checkpoint was saved for device {saved}, but {} is now device {now}; moved it aside and starting over",
+                t.path
+            );
+            return Ok(Err(Fresh::OtherDevice));
+        }
     }
     let mut genmaps = BTreeMap::new();
-    for t in &cp.targets {
+    for (idx, t) in cp.targets.iter().enumerate() {
         if let Some(r) = &t.genmap {
-            match read_genmap(dir, r) {
+            let own = format!("genmap-{idx}-{}-", sanitise(&t.name));
+            let res = if r.file.starts_with(&own) {
+                read_genmap(dir, r)
+            } else {
+                Err(StateError::Corrupt {
+                    path: dir.join(&r.file),
+                    reason: format!(
+                        "generation map {} does not belong to target \"{}\" (its name should start with {own})",
+                        r.file, t.name
+                    ),
+                })
+            };
+            match res {
                 Ok(m) => {
                     genmaps.insert(t.name.clone(), m);
                 }
@@ -600,14 +713,15 @@ pub fn load(dir: &Path, expected_plan_hash: &str) -> Result<Option<Loaded>, Stat
                         checkpoint = %path.display(),
                         moved_to = ?to,
                         target = %t.name,
+                        sidecar = %r.file,
                         "checkpoint is unusable ({e}); moved it aside and starting over"
                     );
-                    return Ok(None);
+                    return Ok(Err(Fresh::Corrupt));
                 }
             }
         }
     }
-    Ok(Some(Loaded {
+    Ok(Ok(Loaded {
         checkpoint: cp,
         genmaps,
         path,
@@ -618,6 +732,75 @@ pub fn load(dir: &Path, expected_plan_hash: &str) -> Result<Option<Loaded>, Stat
 /// went, `None` if there was no checkpoint.
 pub fn reset(dir: &Path) -> Result<Option<PathBuf>, StateError> {
     move_aside(dir, "reset")
+}
+
+/// Counters of the daemon's checkpoint saves (they run off the event loop, one at a time), for
+/// `/metrics`. Shared between the saving thread and the scrapes; all relaxed atomics.
+#[derive(Debug, Default)]
+pub struct SaveStats {
+    saves: AtomicU64,
+    failures: AtomicU64,
+    skipped_ticks: AtomicU64,
+    /// f64 bits; 0: no save succeeded yet.
+    last_success_unix: AtomicU64,
+    last_duration_secs: AtomicU64,
+    in_flight: std::sync::atomic::AtomicBool,
+}
+
+/// What [`SaveStats`] holds at one instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SaveStatsSnapshot {
+    pub saves: u64,
+    pub failures: u64,
+    pub skipped_ticks: u64,
+    /// Unix time of the last successful save (`None` until one succeeded).
+    pub last_success_unix: Option<f64>,
+    /// How long the last save (successful or not) took.
+    pub last_duration_secs: Option<f64>,
+    pub in_flight: bool,
+}
+
+impl SaveStats {
+    pub fn started(&self) {
+        self.in_flight.store(true, Ordering::Relaxed);
+    }
+
+    /// A save ended after `secs`; `ok` says whether it succeeded.
+    pub fn finished(&self, ok: bool, secs: f64) {
+        if ok {
+            self.saves.fetch_add(1, Ordering::Relaxed);
+            self.last_success_unix
+                .store(now_unix().to_bits(), Ordering::Relaxed);
+        } else {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+        }
+        self.last_duration_secs
+            .store(secs.to_bits(), Ordering::Relaxed);
+        self.in_flight.store(false, Ordering::Relaxed);
+    }
+
+    /// A checkpoint tick came while a save was still in flight, and was skipped.
+    pub fn skipped_tick(&self) {
+        self.skipped_ticks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> SaveStatsSnapshot {
+        let f = |a: &AtomicU64| {
+            let v = f64::from_bits(a.load(Ordering::Relaxed));
+            (v > 0.0).then_some(v)
+        };
+        let saves = self.saves.load(Ordering::Relaxed);
+        let failures = self.failures.load(Ordering::Relaxed);
+        SaveStatsSnapshot {
+            saves,
+            failures,
+            skipped_ticks: self.skipped_ticks.load(Ordering::Relaxed),
+            last_success_unix: f(&self.last_success_unix),
+            last_duration_secs: (saves + failures > 0)
+                .then(|| f64::from_bits(self.last_duration_secs.load(Ordering::Relaxed))),
+            in_flight: self.in_flight.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// An exclusive lock on a state directory, held while a daemon runs so that two nvsoak

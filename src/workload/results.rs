@@ -5,8 +5,14 @@
 //! Format versions: 1 had no drive-side soak figures; 2 adds [`SoakSummary::drive`]
 //! ([`DriveSoak`]). Every field added after version 1 is `serde(default)`, so older files load.
 //!
+//! Records are never overwritten by a run that does not continue them: [`archive`] moves an
+//! earlier file aside as `<target>.json.<why>-<unix time>` (a changed plan, `state reset`, a
+//! target restarted by SIGHUP, a corrupt file), and `nvsoak report --archived` reads those too.
+//!
 //! [`drive_soak`] is the pure computation of the drive-side figures: two SMART logs (at soak
 //! start and at the latest successful poll) and nvsoak's own totals read at the same instants.
+
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -362,6 +368,75 @@ impl DriveTracking {
     pub fn episodes(&self) -> u64 {
         self.episodes_carried + self.episodes_this_run
     }
+}
+
+/// `<state_dir>/results/<target>.json`.
+pub fn results_path(state_dir: &Path, target: &str) -> PathBuf {
+    state_dir.join("results").join(format!("{target}.json"))
+}
+
+/// What each reason for moving a results file aside means, for the log and the report.
+pub fn archive_reason_text(why: &str) -> &'static str {
+    match why {
+        "stale" => "the plan changed",
+        "reset" => "nvsoak state reset",
+        "restart" => "the target was restarted by a config reload",
+        "corrupt" => "the file was unreadable or the checkpoint was corrupt",
+        "device" => "the target is now another device",
+        "orphan" => "there was no checkpoint to continue it",
+        "foreign" => "the file named another target",
+        _ => "moved aside",
+    }
+}
+
+/// Move `target`'s results file aside as `<target>.json.<why>-<unix time>` (never over another
+/// file) and log where it went; `why` is one of the reasons of [`archive_reason_text`]. Returns
+/// the new path, `None` when there was no file (or it could not be moved: logged).
+pub fn archive(state_dir: &Path, target: &str, why: &str) -> Option<PathBuf> {
+    let path = results_path(state_dir, target);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return None;
+    }
+    match crate::state::move_file_aside(&path, why) {
+        Ok(to) => {
+            tracing::warn!(target_name = %target, results = %path.display(),
+                moved_to = %to.display(),
+                "earlier results file moved aside ({}); this run starts a new one (`nvsoak report --archived` includes it)",
+                archive_reason_text(why));
+            Some(to)
+        }
+        Err(e) => {
+            tracing::error!(target_name = %target, results = %path.display(), error = %e,
+                "could not move the earlier results file aside");
+            None
+        }
+    }
+}
+
+/// Move every `<state_dir>/results/*.json` aside with `why` (`nvsoak state reset`). Returns
+/// (from, to) for each.
+pub fn archive_all(
+    state_dir: &Path,
+    why: &str,
+) -> Result<Vec<(PathBuf, PathBuf)>, crate::state::StateError> {
+    let dir = state_dir.join("results");
+    let rd = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(crate::state::StateError::Io { path: dir, source }),
+    };
+    let mut paths: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file())
+        .collect();
+    paths.sort();
+    let mut moved = Vec::new();
+    for p in paths {
+        let to = crate::state::move_file_aside(&p, why)?;
+        moved.push((p, to));
+    }
+    Ok(moved)
 }
 
 #[cfg(test)]
