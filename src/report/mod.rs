@@ -864,4 +864,44 @@ random_read_iops = 243_000
             "{e}"
         );
     }
+
+    #[test]
+    fn archived_runs_are_read_on_request_and_labelled() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rdir = dir.path().join("results");
+        std::fs::create_dir_all(&rdir).expect("mkdir");
+        let fix = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report/drive-a.json");
+        let text = std::fs::read(&fix).expect("fixture");
+        let cur = rdir.join("t0.json");
+        std::fs::write(&cur, &text).expect("write");
+        std::fs::write(rdir.join("t0.json.stale-1764573300"), &text).expect("write");
+        // Moved aside because it did not parse: skipped, with the reason.
+        std::fs::write(rdir.join("t0.json.corrupt-1764573000"), "{not json").expect("write");
+        assert_eq!(load_state_dir(dir.path()).expect("current").len(), 1);
+        let (all, skipped) = load_state_dir_with(dir.path(), true).expect("archived");
+        assert_eq!(all.len(), 2);
+        assert_eq!(skipped.len(), 1);
+        assert!(skipped[0].contains("corrupt-1764573000"), "{skipped:?}");
+        assert!(all[0].archived.is_none(), "the current run first");
+        let a = all[1].archived.as_ref().expect("archived");
+        assert_eq!((a.reason.as_str(), a.moved_at), ("stale", 1_764_573_300.0));
+        let r = build(&all);
+        assert_eq!(r.drives[0].label, "HUAWEI ES3600P V5 A1B2C3");
+        assert_eq!(
+            r.drives[1].label,
+            "HUAWEI ES3600P V5 A1B2C3 (archived 2025-12-01 07:15:00 UTC)"
+        );
+        let html = html::render(&r).expect("html");
+        assert!(
+            html.contains("archived, moved aside 2025-12-01 07:15:00 UTC: the plan changed"),
+            "the HTML says which run is archived"
+        );
+        let json = render_json(&r).expect("json");
+        assert!(json.contains("\"reason\": \"stale\""), "{json}");
+        // Only archived files left (after state reset): still a report.
+        std::fs::remove_file(&cur).expect("rm");
+        let (only, _) = load_state_dir_with(dir.path(), true).expect("archived only");
+        assert_eq!(only.len(), 1);
+        assert!(load_state_dir(dir.path()).is_err());
+    }
 }

@@ -1167,6 +1167,109 @@ mod tests {
     }
 
     #[test]
+    fn aside_names_parse_back_and_never_collide() {
+        assert_eq!(
+            parse_aside_name("t0.json.stale-1764573300"),
+            Some(("t0.json", "stale", 1_764_573_300))
+        );
+        assert_eq!(
+            parse_aside_name("a.b.json.reset-17-2"),
+            Some(("a.b.json", "reset", 17))
+        );
+        assert_eq!(
+            parse_aside_name("checkpoint.json.corrupt-5"),
+            Some(("checkpoint.json", "corrupt", 5))
+        );
+        for bad in [
+            "t0.json",
+            "t0.json.stale",
+            "t0.json.stale-x",
+            "t0.json.other-5",
+            "t0.json.stale-5-x",
+            ".stale-5",
+        ] {
+            assert_eq!(parse_aside_name(bad), None, "{bad}");
+        }
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("r.json");
+        let mut moved = Vec::new();
+        for i in 0..3 {
+            fs::write(&p, format!("run {i}")).unwrap();
+            moved.push(move_file_aside(&p, "restart").unwrap());
+        }
+        assert!(!p.exists());
+        for (i, m) in moved.iter().enumerate() {
+            assert_eq!(fs::read_to_string(m).unwrap(), format!("run {i}"));
+            let name = m.file_name().unwrap().to_str().unwrap();
+            assert_eq!(parse_aside_name(name).map(|x| x.1), Some("restart"));
+        }
+    }
+
+    #[test]
+    fn checkpoint_for_another_device_is_moved_aside() {
+        let d = tempfile::tempdir().unwrap();
+        let mut cp = sample();
+        cp.targets[1].identity = Some("S123".into());
+        save(d.path(), &cp, &[("t0", &sample_map())]).unwrap();
+        let same: BTreeMap<String, String> = [("t1".to_string(), "S123".to_string())].into();
+        assert!(load_for(d.path(), "abc", &same).unwrap().is_ok());
+        // No current identity (a file) or none recorded: not compared.
+        assert!(load_for(d.path(), "abc", &BTreeMap::new()).unwrap().is_ok());
+        let other: BTreeMap<String, String> = [("t1".to_string(), "S999".to_string())].into();
+        assert_eq!(
+            load_for(d.path(), "abc", &other).unwrap().err(),
+            Some(Fresh::OtherDevice)
+        );
+        assert!(!d.path().join(CHECKPOINT_FILE).exists());
+        // The checkpoint and its sidecar, as evidence.
+        assert_eq!(aside(d.path(), "device").len(), 2);
+        assert_eq!(
+            load_for(d.path(), "abc", &other).unwrap().err(),
+            Some(Fresh::NoCheckpoint)
+        );
+    }
+
+    #[test]
+    fn sidecar_of_another_target_is_not_used() {
+        let d = tempfile::tempdir().unwrap();
+        save(d.path(), &sample(), &[("t0", &sample_map())]).unwrap();
+        // Point t1 at t0's sidecar (a hand-edited or mixed-up checkpoint).
+        let mut cp = read(d.path()).unwrap().unwrap();
+        cp.targets[1].genmap = cp.targets[0].genmap.clone();
+        fs::write(
+            d.path().join(CHECKPOINT_FILE),
+            serde_json::to_vec(&cp).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            load_for(d.path(), "abc", &BTreeMap::new()).unwrap().err(),
+            Some(Fresh::Corrupt)
+        );
+        assert_eq!(aside(d.path(), "corrupt").len(), 2);
+    }
+
+    #[test]
+    fn save_stats_count_and_time() {
+        let s = SaveStats::default();
+        assert_eq!(s.snapshot(), SaveStatsSnapshot::default());
+        s.started();
+        assert!(s.snapshot().in_flight);
+        s.skipped_tick();
+        s.finished(false, 0.5);
+        let snap = s.snapshot();
+        assert_eq!((snap.saves, snap.failures, snap.skipped_ticks), (0, 1, 1));
+        assert_eq!(snap.last_success_unix, None);
+        assert_eq!(snap.last_duration_secs, Some(0.5));
+        assert!(!snap.in_flight);
+        s.started();
+        s.finished(true, 0.25);
+        let snap = s.snapshot();
+        assert_eq!((snap.saves, snap.failures), (1, 1));
+        assert!(snap.last_success_unix.is_some_and(|t| t > 1.0e9));
+        assert_eq!(snap.last_duration_secs, Some(0.25));
+    }
+
+    #[test]
     fn state_dir_lock_is_exclusive() {
         let d = tempfile::tempdir().unwrap();
         let l = lock(d.path()).unwrap();

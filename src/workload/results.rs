@@ -673,6 +673,34 @@ mod tests {
         assert_eq!((d.device.as_str(), d.media_errors), ("nvme0", Some(2)));
     }
 
+    #[test]
+    fn archive_moves_results_aside_byte_for_byte() {
+        let d = tempfile::tempdir().expect("tempdir");
+        assert_eq!(archive(d.path(), "t0", "stale"), None, "nothing to move");
+        let p = results_path(d.path(), "t0");
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&p, b"{\"first\": 1}").expect("write");
+        let to = archive(d.path(), "t0", "stale").expect("moved");
+        assert!(!p.exists());
+        assert_eq!(std::fs::read(&to).expect("read"), b"{\"first\": 1}");
+        let name = to.file_name().and_then(|n| n.to_str()).expect("name");
+        assert!(name.starts_with("t0.json.stale-"), "{name}");
+        // state reset: every current file, not the archived ones.
+        std::fs::write(&p, b"second").expect("write");
+        std::fs::write(results_path(d.path(), "t1"), b"third").expect("write");
+        let moved = archive_all(d.path(), "reset").expect("reset");
+        assert_eq!(moved.len(), 2);
+        for (from, to) in &moved {
+            assert!(!from.exists());
+            assert!(to.to_string_lossy().contains(".json.reset-"));
+        }
+        assert_eq!(std::fs::read(&to).expect("read"), b"{\"first\": 1}");
+        assert_eq!(
+            archive_reason_text("restart"),
+            "the target was restarted by a config reload"
+        );
+    }
+
     /// The checkpoint stores the soak-start log as JSON; it must read back field for field.
     #[test]
     fn smart_log_round_trips_through_the_checkpoint_json() {
