@@ -9,11 +9,14 @@
 //! refers to sidecars that exist: the previous save's sidecars are kept, older ones removed.
 //! After `kill -9` at any point, the checkpoint is the old one or the new one, never a mix.
 //!
-//! Loading at start ([`load`]) never silently reuses a bad checkpoint: one that does not parse,
-//! has another format version, whose sidecar is missing or damaged, or that was saved for a
-//! different plan is moved aside (`checkpoint.json.corrupt-<unix time>` or `.stale-<unix time>`)
-//! with a warning, and the run starts over. [`read`] only looks, for `nvsoak state show` while
-//! a daemon runs.
+//! Loading at start ([`load`], [`load_for`]) never silently reuses a bad checkpoint: one that
+//! does not parse, has another format version, whose sidecar is missing, damaged or named for
+//! another target, that was saved for a different plan, or whose block target is another device
+//! now ([`device_key`]) is moved aside (`checkpoint.json.corrupt-<unix time>`, `.stale-`,
+//! `.device-`) with a warning, and the run starts over. [`read`] only looks, for
+//! `nvsoak state show` while a daemon runs. [`move_file_aside`] is the one way records
+//! (checkpoints, sidecars, results files) leave their place. [`SaveStats`] counts the daemon's
+//! background saves for `/metrics`.
 //!
 //! Architecture Invariant: nothing here deletes a checkpoint; files are only moved aside.
 

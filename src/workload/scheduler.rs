@@ -625,16 +625,16 @@ pub fn start(
                 m
             }
             (Some(m), seed) => {
-                let why = if seed != Some(m.seed()) {
-                    format!(
-                        "its writer seed {:#x} is not the checkpoint's ({seed:#x?})",
+                let why = match seed {
+                    Some(s) if s != m.seed() => format!(
+                        "its writer seed {:#x} is not the checkpoint's {s:#x}",
                         m.seed()
-                    )
-                } else {
-                    format!(
+                    ),
+                    None => "the checkpoint records no writer seed".to_string(),
+                    Some(_) => format!(
                         "it covers {} units, not this target's region of {region_len} bytes",
                         m.units()
-                    )
+                    ),
                 };
                 let file = resume
                     .as_ref()

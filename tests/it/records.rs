@@ -5,7 +5,8 @@
 //!   target, a corrupt results file) leaves the earlier results file intact, byte for byte,
 //!   under its moved-aside name, and `nvsoak report --archived` shows it labelled as archived;
 //! - a checkpoint saved for loop device A is moved aside, naming both devices, when the same
-//!   path is device B at the next start;
+//!   path is device B at the next start; a generation map that does not fit its target is
+//!   reported (file and reason), not dropped silently;
 //! - with a save held in flight (the test-only `NVSOAK_TEST_SLOW_CHECKPOINT_MS`), `/metrics`
 //!   answers promptly, ticks are skipped and counted, and SIGTERM is acted on at once and still
 //!   ends with a final checkpoint;
@@ -532,4 +533,63 @@ duration = "10m"
         .expect("the new run's checkpoint");
     assert_eq!(now.targets[0].identity.as_deref(), Some(key(&b).as_str()));
     assert_eq!(archived(dir.path(), "device").len(), 1, "results aside too");
+}
+
+#[test]
+fn a_generation_map_that_does_not_fit_is_reported_not_dropped_silently() {
+    let cfg = r#"
+[state]
+dir = "{dir}/state"
+checkpoint_interval = "1h"
+[health]
+enabled = false
+[[target]]
+name = "v"
+path = "{dir}/v.dat"
+size = "16MiB"
+engine = "psync"
+verify = "inline"
+[[target.phase]]
+kind = "soak"
+job = { name = "mix", read = 50, bs = "4k", access = "random", iodepth = 2, rate = "2000iops" }
+duration = "10m"
+"#;
+    let d = Daemon::start(cfg);
+    d.scrape_until(Duration::from_secs(20), |s| {
+        sum(s, "nvsoak_write_ops_total", &[("target", "v")]) > 100.0
+    });
+    let (dir, _) = stop(d, Duration::from_secs(30));
+    // The checkpoint's writer seed no longer matches its sidecar's (the plan is unchanged).
+    let p = dir.path().join("state/checkpoint.json");
+    let mut cp: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&p).expect("checkpoint")).expect("json");
+    let seed = cp["targets"][0]["verify_seed"]
+        .as_u64()
+        .expect("a verify seed");
+    let sidecar = cp["targets"][0]["genmap"]["file"]
+        .as_str()
+        .expect("a sidecar")
+        .to_string();
+    cp["targets"][0]["verify_seed"] = serde_json::json!(seed ^ 1);
+    std::fs::write(&p, serde_json::to_vec(&cp).expect("json")).expect("rewriting");
+    let mut d = Daemon::start_in(dir, cfg, &[]);
+    let log = Log::attach(&mut d);
+    let s = d.scrape_until(Duration::from_secs(20), |s| {
+        sum(s, "nvsoak_read_ops_total", &[("target", "v")]) > 100.0
+    });
+    assert_eq!(
+        sum(&s, "nvsoak_verify_errors_total", &[("target", "v")]),
+        0.0,
+        "a fresh map, no false mismatches"
+    );
+    stop(d, Duration::from_secs(30));
+    let text = log.text();
+    let line = text
+        .lines()
+        .find(|l| l.contains("generation map does not match this target"))
+        .unwrap_or_else(|| panic!("no warning about the generation map:\n{text}"));
+    assert!(
+        line.contains(&sidecar) && line.contains("seed"),
+        "names the file and why: {line}"
+    );
 }
