@@ -733,6 +733,13 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
     }
 
     let result = runtime.block_on(async {
+        // Before anything is served: a SIGTERM as soon as /healthz answers is a clean stop.
+        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("installing the SIGTERM handler")?;
+        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .context("installing the SIGINT handler")?;
+        let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .context("installing the SIGHUP handler")?;
         let host_io: Arc<dyn HostIoSource> = Arc::new(targets.clone());
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let health =
@@ -761,12 +768,6 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
         });
 
         notify(&[sd_notify::NotifyState::Ready]);
-        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .context("installing the SIGTERM handler")?;
-        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-            .context("installing the SIGINT handler")?;
-        let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-            .context("installing the SIGHUP handler")?;
         // With --exit-when-done: the targets that stopped on an error ("name: reason").
         let mut stopped_on_error: Vec<String> = Vec::new();
         let mut tick = tokio::time::interval(Duration::from_secs(1));
