@@ -691,44 +691,56 @@ pub fn load_for(
             return Ok(Err(Fresh::OtherDevice));
         }
     }
-    let mut genmaps = BTreeMap::new();
-    for (idx, t) in cp.targets.iter().enumerate() {
-        if let Some(r) = &t.genmap {
-            let own = format!("genmap-{idx}-{}-", sanitise(&t.name));
-            let res = if r.file.starts_with(&own) {
-                read_genmap(dir, r)
-            } else {
-                Err(StateError::Corrupt {
-                    path: dir.join(&r.file),
-                    reason: format!(
-                        "generation map {} does not belong to target \"{}\" (its name should start with {own})",
-                        r.file, t.name
-                    ),
-                })
-            };
-            match res {
-                Ok(m) => {
-                    genmaps.insert(t.name.clone(), m);
-                }
-                Err(e) => {
-                    let to = move_aside(dir, "corrupt")?;
-                    tracing::warn!(
-                        checkpoint = %path.display(),
-                        moved_to = ?to,
-                        target = %t.name,
-                        sidecar = %r.file,
-                        "checkpoint is unusable ({e}); moved it aside and starting over"
-                    );
-                    return Ok(Err(Fresh::Corrupt));
-                }
-            }
+    let genmaps = match read_genmaps(dir, &cp) {
+        Ok(m) => m,
+        Err((t, sidecar, e)) => {
+            let to = move_aside(dir, "corrupt")?;
+            tracing::warn!(
+                checkpoint = %path.display(),
+                moved_to = ?to,
+                target = %t,
+                sidecar = %sidecar,
+                "checkpoint is unusable ({e}); moved it aside and starting over"
+            );
+            return Ok(Err(Fresh::Corrupt));
         }
-    }
+    };
     Ok(Ok(Loaded {
         checkpoint: cp,
         genmaps,
         path,
     }))
+}
+
+/// Every sidecar `cp` names, each checked against its reference and its target's name. Fails
+/// with (target, sidecar file, why) at the first that is missing, damaged or another target's.
+fn read_genmaps(
+    dir: &Path,
+    cp: &Checkpoint,
+) -> Result<BTreeMap<String, GenMap>, (String, String, StateError)> {
+    let mut genmaps = BTreeMap::new();
+    for (idx, t) in cp.targets.iter().enumerate() {
+        let Some(r) = &t.genmap else { continue };
+        let own = format!("genmap-{idx}-{}-", sanitise(&t.name));
+        let res = if r.file.starts_with(&own) {
+            read_genmap(dir, r)
+        } else {
+            Err(StateError::Corrupt {
+                path: dir.join(&r.file),
+                reason: format!(
+                    "generation map {} does not belong to target \"{}\" (its name should start with {own})",
+                    r.file, t.name
+                ),
+            })
+        };
+        match res {
+            Ok(m) => {
+                genmaps.insert(t.name.clone(), m);
+            }
+            Err(e) => return Err((t.name.clone(), r.file.clone(), e)),
+        }
+    }
+    Ok(genmaps)
 }
 
 /// Move the checkpoint aside (`.reset-<ts>`) so the next run starts over. Returns where it
