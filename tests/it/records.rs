@@ -315,11 +315,14 @@ fn a_slow_checkpoint_save_stalls_neither_metrics_nor_sigterm() {
         in_flight(&timed_scrape(&d).0).then_some(())
     });
     // While it runs: scrapes answer at once, and the loop skips (and counts) its ticks.
+    let mut worst = Duration::ZERO;
     for _ in 0..5 {
         let (_, took) = timed_scrape(&d);
         assert!(took < Duration::from_secs(2), "/metrics took {took:?}");
+        worst = worst.max(took);
         std::thread::sleep(Duration::from_millis(100));
     }
+    eprintln!("slowest /metrics during a {SLOW_MS} ms save: {worst:?}");
     wait_for(Duration::from_secs(20), "skipped checkpoint ticks", || {
         (sum(
             &timed_scrape(&d).0,
@@ -336,6 +339,7 @@ fn a_slow_checkpoint_save_stalls_neither_metrics_nor_sigterm() {
         .expect("clock")
         .as_secs_f64();
     let pid = nix::unistd::Pid::from_raw(d.child.id() as i32);
+    let t0 = Instant::now();
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
     // Well before the save in flight (up to 6 s) ends: the event loop did not wait for it.
     wait_for(
@@ -343,6 +347,7 @@ fn a_slow_checkpoint_save_stalls_neither_metrics_nor_sigterm() {
         "SIGTERM acted on during the save",
         || log.text().contains("SIGTERM: stopping").then_some(()),
     );
+    let acted = t0.elapsed();
     // It waits for the save in flight, then writes the final checkpoint (both slow).
     let status = wait_for(
         Duration::from_millis(2 * SLOW_MS + 20_000),
@@ -350,6 +355,10 @@ fn a_slow_checkpoint_save_stalls_neither_metrics_nor_sigterm() {
         || d.child.try_wait().expect("waiting"),
     );
     assert!(status.success(), "{status}: {}", log.text());
+    eprintln!(
+        "SIGTERM acted on after {acted:?} (polled every 50 ms), exit after {:?}",
+        t0.elapsed()
+    );
     let cp = nvsoak::state::read(&d.dir.path().join("state"))
         .expect("readable")
         .expect("a checkpoint");
