@@ -518,6 +518,11 @@ fn reload(
             "SIGHUP: {key} changed; it takes effect only after a restart, keeping the running value");
     }
     let merged = crate::reload::merge_live(&run.settings, &new);
+    if let Err(e) = scheduler::check_aliases(&merged.targets) {
+        tracing::error!(config = %path.display(),
+            "SIGHUP: config rejected, keeping the running config unchanged: {e}");
+        return ReloadOutcome::default();
+    }
     let diff = crate::reload::diff_targets(&run.settings.targets, &merged.targets);
     let checkpoint_interval_changed =
         merged.state.checkpoint_interval != run.settings.state.checkpoint_interval;
@@ -676,6 +681,8 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
         (p, at)
     });
 
+    // Two names for one device or file are refused before anything opens.
+    scheduler::check_aliases(&settings.targets)?;
     let mut handles: Vec<TargetHandle> = Vec::new();
     let config_path: Option<&Path> = flags.config_path.as_deref();
     for spec in &settings.targets {

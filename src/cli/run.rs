@@ -68,13 +68,33 @@ pub fn check_config(path: &Path) -> Result<ExitCode> {
 pub fn check_config_with(path: &Path, web: Option<&Path>) -> Result<ExitCode> {
     let settings = crate::config::load(Some(path))?;
     check_web_config(&settings, web)?;
+    let notes = check_write_safety(&settings)?;
     check_direct_io(&settings)?;
-    super::out(&format!(
+    let mut text = format!(
         "{}: valid\n{}",
         path.display(),
         crate::config::describe::plan(&settings)
-    ))?;
+    );
+    for n in notes {
+        text.push_str(&format!("note: {n}\n"));
+    }
+    super::out(&text)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Every read-only write-safety check `run` makes before it opens a target (aliases, then
+/// each target in order), refusing what `run` would refuse with the same message. Returns
+/// notes on checks that could not run without root.
+fn check_write_safety(settings: &crate::config::Settings) -> Result<Vec<String>> {
+    use crate::workload::scheduler;
+    scheduler::check_aliases(&settings.targets)?;
+    let mut notes = Vec::new();
+    for t in &settings.targets {
+        if let Some(n) = scheduler::preflight(t)? {
+            notes.push(n);
+        }
+    }
+    Ok(notes)
 }
 
 /// File targets with `direct = true` on tmpfs that this kernel cannot open with O_DIRECT: the

@@ -18,6 +18,7 @@ mod raw;
 pub mod suggest;
 mod validate;
 
+pub(crate) use validate::resolve_for_create;
 pub use validate::{block_sizes, rate, skew};
 
 /// A config error, naming the key and the reason.

@@ -1506,7 +1506,7 @@ pub fn settings(raw: &RawConfig) -> R<Settings> {
 /// Where a file that does not exist yet would be created: symlinks followed (a dangling one to
 /// its target), the nearest existing ancestor canonicalised, and `..` in the rest applied, so
 /// `/dev/shm/../x.dat` is `/dev/x.dat`.
-fn resolve_for_create(path: &Path) -> PathBuf {
+pub(crate) fn resolve_for_create(path: &Path) -> PathBuf {
     let mut p = path.to_path_buf();
     // Follow a chain of (possibly dangling) symlinks at the last component, bounded like the
     // kernel's own limit.

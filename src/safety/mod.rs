@@ -21,15 +21,24 @@
 //! `O_RDONLY` (libblkid opens it read-only as well).
 
 use std::fmt;
-use std::fs;
+use std::fs::{self, File};
 use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use thiserror::Error;
 
+mod claim;
+mod inuse;
 mod probe;
+
+pub use claim::{
+    Claimed, FileClaim, MARK_XATTR, TargetKey, check_file_target, claim_block, claim_file,
+    claim_read_only, same_targets,
+};
+pub use inuse::{MountEntry, parse_mountinfo};
 
 /// Who a block device is: its kernel name and the identifiers that survive re-enumeration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -181,6 +190,14 @@ fn describe_signatures(sigs: &[Signature]) -> String {
     }
 }
 
+fn describe_holders(holders: &[String]) -> String {
+    if holders.is_empty() {
+        "claimed exclusively by the kernel or another program".to_string()
+    } else {
+        format!("held open by {}", holders.join(", "))
+    }
+}
+
 /// Why a block device may not be written. Every variant names the device and the check.
 #[derive(Debug, Error)]
 pub enum SafetyError {
@@ -215,9 +232,48 @@ pub enum SafetyError {
         what: String,
         holders: Vec<String>,
     },
-    /// Check (c): an exclusive open failed with EBUSY.
-    #[error("refusing to write {}: {what} is in use (claimed exclusively by the kernel or another program); stop whatever uses it first", path.display())]
-    Busy { path: PathBuf, what: String },
+    /// Check (c): an exclusive open or lock failed: claimed by the kernel or another program.
+    #[error("refusing to write {}: {what} is in use ({}); stop whatever uses it first", path.display(), describe_holders(holders))]
+    Busy {
+        path: PathBuf,
+        what: String,
+        /// The processes found holding it open (`pid 1234 (nvsoak)`), when any could be seen.
+        holders: Vec<String>,
+    },
+    /// Check (c): loop devices are stacked on the device (or one of its partitions).
+    #[error("refusing to write {}: {what} is the backing store of {} (a loop device stacked on it, at any offset, is in use); detach it first (losetup -d)", path.display(), uppers.join(", "))]
+    Stacked {
+        path: PathBuf,
+        what: String,
+        uppers: Vec<String>,
+    },
+    /// A file target that backs a loop device: refused whatever allow_destroy says.
+    #[error("refusing to write {}: it is the backing file of {}; a file that backs a loop device is never a target, allow_destroy or not", path.display(), loops.join(", "))]
+    LoopBacking { path: PathBuf, loops: Vec<String> },
+    /// A file target mapped into another process's memory: refused whatever allow_destroy says.
+    #[error("refusing to write {}: it is mapped into the memory of {}; a file in use elsewhere is never a target", path.display(), holders.join(", "))]
+    Mapped { path: PathBuf, holders: Vec<String> },
+    /// A file target that exists and was not created by nvsoak.
+    #[error("refusing to write {}: the file exists and nvsoak did not create it; nvsoak writes only files it created (marked with the {MARK_XATTR} extended attribute), so remove it or choose another path, or set allow_destroy = \"{}\" to let nvsoak destroy its contents", path.display(), path.display())]
+    NotOurs { path: PathBuf },
+    /// A target path that is neither a regular file nor a block device.
+    #[error("refusing to use {}: it is {what}; a target is a block device or a regular file", path.display())]
+    NotRegular { path: PathBuf, what: &'static str },
+    /// A file target that would be created under /dev.
+    #[error("refusing to create {}: it resolves to {}, under /dev; nvsoak does not create files under /dev (use /dev/shm or another directory)", path.display(), resolved.display())]
+    UnderDev { path: PathBuf, resolved: PathBuf },
+    /// The path now names something else than what was checked or recorded.
+    #[error("refusing to write {}: {reason}", path.display())]
+    Changed { path: PathBuf, reason: String },
+    /// Two targets name the same device or file.
+    #[error("targets {first} and {second} are the same {what} ({} and {}); a device or file can be one target only", first_path.display(), second_path.display())]
+    SameTarget {
+        first: String,
+        second: String,
+        first_path: PathBuf,
+        second_path: PathBuf,
+        what: String,
+    },
     /// Check (b): libblkid found a signature.
     #[error("refusing to write {}: it holds {}{}; see allow_destroy in README (wipe it with wipefs, or set force_overwrite_signatures = true to destroy it anyway)", path.display(), describe_signatures(signatures), if *ambiguous { " (libblkid reports conflicting signatures)" } else { "" })]
     Signature {
@@ -232,7 +288,7 @@ pub enum SafetyError {
 
 impl SafetyError {
     /// The check that refused, for logs and tests: `allow_destroy`, `mounted`, `swap`,
-    /// `holders`, `busy`, `signature`, `probe`, or `identify`.
+    /// `holders`, `stacked`, `busy`, `signature`, `probe`, `path`, `alias` or `identify`.
     pub fn check(&self) -> &'static str {
         match self {
             SafetyError::Io { .. }
@@ -242,7 +298,12 @@ impl SafetyError {
             SafetyError::Mounted { .. } => "mounted",
             SafetyError::ActiveSwap { .. } => "swap",
             SafetyError::Held { .. } => "holders",
-            SafetyError::Busy { .. } => "busy",
+            SafetyError::Busy { .. } | SafetyError::Mapped { .. } => "busy",
+            SafetyError::Stacked { .. } | SafetyError::LoopBacking { .. } => "stacked",
+            SafetyError::NotOurs { .. } => "allow_destroy",
+            SafetyError::NotRegular { .. } | SafetyError::Changed { .. } => "identify",
+            SafetyError::UnderDev { .. } => "path",
+            SafetyError::SameTarget { .. } => "alias",
             SafetyError::Signature { .. } => "signature",
             SafetyError::Probe { .. } => "probe",
         }
@@ -291,18 +352,57 @@ fn first_of(dirs: &[PathBuf], names: &[&str]) -> Option<String> {
     None
 }
 
-/// Identify a block device from sysfs: resolve symlinks to the device node, map its
-/// major:minor through `/sys/dev/block/`, and read the serial, WWN and model of the disk (for a
-/// partition, of its whole disk; for an NVMe namespace, of its controller).
+/// Open `path` with `O_PATH` (following symlinks): a descriptor that names the inode without
+/// opening the device, so nothing (a driver's open handler, a tape rewinding, a watchdog
+/// arming) happens. Checks are made on it, and the descriptor used for I/O is reopened from it
+/// (`/proc/self/fd/N`), so the file checked is the file written whatever the path points to by
+/// then.
+pub(crate) fn open_path(path: &Path) -> Result<OwnedFd, SafetyError> {
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(path)
+        .map(OwnedFd::from)
+        .map_err(|source| SafetyError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// Reopen the inode an `O_PATH` (or any) descriptor names, with new flags, through
+/// `/proc/self/fd/N`: no path is resolved again.
+pub(crate) fn reopen(fd: BorrowedFd<'_>, flags: libc::c_int, write: bool) -> io::Result<File> {
+    fs::OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(flags | libc::O_CLOEXEC)
+        .open(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+pub(crate) fn fstat(fd: BorrowedFd<'_>, path: &Path) -> Result<fs::Metadata, SafetyError> {
+    let f = File::from(fd.try_clone_to_owned().map_err(|source| SafetyError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?);
+    f.metadata().map_err(|source| SafetyError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Identify a block device from sysfs: open `path` with `O_PATH`, then [`identify_fd`].
 pub fn identify(path: &Path) -> Result<DeviceIdentity, SafetyError> {
-    let canon = fs::canonicalize(path).map_err(|source| SafetyError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let meta = fs::metadata(&canon).map_err(|source| SafetyError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let fd = open_path(path)?;
+    identify_fd(fd.as_fd(), path)
+}
+
+/// Identify the block device a descriptor refers to: its device number from `fstat`, mapped
+/// through `/sys/dev/block/MAJ:MIN`, and the serial, WWN and model of the disk (for a
+/// partition, of its whole disk; for an NVMe namespace, of its controller). `shown` is the
+/// name the operator used, for messages.
+pub fn identify_fd(fd: BorrowedFd<'_>, shown: &Path) -> Result<DeviceIdentity, SafetyError> {
+    let path = shown;
+    let meta = fstat(fd, shown)?;
     if !meta.file_type().is_block_device() {
         return Err(SafetyError::NotBlockDevice {
             path: path.to_path_buf(),
@@ -350,7 +450,7 @@ pub fn identify(path: &Path) -> Result<DeviceIdentity, SafetyError> {
         .or_else(|| first_of(std::slice::from_ref(&disk), &["wwn"]));
     let model = first_of(&search, &["model"]);
     Ok(DeviceIdentity {
-        path: canon,
+        path: node_path(&kernel_name, rdev, shown),
         kernel_name,
         parent,
         major,
@@ -360,6 +460,22 @@ pub fn identify(path: &Path) -> Result<DeviceIdentity, SafetyError> {
         model,
         signatures: Vec::new(),
     })
+}
+
+/// The device node for messages and records: `/dev/<kernel name>` when that node is this
+/// device, else the operator's path canonicalised when it still is, else the path as given.
+fn node_path(kernel_name: &str, rdev: u64, shown: &Path) -> PathBuf {
+    let is_it = |p: &Path| {
+        fs::metadata(p).is_ok_and(|m| m.file_type().is_block_device() && m.rdev() == rdev)
+    };
+    let dev = Path::new("/dev").join(kernel_name);
+    if is_it(&dev) {
+        return dev;
+    }
+    match fs::canonicalize(shown) {
+        Ok(c) if is_it(&c) => c,
+        _ => shown.to_path_buf(),
+    }
 }
 
 /// WWN forms differ between tools (`naa.5000c500...`, `0x5000c500...`, `eui.0025...`): compare
@@ -375,7 +491,7 @@ fn normalise_wwn(s: &str) -> String {
 }
 
 /// Check (a).
-fn check_allowed(id: &DeviceIdentity, allow: Option<&str>) -> Result<(), SafetyError> {
+pub(crate) fn check_allowed(id: &DeviceIdentity, allow: Option<&str>) -> Result<(), SafetyError> {
     let path = id.path.clone();
     let names = match (&id.serial, &id.wwn) {
         (None, None) => None,
@@ -424,8 +540,17 @@ fn check_allowed(id: &DeviceIdentity, allow: Option<&str>) -> Result<(), SafetyE
             Err(SafetyError::NotAllowed { path, reason })
         }
         None => {
-            let allowed_path = fs::canonicalize(allow).unwrap_or_else(|_| PathBuf::from(allow));
-            if allow.starts_with('/') && allowed_path == id.path {
+            // By device number: `allow_destroy = "/dev/loop3"` allows that device under any
+            // name, and no other device, whatever a symlink pointed to when it was opened.
+            let same = match fs::metadata(allow) {
+                Ok(m) => {
+                    m.file_type().is_block_device() && m.rdev() == libc::makedev(id.major, id.minor)
+                }
+                Err(_) => {
+                    fs::canonicalize(allow).unwrap_or_else(|_| PathBuf::from(allow)) == id.path
+                }
+            };
+            if allow.starts_with('/') && same {
                 Ok(())
             } else {
                 Err(SafetyError::NotAllowed {
@@ -440,240 +565,35 @@ fn check_allowed(id: &DeviceIdentity, allow: Option<&str>) -> Result<(), SafetyE
     }
 }
 
-/// One block device to check for use: the device itself or one of its partitions.
-struct Node {
-    name: String,
-    dev_path: PathBuf,
-    sys: PathBuf,
-    major: u32,
-    minor: u32,
-}
-
-fn parse_devno(s: &str) -> Option<(u32, u32)> {
-    let (a, b) = s.trim().split_once(':')?;
-    Some((a.parse().ok()?, b.parse().ok()?))
-}
-
-/// The device and its partitions (subdirectories of its sysfs directory with a `partition`
-/// file).
-fn nodes_of(id: &DeviceIdentity) -> Result<Vec<Node>, SafetyError> {
-    let sys = fs::canonicalize(format!("/sys/dev/block/{}:{}", id.major, id.minor)).map_err(
-        |source| SafetyError::Io {
-            path: id.path.clone(),
-            source,
-        },
-    )?;
-    let mut nodes = vec![Node {
-        name: id.kernel_name.clone(),
-        dev_path: id.path.clone(),
-        sys: sys.clone(),
-        major: id.major,
-        minor: id.minor,
-    }];
-    if let Ok(rd) = fs::read_dir(&sys) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if !p.join("partition").exists() {
-                continue;
-            }
-            let Some((major, minor)) = sysfs_string(&p.join("dev")).and_then(|d| parse_devno(&d))
-            else {
-                continue;
-            };
-            let name = e.file_name().to_string_lossy().into_owned();
-            nodes.push(Node {
-                dev_path: PathBuf::from("/dev").join(&name),
-                name,
-                sys: p,
-                major,
-                minor,
-            });
-        }
-    }
-    Ok(nodes)
-}
-
-/// Undo the octal escapes (`\040` for space) of /proc/self/mountinfo and /proc/swaps.
-fn unescape_octal(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (b[i + 1] - b'0') as u32 * 64
-                + (b[i + 2] - b'0') as u32 * 8
-                + (b[i + 3] - b'0') as u32;
-            out.push(v as u8);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// A mount from /proc/self/mountinfo: device numbers, mount point and source.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MountEntry {
-    pub major: u32,
-    pub minor: u32,
-    pub mountpoint: String,
-    pub source: String,
-}
-
-/// Parse /proc/self/mountinfo text (`36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw`).
-pub fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        if fields.len() < 5 {
-            continue;
-        }
-        let Some((major, minor)) = parse_devno(fields[2]) else {
-            continue;
-        };
-        let source = fields
-            .iter()
-            .position(|f| *f == "-")
-            .and_then(|i| fields.get(i + 2))
-            .map(|s| unescape_octal(s))
-            .unwrap_or_default();
-        out.push(MountEntry {
-            major,
-            minor,
-            mountpoint: unescape_octal(fields[4]),
-            source,
-        });
-    }
-    out
-}
-
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (fs::canonicalize(a), fs::canonicalize(b)) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => false,
-    }
-}
-
-/// Entries of `<sysfs dir>/holders/`, sorted, dm devices with their dm name (`dm-0 (vg-lv)`).
-fn holders_of(sys: &Path) -> Vec<String> {
-    let dir = sys.join("holders");
-    let mut holders: Vec<String> = fs::read_dir(&dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    holders.sort();
-    holders
-        .into_iter()
-        .map(|h| match sysfs_string(&dir.join(&h).join("dm/name")) {
-            Some(dm) => format!("{h} ({dm})"),
-            None => h,
-        })
-        .collect()
-}
-
-/// Check (c): mounts, swap, holders and exclusive claims of the device and its partitions.
-fn check_not_in_use(id: &DeviceIdentity) -> Result<(), SafetyError> {
-    let nodes = nodes_of(id)?;
-    let path = id.path.clone();
-    let mountinfo =
-        fs::read_to_string("/proc/self/mountinfo").map_err(|source| SafetyError::Io {
-            path: PathBuf::from("/proc/self/mountinfo"),
-            source,
-        })?;
-    let mounts = parse_mountinfo(&mountinfo);
-    for n in &nodes {
-        // By device numbers, and by source path (btrfs reports an anonymous device number).
-        if let Some(m) = mounts.iter().find(|m| {
-            (m.major, m.minor) == (n.major, n.minor)
-                || (m.source.starts_with('/') && same_file(Path::new(&m.source), &n.dev_path))
-        }) {
-            return Err(SafetyError::Mounted {
-                path,
-                what: n.dev_path.display().to_string(),
-                mountpoint: m.mountpoint.clone(),
-            });
-        }
-    }
-    if let Ok(swaps) = fs::read_to_string("/proc/swaps") {
-        for line in swaps.lines().skip(1) {
-            let Some(f) = line.split_whitespace().next() else {
-                continue;
-            };
-            let f = unescape_octal(f);
-            for n in &nodes {
-                let devno = fs::metadata(&f).ok().map(|m| m.rdev());
-                let matches = devno
-                    .map(|d| (libc::major(d), libc::minor(d)) == (n.major, n.minor))
-                    .unwrap_or(false)
-                    || same_file(Path::new(&f), &n.dev_path);
-                if matches {
-                    return Err(SafetyError::ActiveSwap {
-                        path,
-                        what: n.dev_path.display().to_string(),
-                    });
-                }
-            }
-        }
-    }
-    for n in &nodes {
-        let holders = holders_of(&n.sys);
-        if !holders.is_empty() {
-            return Err(SafetyError::Held {
-                path,
-                what: n.name.clone(),
-                holders,
-            });
-        }
-    }
-    for n in &nodes {
-        // An O_EXCL open of a block device fails with EBUSY while anything holds an exclusive
-        // claim on it (a mount, swap, dm, md, another nvsoak). Read-only: nothing is written.
-        let dev = if n.name == id.kernel_name {
-            id.path.clone()
-        } else {
-            n.dev_path.clone()
-        };
-        match fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_EXCL | libc::O_CLOEXEC)
-            .open(&dev)
-        {
-            Ok(f) => drop(f),
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                return Err(SafetyError::Busy {
-                    path,
-                    what: dev.display().to_string(),
-                });
-            }
-            // A partition without a node in /dev cannot be opened by anyone else through
-            // it either; the sysfs checks above cover it.
-            Err(e) if e.kind() == io::ErrorKind::NotFound && dev != id.path => {}
-            Err(source) => return Err(SafetyError::Io { path: dev, source }),
-        }
-    }
-    Ok(())
-}
-
-/// Run all write-safety checks on a block device (see the module docs). On success, returns
-/// its identity; `signatures` lists what `force_overwrite_signatures` let through, which the
-/// caller must log before writing.
+/// Run all write-safety checks on a block device (see the module docs) without holding it:
+/// what `check-config` runs. On success, returns its identity; `signatures` lists what
+/// `force_overwrite_signatures` let through, which the caller must log before writing.
+/// [`claim_block`] runs the same checks in the same order, on the descriptor it then writes.
 pub fn check_writable(
     path: &Path,
     allow_destroy: Option<&str>,
     force_overwrite_signatures: bool,
 ) -> Result<DeviceIdentity, SafetyError> {
-    let mut id = identify(path)?;
+    let fd = open_path(path)?;
+    let id = identify_fd(fd.as_fd(), path)?;
     check_allowed(&id, allow_destroy)?;
-    check_not_in_use(&id)?;
-    let found = probe::signatures(&id.path).map_err(|reason| SafetyError::Probe {
+    inuse::check_block(&id, false)?;
+    check_signatures(id, fd.as_fd(), force_overwrite_signatures)
+}
+
+/// Check (b), through a read-only, buffered reopen of `fd` (libblkid reads at offsets and
+/// lengths O_DIRECT would refuse).
+pub(crate) fn check_signatures(
+    mut id: DeviceIdentity,
+    fd: BorrowedFd<'_>,
+    force_overwrite_signatures: bool,
+) -> Result<DeviceIdentity, SafetyError> {
+    let ro =
+        reopen(fd, libc::O_RDONLY | libc::O_NONBLOCK, false).map_err(|source| SafetyError::Io {
+            path: id.path.clone(),
+            source,
+        })?;
+    let found = probe::signatures_fd(ro.as_fd()).map_err(|reason| SafetyError::Probe {
         path: id.path.clone(),
         reason,
     })?;
@@ -745,6 +665,7 @@ mod tests {
         // The kernel here has neither md nor dm, so real holders only appear in the VM
         // harness; this covers the sysfs layout they produce.
         let d = tempfile::tempdir().unwrap();
+        use inuse::holders_of;
         assert!(holders_of(d.path()).is_empty());
         fs::create_dir_all(d.path().join("holders/dm-3/dm")).unwrap();
         fs::write(d.path().join("holders/dm-3/dm/name"), "vg0-lv0\n").unwrap();

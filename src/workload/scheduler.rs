@@ -7,10 +7,10 @@
 //! reports, once per stats interval.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Seek, SeekFrom};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -51,6 +51,9 @@ pub enum TargetError {
     },
     #[error("target {target}: {reason}")]
     Refused { target: String, reason: String },
+    /// Two targets are one device or file.
+    #[error("{0}")]
+    Alias(crate::safety::SafetyError),
     #[error("target {target}: worker failed: {reason}")]
     Worker { target: String, reason: String },
     #[error("target {target}: region of {path} is empty (size {size} bytes)")]
@@ -439,85 +442,151 @@ fn with_snapshot(s: &SharedSnapshot, f: impl FnOnce(&mut TargetSnapshot)) {
 /// Open (and for files create and preallocate) the target. Returns the fd, the usable size, and
 /// whether it is a block device.
 pub fn open_target(spec: &TargetSpec, writes: bool) -> Result<OpenedTarget, TargetError> {
+    open_target_expecting(spec, writes, None)
+}
+
+/// [`open_target`], refusing a block device that is not `expect` (the device the target ran
+/// on before it vanished). Every check is made on the descriptor that is then used for I/O
+/// (see `safety::claim`): a block device written is held `O_EXCL`, a file target is one
+/// nvsoak created (or `allow_destroy` names) and is held with an exclusive lock.
+pub fn open_target_expecting(
+    spec: &TargetSpec,
+    writes: bool,
+    expect: Option<&crate::safety::DeviceIdentity>,
+) -> Result<OpenedTarget, TargetError> {
     let open_err = |error| TargetError::Open {
         target: spec.name.clone(),
         path: spec.path.clone(),
         error,
     };
-    let is_block = std::fs::metadata(&spec.path)
-        .map(|m| m.file_type().is_block_device())
-        .unwrap_or(false);
-    let mut identity = None;
-    if is_block && !writes {
-        identity = crate::safety::identify(&spec.path).ok();
-    }
-    if is_block && writes {
-        let id = crate::safety::check_writable(
-            &spec.path,
-            spec.allow_destroy.as_deref(),
-            spec.force_overwrite_signatures,
-        )
-        .map_err(|e| TargetError::Refused {
-            target: spec.name.clone(),
-            reason: e.to_string(),
-        })?;
-        for sig in &id.signatures {
-            tracing::warn!(target_name = %spec.name, path = %spec.path.display(), signature = %sig,
-                "force_overwrite_signatures: about to destroy this signature");
-        }
-        identity = Some(id);
-    }
-    let mut oo = OpenOptions::new();
-    oo.read(true);
-    if writes || !is_block {
-        oo.write(true);
-    }
-    if !is_block {
-        oo.create(true);
-        if let Some(dir) = spec.path.parent()
-            && !dir.as_os_str().is_empty()
-        {
-            std::fs::create_dir_all(dir).map_err(open_err)?;
-        }
-    }
-    if spec.direct {
-        oo.custom_flags(libc::O_DIRECT);
-    }
-    let mut f: File = oo.open(&spec.path).map_err(|error| {
-        // tmpfs before Linux 6.6 refuses O_DIRECT with EINVAL: say what to change.
-        match spec
+    let refused = |e: crate::safety::SafetyError| match e {
+        // An open that failed for a plain reason (no such file, permission, O_DIRECT on tmpfs)
+        // keeps its io::Error, and tmpfs's EINVAL gets its advice.
+        crate::safety::SafetyError::Io { source, .. } => match spec
             .direct
-            .then(|| super::odirect::explain_open_error(&spec.path, &error))
+            .then(|| super::odirect::explain_open_error(&spec.path, &source))
             .flatten()
         {
             Some(reason) => TargetError::Refused {
                 target: spec.name.clone(),
                 reason,
             },
-            None => open_err(error),
-        }
-    })?;
-    let size = if is_block {
-        f.seek(SeekFrom::End(0)).map_err(open_err)?
-    } else {
-        let size = spec.size.unwrap_or(0);
-        let cur = f.metadata().map_err(open_err)?.len();
-        if cur < size || !fully_allocated(&f, size) {
-            preallocate(&f, size).map_err(|error| TargetError::Prealloc {
-                target: spec.name.clone(),
-                path: spec.path.clone(),
-                size,
-                error,
-            })?;
-        }
-        size
+            None => open_err(source),
+        },
+        other => TargetError::Refused {
+            target: spec.name.clone(),
+            reason: other.to_string(),
+        },
     };
+    let is_block = std::fs::metadata(&spec.path)
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false);
+    if is_block {
+        let claimed = if writes {
+            crate::safety::claim_block(
+                &spec.path,
+                spec.allow_destroy.as_deref(),
+                spec.force_overwrite_signatures,
+                spec.direct,
+                expect,
+            )
+        } else {
+            crate::safety::claim_read_only(&spec.path, spec.direct, expect)
+        }
+        .map_err(refused)?;
+        for sig in &claimed.identity.signatures {
+            tracing::warn!(target_name = %spec.name, path = %spec.path.display(), signature = %sig,
+                "force_overwrite_signatures: about to destroy this signature");
+        }
+        let mut f = claimed.file;
+        let size = f.seek(SeekFrom::End(0)).map_err(open_err)?;
+        return Ok(OpenedTarget {
+            fd: OwnedFd::from(f),
+            size,
+            is_block,
+            identity: Some(claimed.identity),
+        });
+    }
+    let claimed = crate::safety::claim_file(
+        &spec.name,
+        &spec.path,
+        spec.allow_destroy.as_deref(),
+        spec.direct,
+    )
+    .map_err(refused)?;
+    if claimed.created {
+        tracing::info!(target_name = %spec.name, path = %claimed.path.display(),
+            "created the target file (marked as nvsoak's with the user.nvsoak.target attribute)");
+    }
+    let f = claimed.file;
+    let size = spec.size.unwrap_or(0);
+    let cur = f.metadata().map_err(open_err)?.len();
+    if cur < size || !fully_allocated(&f, size) {
+        preallocate(&f, size).map_err(|error| TargetError::Prealloc {
+            target: spec.name.clone(),
+            path: spec.path.clone(),
+            size,
+            error,
+        })?;
+    }
     Ok(OpenedTarget {
         fd: OwnedFd::from(f),
         size,
         is_block,
-        identity,
+        identity: None,
     })
+}
+
+/// The read-only part of [`open_target_expecting`]'s checks, for `check-config`: the same
+/// checks in the same order, refused with the same message, and nothing created, claimed or
+/// written. `Ok(Some(note))` names the checks that could not run without permission to open
+/// the device (not root).
+pub fn preflight(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
+    use crate::safety::SafetyError;
+    let is_block = std::fs::metadata(&spec.path)
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false);
+    let r = if is_block {
+        if !plan_writes(spec) {
+            return Ok(None);
+        }
+        crate::safety::check_writable(
+            &spec.path,
+            spec.allow_destroy.as_deref(),
+            spec.force_overwrite_signatures,
+        )
+        .map(|_| ())
+    } else {
+        crate::safety::check_file_target(&spec.path, spec.allow_destroy.as_deref())
+    };
+    match r {
+        Ok(()) => Ok(None),
+        Err(SafetyError::Io { path, source })
+            if source.kind() == std::io::ErrorKind::PermissionDenied =>
+        {
+            Ok(Some(format!(
+                "target {}: not checked: opening {} was refused ({source}), so the exclusive-claim and signature checks did not run; run check-config as root to run them",
+                spec.name,
+                path.display()
+            )))
+        }
+        Err(SafetyError::Io { source, .. }) => Err(TargetError::Open {
+            target: spec.name.clone(),
+            path: spec.path.clone(),
+            error: source,
+        }),
+        Err(e) => Err(TargetError::Refused {
+            target: spec.name.clone(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// Two targets that are one device or one file, however named (symlink, `mknod` alias, hard
+/// link): refused before any target opens. `run` and `check-config` both call it.
+pub fn check_aliases(targets: &[TargetSpec]) -> Result<(), TargetError> {
+    crate::safety::same_targets(targets.iter().map(|t| (t.name.as_str(), t.path.as_path())))
+        .map_err(TargetError::Alias)
 }
 
 /// An opened target.
@@ -1862,18 +1931,10 @@ impl Runner {
             if !crate::safety::is_block_device(&path) {
                 continue;
             }
-            if let Some(orig) = &self.identity {
-                match crate::safety::identify(&path) {
-                    Ok(now) if now.same_device(orig) => {}
-                    Ok(now) => {
-                        tracing::warn!(target_name = %self.spec.name, path = %path.display(),
-                            was = %orig, now = %now, "a different device appeared at the target's path; not touching it");
-                        continue;
-                    }
-                    Err(_) => continue,
-                }
-            }
-            match open_target(&self.spec, plan_writes(&self.spec)) {
+            // The device at the path is identified through the descriptor opened, and one
+            // that is not the device this target ran on is refused, never touched.
+            match open_target_expecting(&self.spec, plan_writes(&self.spec), self.identity.as_ref())
+            {
                 Ok(t) => {
                     self.fd = Arc::new(t.fd);
                     tracing::info!(target_name = %self.spec.name, path = %path.display(),

@@ -191,16 +191,24 @@ impl Daemon {
             .stderr(Stdio::piped())
             .spawn()
             .expect("starting nvsoak");
-        let d = Daemon { child, addr, dir };
+        let mut d = Daemon { child, addr, dir };
         d.wait_http(Duration::from_secs(20));
         d
     }
 
-    fn wait_http(&self, timeout: Duration) {
+    fn wait_http(&mut self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if let Ok((200, _)) = http_get(self.addr, "/healthz") {
                 return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let mut err = String::new();
+                if let Some(mut e) = self.child.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut err);
+                }
+                panic!("nvsoak exited ({status}) before serving /healthz:\n{err}");
             }
             std::thread::sleep(Duration::from_millis(50));
         }

@@ -679,7 +679,9 @@ fn read_errors_are_counted_per_errno_and_max_errors_stops_the_target() {
         Err(Some(libc::EIO))
     );
     assert_eq!(probe(10).ok(), Some(4096));
-    check_errors_counted_and_max_errors(&f.path, "size = \"32MiB\"", "4k-random-read", false);
+    // The fixture made the file, so allow_destroy must name it for nvsoak to open it.
+    let extra = format!("size = \"32MiB\"\nallow_destroy = \"{}\"", f.path.display());
+    check_errors_counted_and_max_errors(&f.path, &extra, "4k-random-read", false);
 }
 
 #[repr(align(4096))]

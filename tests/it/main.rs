@@ -1,6 +1,9 @@
 //! The integration test crate. Each module tests one area against real parts: files under
 //! /dev/shm, loop devices the tests create, the real HTTP endpoint.
 
+/// Write safety attacked: symlink swaps, two daemons, mounts, existing and loop-backing files,
+/// stacked loops, mknod aliases, hard links; check-config agreeing with run.
+mod attacks;
 /// The build needs the Rust toolchain only: no bindgen, no pkg-config, no `-sys` crate
 /// linking a system library; libblkid is loaded at run time.
 mod build_deps;

@@ -16,7 +16,7 @@ use nvsoak::safety::{self, SafetyError, SignatureKind};
 /// LVM on loop devices without touching the host's LVM devices file or udev.
 const LVM_CONFIG: &str = "devices{use_devicesfile=0 filter=[\"a|^/dev/loop|\",\"r|.*|\"]} activation{udev_sync=0 udev_rules=0}";
 
-fn run(cmd: &str, args: &[&str]) -> Result<String, String> {
+pub(crate) fn run(cmd: &str, args: &[&str]) -> Result<String, String> {
     let out = Command::new(cmd)
         .args(args)
         .env("LVM_SUPPRESS_FD_WARNINGS", "1")
@@ -34,19 +34,19 @@ fn run(cmd: &str, args: &[&str]) -> Result<String, String> {
     }
 }
 
-fn sh(cmd: &str, args: &[&str]) -> String {
+pub(crate) fn sh(cmd: &str, args: &[&str]) -> String {
     run(cmd, args).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Loop devices, mounts and PVs created by one test, undone in reverse order on drop.
-struct Scratch {
-    dir: tempfile::TempDir,
+pub(crate) struct Scratch {
+    pub(crate) dir: tempfile::TempDir,
     undo: Vec<(String, Vec<String>)>,
 }
 
 impl Scratch {
     /// None (with a printed reason) when loop devices cannot be used here.
-    fn new(test: &str) -> Option<Scratch> {
+    pub(crate) fn new(test: &str) -> Option<Scratch> {
         if !nix::unistd::geteuid().is_root() {
             eprintln!("skipping {test}: needs root for loop devices");
             return None;
@@ -61,7 +61,7 @@ impl Scratch {
         })
     }
 
-    fn on_drop(&mut self, cmd: &str, args: &[&str]) {
+    pub(crate) fn on_drop(&mut self, cmd: &str, args: &[&str]) {
         self.undo.push((
             cmd.to_string(),
             args.iter().map(|a| a.to_string()).collect(),
@@ -69,7 +69,7 @@ impl Scratch {
     }
 
     /// A loop device over a sparse backing file of `mib` MiB.
-    fn loop_dev(&mut self, mib: u64, partscan: bool) -> PathBuf {
+    pub(crate) fn loop_dev(&mut self, mib: u64, partscan: bool) -> PathBuf {
         let backing = self.dir.path().join(format!("loop{}.img", self.undo.len()));
         let f = fs::File::create(&backing).expect("creating a backing file");
         f.set_len(mib << 20).expect("sizing the backing file");
@@ -85,7 +85,7 @@ impl Scratch {
         PathBuf::from(dev)
     }
 
-    fn mount(&mut self, dev: &Path) -> PathBuf {
+    pub(crate) fn mount(&mut self, dev: &Path) -> PathBuf {
         let mp = self.dir.path().join(format!("mnt{}", self.undo.len()));
         fs::create_dir(&mp).expect("creating a mount point");
         let m = mp.to_str().expect("utf-8 path").to_string();
@@ -106,13 +106,13 @@ impl Drop for Scratch {
     }
 }
 
-fn p(dev: &Path) -> &str {
+pub(crate) fn p(dev: &Path) -> &str {
     dev.to_str().expect("utf-8 path")
 }
 
 /// The first 4 MiB and the last 1 MiB of a device (where partition tables and superblocks
 /// live), read through a read-only descriptor.
-fn snapshot(dev: &Path) -> Vec<u8> {
+pub(crate) fn snapshot(dev: &Path) -> Vec<u8> {
     let mut f = fs::File::open(dev).expect("opening the device read-only");
     let size = f.seek(SeekFrom::End(0)).expect("device size");
     let mut out = vec![0u8; 4 << 20];
@@ -125,7 +125,7 @@ fn snapshot(dev: &Path) -> Vec<u8> {
     out
 }
 
-fn blkid_value(dev: &Path, tag: &str) -> String {
+pub(crate) fn blkid_value(dev: &Path, tag: &str) -> String {
     run("blkid", &["-p", "-s", tag, "-o", "value", p(dev)]).unwrap_or_default()
 }
 

@@ -1,0 +1,569 @@
+//! Write safety tried as an attacker and a careless operator would, on loop devices and files
+//! this test makes: a symlink swapped between an allowed blank device and an ext4 device while
+//! nvsoak opens it (hundreds of times), two daemons on one device, a mount during a soak, an
+//! existing file, the backing file of a loop device with a mounted filesystem, a loop device
+//! stacked on the target at an offset with a mounted ext4, a `mknod` alias, a hard link. Each
+//! checks the bytes of everything not allowed (first 4 MiB and last 1 MiB, and the filesystem)
+//! before and after, and that `check-config` refuses what `run` refuses with the same message.
+//!
+//! Device-mapper and md are not built into this host's kernel; their holders are covered by
+//! `safety::holders_are_listed_with_dm_names` (the sysfs layout) and the `holders` check, and
+//! stacking is exercised with loop devices, which the kernel here has.
+
+use std::fs;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::common::{Daemon, bin, free_port, sum};
+use crate::safety::{Scratch, p, sh, snapshot};
+
+/// A soak that writes, on `path`, with `extra` lines in the target table.
+fn write_plan(state: &Path, name: &str, path: &Path, extra: &str) -> String {
+    format!(
+        r#"
+[state]
+dir = "{state}"
+[health]
+enabled = false
+[[target]]
+name = "{name}"
+path = "{path}"
+engine = "psync"
+direct = false
+{extra}
+[[target.phase]]
+kind = "soak"
+job = {{ name = "w", read = 0, bs = "4k", access = "random", iodepth = 1, rate = "2000iops" }}
+duration = "10m"
+"#,
+        state = state.display(),
+        path = path.display(),
+    )
+}
+
+fn nvsoak(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(bin())
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .expect("running nvsoak");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The error line `main` prints (`nvsoak: ...`).
+fn error_line(stderr: &str) -> String {
+    stderr
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("nvsoak: "))
+        .unwrap_or_else(|| panic!("no error line in:\n{stderr}"))
+        .to_string()
+}
+
+/// `run` and `check-config` both refuse `cfg` with the same message, which contains `want`;
+/// returns it.
+fn both_refuse(dir: &Path, cfg: &str, want: &str) -> String {
+    let path = dir.join(format!("plan-{}.toml", free_port()));
+    fs::write(&path, cfg).expect("writing the plan");
+    let c = p(&path);
+    let (code, err) = nvsoak(&["check-config", c]);
+    assert_ne!(code, Some(0), "check-config approved it:\n{err}");
+    let checked = error_line(&err);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let (code, err) = nvsoak(&[
+        "run",
+        "--config",
+        c,
+        "--web.listen-address",
+        &addr,
+        "--exit-when-done",
+    ]);
+    assert_ne!(code, Some(0), "run did not refuse:\n{err}");
+    let ran = error_line(&err);
+    assert_eq!(checked, ran, "check-config and run disagree");
+    assert!(ran.contains(want), "{ran}");
+    ran
+}
+
+fn mkfs_ext4(dev: &Path) {
+    sh("mkfs.ext4", &["-q", "-F", p(dev)]);
+}
+
+/// ext4 on `dev` is intact: fsck finds nothing to fix.
+fn assert_fs_intact(dev: &Path) {
+    let out = Command::new("e2fsck")
+        .args(["-f", "-n", p(dev)])
+        .stdin(Stdio::null())
+        .output()
+        .expect("running e2fsck");
+    assert!(
+        out.status.success(),
+        "the ext4 on {} is damaged: {}",
+        dev.display(),
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+fn rdev(path: &Path) -> u64 {
+    fs::metadata(path).expect("stat").rdev()
+}
+
+#[test]
+fn symlink_swapped_while_opening_never_reaches_the_other_device() {
+    let Some(mut s) = Scratch::new("symlink swap") else {
+        return;
+    };
+    let allowed = s.loop_dev(16, false);
+    let other = s.loop_dev(16, false);
+    mkfs_ext4(&other);
+    let before = snapshot(&other);
+    let link = s.dir.path().join("target");
+    std::os::unix::fs::symlink(&allowed, &link).expect("symlink");
+    let cfg_path = s.dir.path().join("plan.toml");
+    fs::write(
+        &cfg_path,
+        write_plan(
+            &s.dir.path().join("state"),
+            "swap",
+            &link,
+            &format!("allow_destroy = \"{}\"", allowed.display()),
+        ),
+    )
+    .expect("plan");
+    let settings = nvsoak::config::load(Some(&cfg_path)).expect("the plan loads");
+    let spec = settings.targets[0].clone();
+
+    // Re-point the link as fast as possible, atomically (rename over it).
+    let stop = Arc::new(AtomicBool::new(false));
+    let flips = Arc::new(AtomicU64::new(0));
+    let swapper = {
+        let (stop, flips) = (stop.clone(), flips.clone());
+        let (a, b, link) = (allowed.clone(), other.clone(), link.clone());
+        let tmp = s.dir.path().join("target.new");
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let to = if n.is_multiple_of(2) { &b } else { &a };
+                let _ = fs::remove_file(&tmp);
+                if std::os::unix::fs::symlink(to, &tmp).is_ok() && fs::rename(&tmp, &link).is_ok() {
+                    n += 1;
+                    flips.store(n, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let (want, mut opened, mut refused) = (rdev(&allowed), 0, 0);
+    for _ in 0..400 {
+        match nvsoak::workload::scheduler::open_target(&spec, true) {
+            Ok(t) => {
+                opened += 1;
+                let f = fs::File::from(t.fd);
+                assert_eq!(
+                    f.metadata().expect("fstat").rdev(),
+                    want,
+                    "opened the other device"
+                );
+                // Write through what nvsoak returned, where a filesystem keeps its superblock
+                // and where a GPT keeps its backup: on the other device, this would break it.
+                let block = [0xA5u8; 4096];
+                f.write_all_at(&block, 0).expect("write head");
+                f.write_all_at(&block, 1024).expect("write superblock area");
+                f.write_all_at(&block, t.size - 4096).expect("write tail");
+            }
+            Err(e) => {
+                refused += 1;
+                let m = e.to_string();
+                assert!(
+                    m.contains("allow_destroy") || m.contains("not the device checked"),
+                    "unexpected refusal: {m}"
+                );
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().expect("swapper");
+    assert!(flips.load(Ordering::Relaxed) > 100, "the link hardly moved");
+    assert!(
+        opened > 0 && refused > 0,
+        "opened {opened}, refused {refused}: no race happened"
+    );
+    assert_eq!(snapshot(&other), before, "the other device's bytes changed");
+    assert_fs_intact(&other);
+    eprintln!(
+        "symlink swap: {opened} opens of the allowed device, {refused} refusals, the other device untouched"
+    );
+}
+
+#[test]
+fn a_second_daemon_and_a_mount_fail_while_a_soak_holds_the_device() {
+    let Some(mut s) = Scratch::new("two daemons") else {
+        return;
+    };
+    let dev = s.loop_dev(32, false);
+    let allow = format!("allow_destroy = \"{}\"\nverify = \"inline\"", dev.display());
+    let first = Daemon::start(&write_plan(Path::new("{dir}/state"), "one", &dev, &allow));
+    first.scrape_until(Duration::from_secs(20), |m| {
+        sum(m, "nvsoak_write_ops_total", &[("target", "one")]) > 200.0
+    });
+    // A second nvsoak with its own state directory.
+    let other = s.dir.path().join("second");
+    fs::create_dir_all(&other).expect("dir");
+    let cfg = write_plan(&other.join("state"), "two", &dev, &allow);
+    let path = other.join("plan.toml");
+    fs::write(&path, &cfg).expect("plan");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let (code, err) = nvsoak(&["run", "--config", p(&path), "--web.listen-address", &addr]);
+    assert_eq!(code, Some(1), "the second daemon ran:\n{err}");
+    let line = error_line(&err);
+    let pid = first.child.id();
+    assert!(
+        line.contains("in use") && line.contains(&format!("pid {pid} (nvsoak)")),
+        "the refusal does not name the holder (pid {pid}): {line}"
+    );
+    // check-config says the same.
+    let (_, cerr) = nvsoak(&["check-config", p(&path)]);
+    assert_eq!(error_line(&cerr), line);
+    // An exclusive open (what mount, mdadm and mkfs do) fails; a mount fails and leaves
+    // nothing mounted.
+    let excl = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_EXCL)
+        .open(&dev);
+    assert_eq!(
+        excl.map(|_| ()).map_err(|e| e.raw_os_error()),
+        Err(Some(libc::EBUSY))
+    );
+    let mp = s.dir.path().join("mnt");
+    fs::create_dir(&mp).expect("mount point");
+    let m = Command::new("mount")
+        .args(["-t", "ext4", p(&dev), p(&mp)])
+        .stderr(Stdio::piped())
+        .output()
+        .expect("running mount");
+    assert!(!m.status.success(), "mounted a device nvsoak holds");
+    let mounts = fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    assert!(!mounts.contains(p(&mp)), "{mounts}");
+    // The first soak saw nothing of it: no verify error.
+    let after = first.scrape_until(Duration::from_secs(20), |m| {
+        sum(m, "nvsoak_write_ops_total", &[("target", "one")]) > 1000.0
+    });
+    assert_eq!(
+        sum(&after, "nvsoak_verify_errors_total", &[("target", "one")]),
+        0.0
+    );
+    let (status, _, err) = first.terminate();
+    assert!(status.success(), "{err}");
+}
+
+#[test]
+fn an_existing_file_is_refused_unless_allow_destroy_names_it() {
+    let dir = crate::common::shm_dir();
+    let f = dir.path().join("precious.dat");
+    let data: Vec<u8> = (0..(4u32 << 20)).map(|i| (i % 251) as u8).collect();
+    fs::write(&f, &data).expect("writing the file");
+    let state = dir.path().join("state");
+    let cfg = write_plan(&state, "f", &f, "size = \"4MiB\"");
+    let msg = both_refuse(dir.path(), &cfg, "nvsoak did not create it");
+    assert!(
+        msg.contains(&format!("allow_destroy = \"{}\"", f.display())),
+        "{msg}"
+    );
+    // allow_destroy naming another path does not do.
+    let cfg = write_plan(
+        &state,
+        "f",
+        &f,
+        "size = \"4MiB\"\nallow_destroy = \"/dev/shm/elsewhere.dat\"",
+    );
+    both_refuse(dir.path(), &cfg, "nvsoak did not create it");
+    assert_eq!(fs::read(&f).expect("read"), data, "the file changed");
+    // Named exactly: accepted by both.
+    let cfg = write_plan(
+        &state,
+        "f",
+        &f,
+        &format!("size = \"4MiB\"\nallow_destroy = \"{}\"", f.display()),
+    );
+    let plan = dir.path().join("ok.toml");
+    fs::write(&plan, &cfg).expect("plan");
+    let (code, err) = nvsoak(&["check-config", p(&plan)]);
+    assert_eq!(code, Some(0), "{err}");
+}
+
+#[test]
+fn the_backing_file_of_a_mounted_loop_device_is_refused_always() {
+    let Some(mut s) = Scratch::new("loop backing file") else {
+        return;
+    };
+    let lower = s.loop_dev(32, false);
+    mkfs_ext4(&lower);
+    s.mount(&lower);
+    // The backing file Scratch made for it.
+    let backing = PathBuf::from(sh("losetup", &["-n", "-O", "BACK-FILE", p(&lower)]));
+    let before = fs::read(&backing).expect("reading the backing file");
+    let cfg = write_plan(
+        &s.dir.path().join("state"),
+        "img",
+        &backing,
+        &format!(
+            "size = \"32MiB\"\nallow_destroy = \"{}\"",
+            backing.display()
+        ),
+    );
+    let msg = both_refuse(s.dir.path(), &cfg, "backing file of");
+    assert!(
+        msg.contains(p(&lower)) && msg.contains("mounted on"),
+        "{msg}"
+    );
+    assert_eq!(
+        fs::read(&backing).expect("read"),
+        before,
+        "the backing file changed"
+    );
+}
+
+#[test]
+fn a_loop_device_stacked_at_an_offset_makes_the_device_in_use() {
+    let Some(mut s) = Scratch::new("stacked loop") else {
+        return;
+    };
+    let dev = s.loop_dev(64, false);
+    let upper = sh("losetup", &["-f", "--show", "-o", "1048576", p(&dev)]);
+    s.on_drop("losetup", &["-d", &upper]);
+    let upper = PathBuf::from(upper);
+    mkfs_ext4(&upper);
+    s.mount(&upper);
+    let before = snapshot(&dev);
+    let cfg = write_plan(
+        &s.dir.path().join("state"),
+        "lower",
+        &dev,
+        &format!("allow_destroy = \"{}\"", dev.display()),
+    );
+    let msg = both_refuse(s.dir.path(), &cfg, "backing store of");
+    assert!(
+        msg.contains(&format!("{} (offset 1048576, mounted on", upper.display())),
+        "{msg}"
+    );
+    assert_eq!(snapshot(&dev), before, "the device changed");
+    fs::remove_dir_all(s.dir.path().join("state")).ok();
+    assert_fs_intact_mounted(&upper);
+}
+
+/// A mounted ext4 can't be fsck'd for sure; its superblock magic and a file on it still read.
+fn assert_fs_intact_mounted(dev: &Path) {
+    assert_eq!(crate::safety::blkid_value(dev, "TYPE"), "ext4");
+}
+
+#[test]
+fn a_mknod_alias_is_the_same_target_and_allows_nothing_else() {
+    let Some(mut s) = Scratch::new("mknod alias") else {
+        return;
+    };
+    let dev = s.loop_dev(16, false);
+    let ext4 = s.loop_dev(16, false);
+    mkfs_ext4(&ext4);
+    let before = snapshot(&ext4);
+    let alias = s.dir.path().join("alias");
+    let r = rdev(&dev);
+    nix::sys::stat::mknod(
+        &alias,
+        nix::sys::stat::SFlag::S_IFBLK,
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+        r,
+    )
+    .expect("mknod");
+    let state = s.dir.path().join("state");
+    let two = format!(
+        "{}\n[[target]]\nname = \"b\"\npath = \"{}\"\nallow_destroy = \"{}\"\nengine = \"psync\"\ndirect = false\n[[target.phase]]\nkind = \"soak\"\nprofile = \"4k-random-write\"\nduration = \"10m\"\n",
+        write_plan(
+            &state,
+            "a",
+            &dev,
+            &format!("allow_destroy = \"{}\"", dev.display())
+        ),
+        alias.display(),
+        dev.display()
+    );
+    let msg = both_refuse(
+        s.dir.path(),
+        &two,
+        "targets a and b are the same block device",
+    );
+    assert!(msg.contains(p(&alias)), "{msg}");
+    // An alias of the ext4 device is refused by allow_destroy naming the allowed one, the
+    // comparison being by device number, not by name.
+    let alias2 = s.dir.path().join("alias2");
+    nix::sys::stat::mknod(
+        &alias2,
+        nix::sys::stat::SFlag::S_IFBLK,
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+        rdev(&ext4),
+    )
+    .expect("mknod");
+    let cfg = write_plan(
+        &state,
+        "c",
+        &alias2,
+        &format!("allow_destroy = \"{}\"", dev.display()),
+    );
+    both_refuse(s.dir.path(), &cfg, "does not name it");
+    assert_eq!(snapshot(&ext4), before);
+    assert_fs_intact(&ext4);
+}
+
+#[test]
+fn hard_linked_file_targets_are_one_target() {
+    let dir = crate::common::shm_dir();
+    let a = dir.path().join("a.dat");
+    fs::write(&a, vec![7u8; 1 << 20]).expect("write");
+    let b = dir.path().join("b.dat");
+    fs::hard_link(&a, &b).expect("link");
+    let state = dir.path().join("state");
+    let cfg = format!(
+        "{}\n[[target]]\nname = \"b\"\npath = \"{}\"\nsize = \"1MiB\"\nallow_destroy = \"{}\"\nengine = \"psync\"\ndirect = false\n[[target.phase]]\nkind = \"soak\"\nprofile = \"4k-random-write\"\nduration = \"10m\"\n",
+        write_plan(
+            &state,
+            "a",
+            &a,
+            &format!("size = \"1MiB\"\nallow_destroy = \"{}\"", a.display())
+        ),
+        b.display(),
+        b.display()
+    );
+    both_refuse(dir.path(), &cfg, "targets a and b are the same file");
+    assert_eq!(fs::read(&a).expect("read"), vec![7u8; 1 << 20]);
+}
+
+#[test]
+fn check_config_refuses_what_run_refuses_on_devices() {
+    let Some(mut s) = Scratch::new("check-config agrees") else {
+        return;
+    };
+    let blank = s.loop_dev(16, false);
+    let ext4 = s.loop_dev(16, false);
+    mkfs_ext4(&ext4);
+    let before = snapshot(&ext4);
+    let state = s.dir.path().join("state");
+    // No allow_destroy.
+    both_refuse(
+        s.dir.path(),
+        &write_plan(&state, "n", &blank, ""),
+        "allow_destroy is not set",
+    );
+    // allow_destroy naming another device.
+    both_refuse(
+        s.dir.path(),
+        &write_plan(
+            &state,
+            "o",
+            &blank,
+            &format!("allow_destroy = \"{}\"", ext4.display()),
+        ),
+        "does not name it",
+    );
+    // A device holding ext4.
+    both_refuse(
+        s.dir.path(),
+        &write_plan(
+            &state,
+            "e",
+            &ext4,
+            &format!("allow_destroy = \"{}\"", ext4.display()),
+        ),
+        "it holds an ext4 filesystem",
+    );
+    assert_eq!(snapshot(&ext4), before);
+    assert_fs_intact(&ext4);
+}
+
+#[test]
+fn the_mark_falls_back_to_a_sidecar_where_xattrs_are_unsupported() {
+    let Some(mut s) = Scratch::new("sidecar mark") else {
+        return;
+    };
+    // ramfs has no extended attributes (like tmpfs before Linux 6.6).
+    let mp = s.dir.path().join("ramfs");
+    fs::create_dir(&mp).expect("mount point");
+    sh("mount", &["-t", "ramfs", "ramfs", p(&mp)]);
+    s.on_drop("umount", &[p(&mp)]);
+    let f = mp.join("t.dat");
+    let state = s.dir.path().join("state");
+    let plan = s.dir.path().join("plan.toml");
+    let cfg = write_plan(&state, "r", &f, "size = \"1MiB\"")
+        .replace("duration = \"10m\"", "duration = \"1s\"");
+    fs::write(&plan, &cfg).expect("plan");
+    let run = || {
+        let addr = format!("127.0.0.1:{}", free_port());
+        nvsoak(&[
+            "run",
+            "--config",
+            p(&plan),
+            "--web.listen-address",
+            &addr,
+            "--exit-when-done",
+        ])
+    };
+    let (code, err) = run();
+    assert_eq!(code, Some(0), "{err}");
+    let mark = fs::read_to_string(mp.join(".t.dat.nvsoak")).expect("the sidecar mark");
+    let ino = fs::metadata(&f).expect("stat").ino();
+    assert!(mark.contains(&format!("ino={ino}")), "{mark}");
+    // Ours: a second run opens it without allow_destroy.
+    let (code, err) = run();
+    assert_eq!(code, Some(0), "{err}");
+    // A file put in its place (another inode) is not ours, the sidecar notwithstanding.
+    fs::remove_file(&f).expect("rm");
+    fs::write(&f, vec![1u8; 1 << 20]).expect("write");
+    both_refuse(s.dir.path(), &cfg, "nvsoak did not create it");
+    assert_eq!(fs::read(&f).expect("read"), vec![1u8; 1 << 20]);
+}
+
+#[test]
+fn check_config_without_root_says_what_it_could_not_check() {
+    let Some(mut s) = Scratch::new("check-config as nobody") else {
+        return;
+    };
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: setpriv (util-linux) is missing");
+        return;
+    }
+    let dev = s.loop_dev(16, false);
+    let dir = s.dir.path();
+    fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let plan = dir.join("plan.toml");
+    let cfg = write_plan(
+        &dir.join("state"),
+        "n",
+        &dev,
+        &format!("allow_destroy = \"{}\"", dev.display()),
+    );
+    fs::write(&plan, cfg).expect("plan");
+    fs::set_permissions(&plan, std::os::unix::fs::PermissionsExt::from_mode(0o644)).expect("chmod");
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(bin())
+        .args(["check-config", p(&plan)])
+        .stdin(Stdio::null())
+        .output()
+        .expect("running check-config as nobody");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("note: target n: not checked")
+            && stdout.contains("run check-config as root"),
+        "{stdout}"
+    );
+}
