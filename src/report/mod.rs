@@ -898,6 +898,15 @@ random_read_iops = 243_000
         );
         let json = render_json(&r).expect("json");
         assert!(json.contains("\"reason\": \"stale\""), "{json}");
+        let md_path = dir.path().join("report.md");
+        markdown::write(&r, &md_path).expect("markdown");
+        let md = std::fs::read_to_string(&md_path).expect("read markdown");
+        assert!(
+            md.contains(
+                "| Archived run | archived, moved aside 2025-12-01 07:15:00 UTC: the plan changed |"
+            ),
+            "{md}"
+        );
         // Only archived files left (after state reset): still a report.
         std::fs::remove_file(&cur).expect("rm");
         let (only, _) = load_state_dir_with(dir.path(), true).expect("archived only");
