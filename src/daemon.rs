@@ -26,6 +26,8 @@ pub struct DaemonApp {
     pub history: std::sync::Mutex<crate::report::history::History>,
     /// Where `results/` lives, for `/report`.
     pub state_dir: std::path::PathBuf,
+    /// The background checkpoint saves (see [`CheckpointSaver`]).
+    pub checkpoint_stats: Arc<crate::state::SaveStats>,
 }
 
 impl DaemonApp {
@@ -72,10 +74,24 @@ impl DaemonApp {
         }
     }
 
-    /// Save the checkpoint (atomically; see `state::save`).
-    pub fn checkpoint(&self, dir: &std::path::Path, plan_hash: &str) {
+    /// Save the checkpoint of `targets` (atomically; see `state::save`). Blocking: the
+    /// generation maps of verified targets can be gigabytes, so the daemon calls it off the
+    /// event loop ([`CheckpointSaver`]). `slow` (test-only) is slept before writing.
+    pub fn checkpoint(
+        &self,
+        dir: &std::path::Path,
+        plan_hash: &str,
+        targets: &[SharedSnapshot],
+        slow: Duration,
+    ) -> Result<(), crate::state::StateError> {
         self.update_drive_figures();
-        let snaps = self.target_snapshots();
+        let snaps: Vec<scheduler::TargetSnapshot> = targets
+            .iter()
+            .map(|s| match s.read() {
+                Ok(g) => g.clone(),
+                Err(p) => p.into_inner().clone(),
+            })
+            .collect();
         let cp = crate::state::Checkpoint::new(
             plan_hash.to_string(),
             snaps.iter().map(|s| s.to_state()).collect(),
@@ -84,9 +100,10 @@ impl DaemonApp {
             .iter()
             .filter_map(|s| s.verify.as_ref().map(|v| (s.name.as_str(), &*v.map)))
             .collect();
-        if let Err(e) = crate::state::save(dir, &cp, &maps) {
-            tracing::warn!(error = %e, "saving the checkpoint failed; will retry at the next interval");
+        if !slow.is_zero() {
+            std::thread::sleep(slow);
         }
+        crate::state::save(dir, &cp, &maps)
     }
 
     pub fn render_metrics(&self) -> String {
@@ -97,6 +114,9 @@ impl DaemonApp {
             uptime_secs: self.started.elapsed().as_secs_f64(),
         };
         let mut fams = crate::metrics::workload::families(&snaps, &self.soak_totals(&snaps), &info);
+        fams.extend(crate::metrics::state::families(
+            &self.checkpoint_stats.snapshot(),
+        ));
         if let Some(h) = &self.health {
             fams.extend(crate::metrics::health::families(&h.snapshot()));
         }
@@ -335,6 +355,106 @@ impl HostIoSource for TargetList {
     }
 }
 
+/// Test-only: `NVSOAK_TEST_SLOW_CHECKPOINT_MS=<ms>` makes every checkpoint save sleep that long
+/// before it writes (read once at start), so the integration tests can hold a save in flight.
+/// Not for production use.
+pub const TEST_SLOW_CHECKPOINT_ENV: &str = "NVSOAK_TEST_SLOW_CHECKPOINT_MS";
+
+fn test_slow_checkpoint() -> Duration {
+    let ms = std::env::var(TEST_SLOW_CHECKPOINT_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    if ms > 0 {
+        tracing::warn!(
+            "{TEST_SLOW_CHECKPOINT_ENV}={ms}: every checkpoint save is delayed (a test hook)"
+        );
+    }
+    Duration::from_millis(ms)
+}
+
+/// Saves the checkpoint off the event loop: at most one save at a time, on tokio's blocking
+/// pool, so a save of gigabytes of generation maps never stalls signals, the watchdog or the
+/// loop's ticks. A checkpoint tick while a save runs is skipped (and counted); a save asked for
+/// by a reload runs as soon as the one in flight ends; shutdown waits for it, then saves once
+/// more.
+struct CheckpointSaver {
+    app: Arc<DaemonApp>,
+    dir: PathBuf,
+    /// Test-only delay of each save ([`TEST_SLOW_CHECKPOINT_ENV`]).
+    slow: Duration,
+    in_flight: Option<tokio::task::JoinHandle<()>>,
+    /// Plan hash of a save asked for while one was in flight.
+    pending: Option<String>,
+}
+
+impl CheckpointSaver {
+    fn busy(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    fn spawn(&mut self, hash: String) {
+        let (app, dir, slow) = (self.app.clone(), self.dir.clone(), self.slow);
+        // The targets now, so the saved list always matches `hash`, even if a reload swaps
+        // the list while the save runs.
+        let targets = app.targets.get();
+        app.checkpoint_stats.started();
+        self.in_flight = Some(tokio::task::spawn_blocking(move || {
+            let t0 = Instant::now();
+            let res = app.checkpoint(&dir, &hash, &targets, slow);
+            if let Err(e) = &res {
+                tracing::warn!(error = %e,
+                    "saving the checkpoint failed; the previous one stays in place, will retry at the next interval");
+            }
+            app.checkpoint_stats
+                .finished(res.is_ok(), t0.elapsed().as_secs_f64());
+        }));
+    }
+
+    /// A checkpoint tick: start a save unless one is still in flight (then skip this tick).
+    fn tick(&mut self, hash: &str) {
+        if self.busy() {
+            self.app.checkpoint_stats.skipped_tick();
+            tracing::debug!("checkpoint tick skipped: the previous save is still running");
+        } else {
+            self.spawn(hash.to_string());
+        }
+    }
+
+    /// Save as soon as possible: now, or when the save in flight ends.
+    fn request(&mut self, hash: &str) {
+        if self.busy() {
+            self.pending = Some(hash.to_string());
+        } else {
+            self.spawn(hash.to_string());
+        }
+    }
+
+    /// Resolves when the save in flight ends, then starts a pending one. Never resolves while
+    /// none is in flight (guard the `select!` branch with [`Self::busy`]).
+    async fn settle(&mut self) {
+        let Some(h) = self.in_flight.as_mut() else {
+            return std::future::pending().await;
+        };
+        if let Err(e) = h.await {
+            tracing::warn!(error = %e, "the checkpoint save task failed");
+        }
+        self.in_flight = None;
+        if let Some(hash) = self.pending.take() {
+            self.spawn(hash);
+        }
+    }
+
+    /// Shutdown: wait for the save in flight (and a pending one), then save once more.
+    async fn finish(&mut self, hash: &str) {
+        while self.busy() {
+            self.settle().await;
+        }
+        self.spawn(hash.to_string());
+        self.settle().await;
+    }
+}
+
 /// Options from the command line.
 #[derive(Debug, Clone, Default)]
 pub struct RunFlags {
@@ -419,6 +539,8 @@ fn reload(
     let mut started = Vec::new();
     let mut failed = Vec::new();
     for spec in diff.to_start() {
+        // A changed target starts its plan over: its earlier results go aside first.
+        crate::workload::results::archive(&opts.state_dir, &spec.name, "restart");
         match scheduler::start(spec.clone(), opts.clone(), global_stop.clone(), None, None) {
             Ok(h) => {
                 tracing::info!(target_name = %spec.name, path = %spec.path.display(), "target started");
@@ -516,9 +638,25 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
             settings.state.dir.display()
         )
     })?;
+    let slow_checkpoint = test_slow_checkpoint();
     let plan_hash = crate::state::plan_hash(&settings.targets);
-    let mut loaded = crate::state::load(&settings.state.dir, &plan_hash)
-        .with_context(|| format!("reading the checkpoint in {}", settings.state.dir.display()))?;
+    // Who each block target is now: a checkpoint saved for another device is not resumed.
+    let devices: std::collections::BTreeMap<String, String> = settings
+        .targets
+        .iter()
+        .filter(|t| crate::safety::is_block_device(&t.path))
+        .filter_map(|t| {
+            let id = crate::safety::identify(&t.path).ok()?;
+            Some((t.name.clone(), crate::state::device_key(&id)))
+        })
+        .collect();
+    let (mut loaded, fresh) =
+        match crate::state::load_for(&settings.state.dir, &plan_hash, &devices).with_context(
+            || format!("reading the checkpoint in {}", settings.state.dir.display()),
+        )? {
+            Ok(l) => (Some(l), None),
+            Err(why) => (None, Some(why)),
+        };
 
     // One health poll before any target writes: the soak-start SMART baseline of each block
     // target then predates its first write, so the drive's deltas cover the whole soak. The
@@ -552,6 +690,11 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
             .as_ref()
             .and_then(|l| l.checkpoint.target(&spec.name).cloned());
         let genmap = loaded.as_mut().and_then(|l| l.genmaps.remove(&spec.name));
+        if resume.is_none() {
+            // Starting over: the earlier results file goes aside, never overwritten.
+            let why = fresh.map_or("orphan", crate::state::Fresh::results_reason);
+            crate::workload::results::archive(&settings.state.dir, &spec.name, why);
+        }
         match scheduler::start(
             spec.clone(),
             opts.clone(),
@@ -597,6 +740,13 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
     }
 
     let result = runtime.block_on(async {
+        // Before anything is served: a SIGTERM as soon as /healthz answers is a clean stop.
+        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("installing the SIGTERM handler")?;
+        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .context("installing the SIGINT handler")?;
+        let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .context("installing the SIGHUP handler")?;
         let host_io: Arc<dyn HostIoSource> = Arc::new(targets.clone());
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let health =
@@ -610,6 +760,7 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
                 Duration::from_secs(1),
             )),
             state_dir: settings.state.dir.clone(),
+            checkpoint_stats: Arc::new(crate::state::SaveStats::default()),
         });
         let server = prepared.attach(app.clone())?;
         let addr = server.local_addr();
@@ -624,20 +775,18 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
         });
 
         notify(&[sd_notify::NotifyState::Ready]);
-        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .context("installing the SIGTERM handler")?;
-        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-            .context("installing the SIGINT handler")?;
-        let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-            .context("installing the SIGHUP handler")?;
         // With --exit-when-done: the targets that stopped on an error ("name: reason").
         let mut stopped_on_error: Vec<String> = Vec::new();
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut checkpoint_tick = tokio::time::interval(settings.state.checkpoint_interval);
         checkpoint_tick.tick().await;
         let state_dir = settings.state.dir.clone();
-        let save_checkpoint = |app: Arc<DaemonApp>, dir: std::path::PathBuf, hash: String| {
-            tokio::task::spawn_blocking(move || app.checkpoint(&dir, &hash))
+        let mut saver = CheckpointSaver {
+            app: app.clone(),
+            dir: state_dir.clone(),
+            slow: slow_checkpoint,
+            in_flight: None,
+            pending: None,
         };
         let mut last_status = String::new();
         let mut seen_polls = 0;
@@ -667,13 +816,13 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
                                 tokio::time::interval(running.settings.state.checkpoint_interval);
                             checkpoint_tick.tick().await;
                         }
-                        // Save now, so the checkpoint on disk matches the plan that runs.
-                        let _ = save_checkpoint(app.clone(), state_dir.clone(), running.plan_hash.clone()).await;
+                        // Save now (or right after the save in flight), so the checkpoint on
+                        // disk matches the plan that runs.
+                        saver.request(&running.plan_hash);
                     }
                 }
-                _ = checkpoint_tick.tick() => {
-                    let _ = save_checkpoint(app.clone(), state_dir.clone(), running.plan_hash.clone()).await;
-                }
+                _ = checkpoint_tick.tick() => saver.tick(&running.plan_hash),
+                _ = saver.settle(), if saver.busy() => {}
                 _ = tick.tick() => {
                     notify(&[sd_notify::NotifyState::Watchdog]);
                     app.sample_history();
@@ -760,7 +909,8 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
                 );
             }
         }
-        let _ = save_checkpoint(app.clone(), state_dir.clone(), running.plan_hash.clone()).await;
+        // The final checkpoint, after the save in flight (if any) ended.
+        saver.finish(&running.plan_hash).await;
         let _ = stop_tx.send(true);
         match tokio::time::timeout(Duration::from_secs(1), server_task).await {
             Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server ended with an error"),

@@ -69,6 +69,10 @@ enum Cmd {
         /// Results files (results/<target>.json), possibly from several hosts.
         #[arg(long, num_args = 1..)]
         from: Vec<PathBuf>,
+        /// Also include the archived runs in the state directory (results files moved aside
+        /// when a plan started over), each labelled with when it was moved aside.
+        #[arg(long, conflicts_with = "from")]
+        archived: bool,
         #[arg(long, default_value = "html")]
         format: String,
         #[arg(long)]
@@ -109,12 +113,14 @@ fn main() -> ExitCode {
         Cmd::Report {
             state,
             from,
+            archived,
             format,
             out,
             ratings,
         } => nvsoak::cli::report::main(
             state.as_deref(),
             &from,
+            archived,
             &format,
             out.as_deref(),
             ratings.as_deref(),

@@ -1,8 +1,9 @@
-//! `nvsoak report [--state DIR | --from FILE...] [--format html|md|json] [--out PATH]
-//! [--ratings FILE]`
+//! `nvsoak report [--state DIR | --from FILE...] [--archived] [--format html|md|json]
+//! [--out PATH] [--ratings FILE]`
 //!
-//! Reads `DIR/results/*.json` (default: the default state directory) or the given results
-//! files, and writes the report to `--out` or, for html and json, to stdout. The Markdown
+//! Reads `DIR/results/*.json` (default: the default state directory; with `--archived` also
+//! the runs moved aside, `<target>.json.<why>-<time>`, each labelled as archived) or the given
+//! results files, and writes the report to `--out` or, for html and json, to stdout. The Markdown
 //! report needs `--out`: its SVG charts are written next to it. `--ratings` replaces the
 //! built-in drive ratings table; a bad file is an error naming it.
 
@@ -17,6 +18,7 @@ use crate::report::{self, Format, ReportError};
 pub fn main(
     state: Option<&Path>,
     from: &[PathBuf],
+    archived: bool,
     format: &str,
     out: Option<&Path>,
     ratings: Option<&Path>,
@@ -28,7 +30,11 @@ pub fn main(
         let dir = state
             .map(Path::to_path_buf)
             .unwrap_or_else(crate::config::default_state_dir);
-        report::load_state_dir(&dir)?
+        let (inputs, skipped) = report::load_state_dir_with(&dir, archived)?;
+        for s in skipped {
+            eprintln!("nvsoak: skipping an archived results file: {s}");
+        }
+        inputs
     } else {
         report::load_files(from)?
     };

@@ -1,4 +1,5 @@
-//! `nvsoak state show|reset`: inspect or move aside the checkpoint in the state directory
+//! `nvsoak state show|reset`: inspect or move aside the checkpoint (and, on reset, the results
+//! files) in the state directory
 //! (`--state DIR`, else the config's `state.dir`, else the default). `show` only reads, so it
 //! is safe while a daemon runs.
 
@@ -273,6 +274,14 @@ pub fn reset(config: Option<&Path>, state_dir: Option<&Path>) -> Result<ExitCode
             "moved the checkpoint to {}; the next run starts over\n",
             to.display()
         ))?,
+    }
+    // The results of the runs so far are kept, aside: the next run starts new files.
+    for (from, to) in crate::workload::results::archive_all(&dir, "reset")? {
+        super::out(&format!(
+            "moved the results file {} to {} (`nvsoak report --archived` includes it)\n",
+            from.display(),
+            to.display()
+        ))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,10 +1,11 @@
 //! Every metric name, help text and unit lives under this module: it maps typed snapshots to
 //! Prometheus metric families on each scrape (node_exporter's collector shape).
-//! `workload` covers the soak and the daemon, `health` the drives.
+//! `workload` covers the soak and the daemon, `health` the drives, `state` the checkpoint saves.
 //!
 //! Architecture Invariant: no other module knows a metric name.
 
 pub mod health;
+pub mod state;
 pub mod workload;
 
 use prometheus::proto::{

@@ -250,6 +250,9 @@ pub fn rated_text(s: &SweepReport) -> String {
 fn identity_table(d: &DriveReport) -> String {
     let mut t = String::from("<table class=\"identity\">\n");
     let mut kv = |k: &str, v: String| t.push_str(&row(&[format!("<th>{}</th>", esc(k)), td(&v)]));
+    if let Some(a) = &d.archived {
+        kv("Archived run", a.describe());
+    }
     match &d.device {
         Some(dev) => {
             kv("Model", dev.model.clone());
@@ -533,7 +536,7 @@ fn drive_comparison_table(report: &Report) -> String {
     t
 }
 
-fn fmt_time(unix: f64) -> String {
+pub(crate) fn fmt_time(unix: f64) -> String {
     // UTC, without pulling in a date crate: days since the epoch to a civil date.
     let secs = unix.max(0.0) as i64;
     let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));

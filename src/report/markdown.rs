@@ -105,6 +105,9 @@ pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, Strin
     for (d, fs) in report.drives.iter().zip(&figs.drives) {
         md.push_str(&format!("## {}\n\n", cell(&d.label)));
         md.push_str("| | |\n|---|---|\n");
+        if let Some(a) = &d.archived {
+            md.push_str(&format!("| Archived run | {} |\n", cell(&a.describe())));
+        }
         if let Some(dev) = &d.device {
             md.push_str(&format!(
                 "| Model | {} |\n| Serial | {} |\n| Firmware | {} |\n| Capacity | {} |\n",

@@ -77,9 +77,44 @@ pub enum ReportError {
 pub struct Loaded {
     pub source: PathBuf,
     pub results: TargetResults,
+    /// Set when the file is an archived run (moved aside, `<target>.json.<why>-<time>`).
+    pub archived: Option<Archived>,
 }
 
-/// Read one results file.
+/// An archived run: a results file moved aside when its target's plan started over.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Archived {
+    /// The suffix it was moved aside with (`stale`, `reset`, `restart`, `corrupt`, ...).
+    pub reason: String,
+    /// What that means (`the plan changed`, ...).
+    pub reason_text: String,
+    /// Unix time it was moved aside.
+    pub moved_at: f64,
+}
+
+impl Archived {
+    /// From a moved-aside file name, `None` for a current results file.
+    pub fn from_path(path: &Path) -> Option<Archived> {
+        let name = path.file_name()?.to_str()?;
+        let (base, why, ts) = crate::state::parse_aside_name(name)?;
+        base.ends_with(".json").then(|| Archived {
+            reason: why.to_string(),
+            reason_text: crate::workload::results::archive_reason_text(why).to_string(),
+            moved_at: ts as f64,
+        })
+    }
+
+    /// `archived, moved aside 2026-12-01 07:15:00 UTC: the plan changed`.
+    pub fn describe(&self) -> String {
+        format!(
+            "archived, moved aside {}: {}",
+            html::fmt_time(self.moved_at),
+            self.reason_text
+        )
+    }
+}
+
+/// Read one results file (an archived one, by its name, is labelled as such).
 pub fn load_file(path: &Path) -> Result<Loaded, ReportError> {
     let text = std::fs::read_to_string(path).map_err(|source| ReportError::Read {
         path: path.to_path_buf(),
@@ -92,6 +127,7 @@ pub fn load_file(path: &Path) -> Result<Loaded, ReportError> {
     Ok(Loaded {
         source: path.to_path_buf(),
         results,
+        archived: Archived::from_path(path),
     })
 }
 
@@ -101,6 +137,57 @@ pub fn load_files(paths: &[PathBuf]) -> Result<Vec<Loaded>, ReportError> {
 
 /// Every `DIR/results/*.json`, sorted by file name.
 pub fn load_state_dir(dir: &Path) -> Result<Vec<Loaded>, ReportError> {
+    Ok(load_state_dir_with(dir, false)?.0)
+}
+
+/// [`load_state_dir`], and with `archived` also the runs moved aside
+/// (`<target>.json.<why>-<time>`), each after the current file of its target, oldest first.
+/// An archived file that does not parse (one moved aside as corrupt) is skipped: the second
+/// list says which and why.
+pub fn load_state_dir_with(
+    dir: &Path,
+    archived: bool,
+) -> Result<(Vec<Loaded>, Vec<String>), ReportError> {
+    let mut current = match load_current(dir) {
+        Ok(c) => c,
+        Err(ReportError::NoResults { .. }) if archived => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let mut skipped = Vec::new();
+    if !archived {
+        return Ok((current, skipped));
+    }
+    let rdir = dir.join("results");
+    let mut old: Vec<(PathBuf, Archived)> = std::fs::read_dir(&rdir)
+        .map_err(|source| ReportError::Read {
+            path: rdir.clone(),
+            source,
+        })?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter_map(|p| Archived::from_path(&p).map(|a| (p, a)))
+        .collect();
+    old.sort_by(|a, b| a.1.moved_at.total_cmp(&b.1.moved_at).then(a.0.cmp(&b.0)));
+    for (p, _) in old {
+        match load_file(&p) {
+            Ok(l) => current.push(l),
+            Err(e) => skipped.push(e.to_string()),
+        }
+    }
+    if current.is_empty() {
+        return Err(ReportError::NoResults { dir: rdir });
+    }
+    // Each target's current run first, then its archived ones.
+    current.sort_by(|a, b| {
+        a.results
+            .target
+            .cmp(&b.results.target)
+            .then(a.archived.is_some().cmp(&b.archived.is_some()))
+    });
+    Ok((current, skipped))
+}
+
+fn load_current(dir: &Path) -> Result<Vec<Loaded>, ReportError> {
     let rdir = dir.join("results");
     let rd = match std::fs::read_dir(&rdir) {
         Ok(rd) => rd,
@@ -137,8 +224,11 @@ pub struct Report {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DriveReport {
     /// Unique within the report: the model and serial when known, else the target name; the
-    /// host is appended when two drives would share a label.
+    /// host is appended when two drives would share a label; archived runs say so.
     pub label: String,
+    /// Set for an archived run (`nvsoak report --archived`).
+    #[serde(default)]
+    pub archived: Option<Archived>,
     pub host: String,
     pub target: String,
     pub path: String,
@@ -275,6 +365,7 @@ fn build_inner(
         let rated = r.device.as_ref().and_then(rated);
         drives.push(DriveReport {
             label,
+            archived: l.archived.clone(),
             host: r.host.clone(),
             target: r.target.clone(),
             path: r.path.clone(),
@@ -382,7 +473,17 @@ fn base_label(r: &TargetResults) -> String {
 }
 
 fn unique_labels(inputs: &[Loaded]) -> Vec<String> {
-    let base: Vec<String> = inputs.iter().map(|l| base_label(&l.results)).collect();
+    let base: Vec<String> = inputs
+        .iter()
+        .map(|l| match &l.archived {
+            Some(a) => format!(
+                "{} (archived {})",
+                base_label(&l.results),
+                html::fmt_time(a.moved_at)
+            ),
+            None => base_label(&l.results),
+        })
+        .collect();
     let mut labels: Vec<String> = base
         .iter()
         .enumerate()
@@ -762,5 +863,54 @@ random_read_iops = 243_000
             e.to_string().contains("x.json is not a results file"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn archived_runs_are_read_on_request_and_labelled() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rdir = dir.path().join("results");
+        std::fs::create_dir_all(&rdir).expect("mkdir");
+        let fix = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report/drive-a.json");
+        let text = std::fs::read(&fix).expect("fixture");
+        let cur = rdir.join("t0.json");
+        std::fs::write(&cur, &text).expect("write");
+        std::fs::write(rdir.join("t0.json.stale-1764573300"), &text).expect("write");
+        // Moved aside because it did not parse: skipped, with the reason.
+        std::fs::write(rdir.join("t0.json.corrupt-1764573000"), "{not json").expect("write");
+        assert_eq!(load_state_dir(dir.path()).expect("current").len(), 1);
+        let (all, skipped) = load_state_dir_with(dir.path(), true).expect("archived");
+        assert_eq!(all.len(), 2);
+        assert_eq!(skipped.len(), 1);
+        assert!(skipped[0].contains("corrupt-1764573000"), "{skipped:?}");
+        assert!(all[0].archived.is_none(), "the current run first");
+        let a = all[1].archived.as_ref().expect("archived");
+        assert_eq!((a.reason.as_str(), a.moved_at), ("stale", 1_764_573_300.0));
+        let r = build(&all);
+        assert_eq!(r.drives[0].label, "HUAWEI ES3600P V5 A1B2C3");
+        assert_eq!(
+            r.drives[1].label,
+            "HUAWEI ES3600P V5 A1B2C3 (archived 2025-12-01 07:15:00 UTC)"
+        );
+        let html = html::render(&r).expect("html");
+        assert!(
+            html.contains("archived, moved aside 2025-12-01 07:15:00 UTC: the plan changed"),
+            "the HTML says which run is archived"
+        );
+        let json = render_json(&r).expect("json");
+        assert!(json.contains("\"reason\": \"stale\""), "{json}");
+        let md_path = dir.path().join("report.md");
+        markdown::write(&r, &md_path).expect("markdown");
+        let md = std::fs::read_to_string(&md_path).expect("read markdown");
+        assert!(
+            md.contains(
+                "| Archived run | archived, moved aside 2025-12-01 07:15:00 UTC: the plan changed |"
+            ),
+            "{md}"
+        );
+        // Only archived files left (after state reset): still a report.
+        std::fs::remove_file(&cur).expect("rm");
+        let (only, _) = load_state_dir_with(dir.path(), true).expect("archived only");
+        assert_eq!(only.len(), 1);
+        assert!(load_state_dir(dir.path()).is_err());
     }
 }

@@ -9,11 +9,14 @@
 //! refers to sidecars that exist: the previous save's sidecars are kept, older ones removed.
 //! After `kill -9` at any point, the checkpoint is the old one or the new one, never a mix.
 //!
-//! Loading at start ([`load`]) never silently reuses a bad checkpoint: one that does not parse,
-//! has another format version, whose sidecar is missing or damaged, or that was saved for a
-//! different plan is moved aside (`checkpoint.json.corrupt-<unix time>` or `.stale-<unix time>`)
-//! with a warning, and the run starts over. [`read`] only looks, for `nvsoak state show` while
-//! a daemon runs.
+//! Loading at start ([`load`], [`load_for`]) never silently reuses a bad checkpoint: one that
+//! does not parse, has another format version, whose sidecar is missing, damaged or named for
+//! another target, that was saved for a different plan, or whose block target is another device
+//! now ([`device_key`]) is moved aside (`checkpoint.json.corrupt-<unix time>`, `.stale-`,
+//! `.device-`) with a warning, and the run starts over. [`read`] only looks, for
+//! `nvsoak state show` while a daemon runs. [`move_file_aside`] is the one way records
+//! (checkpoints, sidecars, results files) leave their place. [`SaveStats`] counts the daemon's
+//! background saves for `/metrics`.
 //!
 //! Architecture Invariant: nothing here deletes a checkpoint; files are only moved aside.
 
@@ -93,7 +96,8 @@ pub struct GenMapRef {
 pub struct TargetState {
     pub name: String,
     pub path: String,
-    /// Serial or WWN of the block device (None for files and loop devices).
+    /// The block device's [`device_key`] (WWN or serial, else kernel name and device numbers);
+    /// None for files. A resume against another device moves the checkpoint aside.
     pub identity: Option<String>,
     /// Index into the target's phase list.
     pub phase_index: usize,
@@ -525,6 +529,42 @@ fn unique_aside(path: &Path, why: &str) -> PathBuf {
     p
 }
 
+/// Move one record file aside, never over an existing file: `path` becomes
+/// `<path>.{why}-<unix time>` (with `-<n>` appended when that name is taken), and its directory
+/// is fsynced. Returns the new path. The checkpoint, its sidecars and the results files all go
+/// aside through here.
+pub fn move_file_aside(path: &Path, why: &str) -> Result<PathBuf, StateError> {
+    let to = unique_aside(path, why);
+    fs::rename(path, &to).map_err(io_err(path))?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fsync_dir(dir)?;
+    }
+    Ok(to)
+}
+
+/// Where a moved-aside record came from: `<name>.<why>-<unix time>[-<n>]` split into
+/// (`name`, `why`, unix time). `None` for any other file name.
+pub fn parse_aside_name(file_name: &str) -> Option<(&str, &str, u64)> {
+    const REASONS: &[&str] = &[
+        "corrupt", "stale", "reset", "restart", "device", "orphan", "foreign",
+    ];
+    let dot = file_name.rfind('.')?;
+    let (name, tail) = (&file_name[..dot], &file_name[dot + 1..]);
+    let (why, rest) = tail.split_once('-')?;
+    if name.is_empty() || !REASONS.contains(&why) {
+        return None;
+    }
+    let ts = rest.split('-').next()?;
+    let n = rest.strip_prefix(ts).unwrap_or("");
+    if !(n.is_empty()
+        || n.strip_prefix('-')
+            .is_some_and(|d| d.parse::<u64>().is_ok()))
+    {
+        return None;
+    }
+    Some((name, why, ts.parse().ok()?))
+}
+
 /// Move the checkpoint (and the sidecars it names, when it parses) aside with suffix
 /// `.{why}-<unix time>`. Returns the checkpoint's new path, `None` if there was none.
 fn move_aside(dir: &Path, why: &str) -> Result<Option<PathBuf>, StateError> {
@@ -542,17 +582,63 @@ fn move_aside(dir: &Path, why: &str) -> Result<Option<PathBuf>, StateError> {
             }
         }
     }
-    let to = unique_aside(&path, why);
-    fs::rename(&path, &to).map_err(io_err(&path))?;
-    fsync_dir(dir)?;
-    Ok(Some(to))
+    move_file_aside(&path, why).map(Some)
+}
+
+/// The identity a checkpoint records for a block device, and compares on resume: its WWN or
+/// serial ([`crate::safety::DeviceIdentity::stable_id`]), else (loop, null_blk) its kernel name
+/// and device numbers, `loop3 (7:3)`.
+pub fn device_key(id: &crate::safety::DeviceIdentity) -> String {
+    match id.stable_id() {
+        Some(s) if !s.is_empty() => s.to_string(),
+        _ => format!("{} ({}:{})", id.kernel_name, id.major, id.minor),
+    }
+}
+
+/// Why [`load_for`] found nothing to resume (the run starts over).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fresh {
+    /// There was no checkpoint.
+    NoCheckpoint,
+    /// It was unusable and went aside as `.corrupt-<ts>`.
+    Corrupt,
+    /// It belonged to another plan and went aside as `.stale-<ts>`.
+    Stale,
+    /// A block target is now another device; it went aside as `.device-<ts>`.
+    OtherDevice,
+}
+
+impl Fresh {
+    /// The suffix a target's earlier results file goes aside with when its run starts over.
+    pub fn results_reason(self) -> &'static str {
+        match self {
+            Fresh::NoCheckpoint => "orphan",
+            Fresh::Corrupt => "corrupt",
+            Fresh::Stale => "stale",
+            Fresh::OtherDevice => "device",
+        }
+    }
 }
 
 /// Load the checkpoint at start. A corrupt checkpoint (unparseable, other version, missing or
 /// damaged generation map) is moved aside as `.corrupt-<ts>`, one for another plan as
 /// `.stale-<ts>`, each with a warning, and `Ok(None)` returned so the run starts over.
-/// Leftover temporary files of an interrupted save are removed.
+/// Leftover temporary files of an interrupted save are removed. [`load_for`] also checks the
+/// block devices and says why nothing was loaded.
 pub fn load(dir: &Path, expected_plan_hash: &str) -> Result<Option<Loaded>, StateError> {
+    Ok(load_for(dir, expected_plan_hash, &BTreeMap::new())?.ok())
+}
+
+/// [`load`], and a checkpoint whose block target is now another device is moved aside as
+/// `.device-<ts>` (a warning names both identities) rather than resumed against the wrong
+/// generation map. `devices` maps target names to their device's [`device_key`] now; a target
+/// without an entry (a file) or a recorded identity (an older checkpoint) is not compared.
+/// `Err(Fresh)` says why the run starts over.
+pub fn load_for(
+    dir: &Path,
+    expected_plan_hash: &str,
+    devices: &BTreeMap<String, String>,
+) -> Result<Result<Loaded, Fresh>, StateError> {
     if let Ok(rd) = fs::read_dir(dir) {
         for e in rd.flatten() {
             let n = e.file_name().to_string_lossy().into_owned();
@@ -563,7 +649,7 @@ pub fn load(dir: &Path, expected_plan_hash: &str) -> Result<Option<Loaded>, Stat
     }
     let path = dir.join(CHECKPOINT_FILE);
     let cp = match read(dir) {
-        Ok(None) => return Ok(None),
+        Ok(None) => return Ok(Err(Fresh::NoCheckpoint)),
         Ok(Some(cp)) => cp,
         Err(StateError::Corrupt { reason, .. }) => {
             let to = move_aside(dir, "corrupt")?;
@@ -572,7 +658,7 @@ pub fn load(dir: &Path, expected_plan_hash: &str) -> Result<Option<Loaded>, Stat
                 moved_to = ?to,
                 "checkpoint is unusable ({reason}); moved it aside and starting over"
             );
-            return Ok(None);
+            return Ok(Err(Fresh::Corrupt));
         }
         Err(e) => return Err(e),
     };
@@ -585,39 +671,151 @@ pub fn load(dir: &Path, expected_plan_hash: &str) -> Result<Option<Loaded>, Stat
             current_plan = %expected_plan_hash,
             "checkpoint belongs to a different plan (the targets or phases changed); moved it aside and starting over"
         );
-        return Ok(None);
+        return Ok(Err(Fresh::Stale));
     }
-    let mut genmaps = BTreeMap::new();
     for t in &cp.targets {
-        if let Some(r) = &t.genmap {
-            match read_genmap(dir, r) {
-                Ok(m) => {
-                    genmaps.insert(t.name.clone(), m);
-                }
-                Err(e) => {
-                    let to = move_aside(dir, "corrupt")?;
-                    tracing::warn!(
-                        checkpoint = %path.display(),
-                        moved_to = ?to,
-                        target = %t.name,
-                        "checkpoint is unusable ({e}); moved it aside and starting over"
-                    );
-                    return Ok(None);
-                }
-            }
+        if let (Some(saved), Some(now)) = (&t.identity, devices.get(&t.name))
+            && saved != now
+        {
+            let to = move_aside(dir, "device")?;
+            tracing::warn!(
+                checkpoint = %path.display(),
+                moved_to = ?to,
+                target = %t.name,
+                path = %t.path,
+                checkpoint_device = %saved,
+                current_device = %now,
+                "checkpoint was saved for device {saved}, but {} is now device {now}; moved it aside and starting over",
+                t.path
+            );
+            return Ok(Err(Fresh::OtherDevice));
         }
     }
-    Ok(Some(Loaded {
+    let genmaps = match read_genmaps(dir, &cp) {
+        Ok(m) => m,
+        Err((t, sidecar, e)) => {
+            let to = move_aside(dir, "corrupt")?;
+            tracing::warn!(
+                checkpoint = %path.display(),
+                moved_to = ?to,
+                target = %t,
+                sidecar = %sidecar,
+                "checkpoint is unusable ({e}); moved it aside and starting over"
+            );
+            return Ok(Err(Fresh::Corrupt));
+        }
+    };
+    Ok(Ok(Loaded {
         checkpoint: cp,
         genmaps,
         path,
     }))
 }
 
+/// Every sidecar `cp` names, each checked against its reference and its target's name. Fails
+/// with (target, sidecar file, why) at the first that is missing, damaged or another target's.
+fn read_genmaps(
+    dir: &Path,
+    cp: &Checkpoint,
+) -> Result<BTreeMap<String, GenMap>, (String, String, StateError)> {
+    let mut genmaps = BTreeMap::new();
+    for (idx, t) in cp.targets.iter().enumerate() {
+        let Some(r) = &t.genmap else { continue };
+        let own = format!("genmap-{idx}-{}-", sanitise(&t.name));
+        let res = if r.file.starts_with(&own) {
+            read_genmap(dir, r)
+        } else {
+            Err(StateError::Corrupt {
+                path: dir.join(&r.file),
+                reason: format!(
+                    "generation map {} does not belong to target \"{}\" (its name should start with {own})",
+                    r.file, t.name
+                ),
+            })
+        };
+        match res {
+            Ok(m) => {
+                genmaps.insert(t.name.clone(), m);
+            }
+            Err(e) => return Err((t.name.clone(), r.file.clone(), e)),
+        }
+    }
+    Ok(genmaps)
+}
+
 /// Move the checkpoint aside (`.reset-<ts>`) so the next run starts over. Returns where it
 /// went, `None` if there was no checkpoint.
 pub fn reset(dir: &Path) -> Result<Option<PathBuf>, StateError> {
     move_aside(dir, "reset")
+}
+
+/// Counters of the daemon's checkpoint saves (they run off the event loop, one at a time), for
+/// `/metrics`. Shared between the saving thread and the scrapes; all relaxed atomics.
+#[derive(Debug, Default)]
+pub struct SaveStats {
+    saves: AtomicU64,
+    failures: AtomicU64,
+    skipped_ticks: AtomicU64,
+    /// f64 bits; 0: no save succeeded yet.
+    last_success_unix: AtomicU64,
+    last_duration_secs: AtomicU64,
+    in_flight: std::sync::atomic::AtomicBool,
+}
+
+/// What [`SaveStats`] holds at one instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SaveStatsSnapshot {
+    pub saves: u64,
+    pub failures: u64,
+    pub skipped_ticks: u64,
+    /// Unix time of the last successful save (`None` until one succeeded).
+    pub last_success_unix: Option<f64>,
+    /// How long the last save (successful or not) took.
+    pub last_duration_secs: Option<f64>,
+    pub in_flight: bool,
+}
+
+impl SaveStats {
+    pub fn started(&self) {
+        self.in_flight.store(true, Ordering::Relaxed);
+    }
+
+    /// A save ended after `secs`; `ok` says whether it succeeded.
+    pub fn finished(&self, ok: bool, secs: f64) {
+        if ok {
+            self.saves.fetch_add(1, Ordering::Relaxed);
+            self.last_success_unix
+                .store(now_unix().to_bits(), Ordering::Relaxed);
+        } else {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+        }
+        self.last_duration_secs
+            .store(secs.to_bits(), Ordering::Relaxed);
+        self.in_flight.store(false, Ordering::Relaxed);
+    }
+
+    /// A checkpoint tick came while a save was still in flight, and was skipped.
+    pub fn skipped_tick(&self) {
+        self.skipped_ticks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> SaveStatsSnapshot {
+        let f = |a: &AtomicU64| {
+            let v = f64::from_bits(a.load(Ordering::Relaxed));
+            (v > 0.0).then_some(v)
+        };
+        let saves = self.saves.load(Ordering::Relaxed);
+        let failures = self.failures.load(Ordering::Relaxed);
+        SaveStatsSnapshot {
+            saves,
+            failures,
+            skipped_ticks: self.skipped_ticks.load(Ordering::Relaxed),
+            last_success_unix: f(&self.last_success_unix),
+            last_duration_secs: (saves + failures > 0)
+                .then(|| f64::from_bits(self.last_duration_secs.load(Ordering::Relaxed))),
+            in_flight: self.in_flight.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// An exclusive lock on a state directory, held while a daemon runs so that two nvsoak
@@ -981,6 +1179,109 @@ mod tests {
         assert!(to.to_string_lossy().contains("checkpoint.json.reset-"));
         assert!(to.exists());
         assert!(load(d.path(), "abc").unwrap().is_none());
+    }
+
+    #[test]
+    fn aside_names_parse_back_and_never_collide() {
+        assert_eq!(
+            parse_aside_name("t0.json.stale-1764573300"),
+            Some(("t0.json", "stale", 1_764_573_300))
+        );
+        assert_eq!(
+            parse_aside_name("a.b.json.reset-17-2"),
+            Some(("a.b.json", "reset", 17))
+        );
+        assert_eq!(
+            parse_aside_name("checkpoint.json.corrupt-5"),
+            Some(("checkpoint.json", "corrupt", 5))
+        );
+        for bad in [
+            "t0.json",
+            "t0.json.stale",
+            "t0.json.stale-x",
+            "t0.json.other-5",
+            "t0.json.stale-5-x",
+            ".stale-5",
+        ] {
+            assert_eq!(parse_aside_name(bad), None, "{bad}");
+        }
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("r.json");
+        let mut moved = Vec::new();
+        for i in 0..3 {
+            fs::write(&p, format!("run {i}")).unwrap();
+            moved.push(move_file_aside(&p, "restart").unwrap());
+        }
+        assert!(!p.exists());
+        for (i, m) in moved.iter().enumerate() {
+            assert_eq!(fs::read_to_string(m).unwrap(), format!("run {i}"));
+            let name = m.file_name().unwrap().to_str().unwrap();
+            assert_eq!(parse_aside_name(name).map(|x| x.1), Some("restart"));
+        }
+    }
+
+    #[test]
+    fn checkpoint_for_another_device_is_moved_aside() {
+        let d = tempfile::tempdir().unwrap();
+        let mut cp = sample();
+        cp.targets[1].identity = Some("S123".into());
+        save(d.path(), &cp, &[("t0", &sample_map())]).unwrap();
+        let same: BTreeMap<String, String> = [("t1".to_string(), "S123".to_string())].into();
+        assert!(load_for(d.path(), "abc", &same).unwrap().is_ok());
+        // No current identity (a file) or none recorded: not compared.
+        assert!(load_for(d.path(), "abc", &BTreeMap::new()).unwrap().is_ok());
+        let other: BTreeMap<String, String> = [("t1".to_string(), "S999".to_string())].into();
+        assert_eq!(
+            load_for(d.path(), "abc", &other).unwrap().err(),
+            Some(Fresh::OtherDevice)
+        );
+        assert!(!d.path().join(CHECKPOINT_FILE).exists());
+        // The checkpoint and its sidecar, as evidence.
+        assert_eq!(aside(d.path(), "device").len(), 2);
+        assert_eq!(
+            load_for(d.path(), "abc", &other).unwrap().err(),
+            Some(Fresh::NoCheckpoint)
+        );
+    }
+
+    #[test]
+    fn sidecar_of_another_target_is_not_used() {
+        let d = tempfile::tempdir().unwrap();
+        save(d.path(), &sample(), &[("t0", &sample_map())]).unwrap();
+        // Point t1 at t0's sidecar (a hand-edited or mixed-up checkpoint).
+        let mut cp = read(d.path()).unwrap().unwrap();
+        cp.targets[1].genmap = cp.targets[0].genmap.clone();
+        fs::write(
+            d.path().join(CHECKPOINT_FILE),
+            serde_json::to_vec(&cp).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            load_for(d.path(), "abc", &BTreeMap::new()).unwrap().err(),
+            Some(Fresh::Corrupt)
+        );
+        assert_eq!(aside(d.path(), "corrupt").len(), 2);
+    }
+
+    #[test]
+    fn save_stats_count_and_time() {
+        let s = SaveStats::default();
+        assert_eq!(s.snapshot(), SaveStatsSnapshot::default());
+        s.started();
+        assert!(s.snapshot().in_flight);
+        s.skipped_tick();
+        s.finished(false, 0.5);
+        let snap = s.snapshot();
+        assert_eq!((snap.saves, snap.failures, snap.skipped_ticks), (0, 1, 1));
+        assert_eq!(snap.last_success_unix, None);
+        assert_eq!(snap.last_duration_secs, Some(0.5));
+        assert!(!snap.in_flight);
+        s.started();
+        s.finished(true, 0.25);
+        let snap = s.snapshot();
+        assert_eq!((snap.saves, snap.failures), (1, 1));
+        assert!(snap.last_success_unix.is_some_and(|t| t > 1.0e9));
+        assert_eq!(snap.last_duration_secs, Some(0.25));
     }
 
     #[test]

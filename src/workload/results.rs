@@ -5,8 +5,14 @@
 //! Format versions: 1 had no drive-side soak figures; 2 adds [`SoakSummary::drive`]
 //! ([`DriveSoak`]). Every field added after version 1 is `serde(default)`, so older files load.
 //!
+//! Records are never overwritten by a run that does not continue them: [`archive`] moves an
+//! earlier file aside as `<target>.json.<why>-<unix time>` (a changed plan, `state reset`, a
+//! target restarted by SIGHUP, a corrupt file), and `nvsoak report --archived` reads those too.
+//!
 //! [`drive_soak`] is the pure computation of the drive-side figures: two SMART logs (at soak
 //! start and at the latest successful poll) and nvsoak's own totals read at the same instants.
+
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -364,6 +370,75 @@ impl DriveTracking {
     }
 }
 
+/// `<state_dir>/results/<target>.json`.
+pub fn results_path(state_dir: &Path, target: &str) -> PathBuf {
+    state_dir.join("results").join(format!("{target}.json"))
+}
+
+/// What each reason for moving a results file aside means, for the log and the report.
+pub fn archive_reason_text(why: &str) -> &'static str {
+    match why {
+        "stale" => "the plan changed",
+        "reset" => "nvsoak state reset",
+        "restart" => "the target was restarted by a config reload",
+        "corrupt" => "the file was unreadable or the checkpoint was corrupt",
+        "device" => "the target is now another device",
+        "orphan" => "there was no checkpoint to continue it",
+        "foreign" => "the file named another target",
+        _ => "moved aside",
+    }
+}
+
+/// Move `target`'s results file aside as `<target>.json.<why>-<unix time>` (never over another
+/// file) and log where it went; `why` is one of the reasons of [`archive_reason_text`]. Returns
+/// the new path, `None` when there was no file (or it could not be moved: logged).
+pub fn archive(state_dir: &Path, target: &str, why: &str) -> Option<PathBuf> {
+    let path = results_path(state_dir, target);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return None;
+    }
+    match crate::state::move_file_aside(&path, why) {
+        Ok(to) => {
+            tracing::warn!(target_name = %target, results = %path.display(),
+                moved_to = %to.display(),
+                "earlier results file moved aside ({}); this run starts a new one (`nvsoak report --archived` includes it)",
+                archive_reason_text(why));
+            Some(to)
+        }
+        Err(e) => {
+            tracing::error!(target_name = %target, results = %path.display(), error = %e,
+                "could not move the earlier results file aside");
+            None
+        }
+    }
+}
+
+/// Move every `<state_dir>/results/*.json` aside with `why` (`nvsoak state reset`). Returns
+/// (from, to) for each.
+pub fn archive_all(
+    state_dir: &Path,
+    why: &str,
+) -> Result<Vec<(PathBuf, PathBuf)>, crate::state::StateError> {
+    let dir = state_dir.join("results");
+    let rd = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(crate::state::StateError::Io { path: dir, source }),
+    };
+    let mut paths: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file())
+        .collect();
+    paths.sort();
+    let mut moved = Vec::new();
+    for p in paths {
+        let to = crate::state::move_file_aside(&p, why)?;
+        moved.push((p, to));
+    }
+    Ok(moved)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -596,6 +671,34 @@ mod tests {
         let d: DriveSoak =
             serde_json::from_str(r#"{"device":"nvme0","media_errors":2}"#).expect("partial");
         assert_eq!((d.device.as_str(), d.media_errors), ("nvme0", Some(2)));
+    }
+
+    #[test]
+    fn archive_moves_results_aside_byte_for_byte() {
+        let d = tempfile::tempdir().expect("tempdir");
+        assert_eq!(archive(d.path(), "t0", "stale"), None, "nothing to move");
+        let p = results_path(d.path(), "t0");
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&p, b"{\"first\": 1}").expect("write");
+        let to = archive(d.path(), "t0", "stale").expect("moved");
+        assert!(!p.exists());
+        assert_eq!(std::fs::read(&to).expect("read"), b"{\"first\": 1}");
+        let name = to.file_name().and_then(|n| n.to_str()).expect("name");
+        assert!(name.starts_with("t0.json.stale-"), "{name}");
+        // state reset: every current file, not the archived ones.
+        std::fs::write(&p, b"second").expect("write");
+        std::fs::write(results_path(d.path(), "t1"), b"third").expect("write");
+        let moved = archive_all(d.path(), "reset").expect("reset");
+        assert_eq!(moved.len(), 2);
+        for (from, to) in &moved {
+            assert!(!from.exists());
+            assert!(to.to_string_lossy().contains(".json.reset-"));
+        }
+        assert_eq!(std::fs::read(&to).expect("read"), b"{\"first\": 1}");
+        assert_eq!(
+            archive_reason_text("restart"),
+            "the target was restarted by a config reload"
+        );
     }
 
     /// The checkpoint stores the soak-start log as JSON; it must read back field for field.

@@ -29,6 +29,10 @@ mod figures;
 mod health;
 /// Deployment: web config (TLS, basic auth), connection limits, systemd unit, promtool.
 mod ops;
+/// Records never overwritten: results files moved aside on each way a run starts over, report
+/// --archived, a checkpoint for another device; checkpoint saves off the event loop (slow and
+/// failing saves).
+mod records;
 /// `nvsoak report` on recorded and real sweeps; the report and status page in headless Chromium.
 mod report;
 /// Precondition and sweep phases resume where they stopped after kill -9.

@@ -843,6 +843,12 @@ const AGREED_WORKLOAD: &[&str] = &[
     "nvsoak_soak_written_bytes",
     "nvsoak_soak_errors",
     "nvsoak_soak_elapsed_seconds",
+    "nvsoak_checkpoint_saves_total",
+    "nvsoak_checkpoint_save_failures_total",
+    "nvsoak_checkpoint_skipped_ticks_total",
+    "nvsoak_checkpoint_save_in_progress",
+    "nvsoak_checkpoint_last_save_timestamp_seconds",
+    "nvsoak_checkpoint_save_duration_seconds",
 ];
 
 /// Series that need an NVMe controller (health log pages and what is derived from them); the VM

@@ -155,6 +155,7 @@ pub fn start(
         name: spec.name.clone(),
         path: spec.path.display().to_string(),
         is_block,
+        device_key: identity.as_ref().map(crate::state::device_key),
         up: true,
         running: true,
         started_at: now,
@@ -197,6 +198,26 @@ pub fn start(
                     "verification resumes with the checkpoint's generation map");
                 m
             }
+            (Some(m), seed) => {
+                let why = match seed {
+                    Some(s) if s != m.seed() => format!(
+                        "its writer seed {:#x} is not the checkpoint's {s:#x}",
+                        m.seed()
+                    ),
+                    None => "the checkpoint records no writer seed".to_string(),
+                    Some(_) => format!(
+                        "it covers {} units, not this target's region of {region_len} bytes",
+                        m.units()
+                    ),
+                };
+                let file = resume
+                    .as_ref()
+                    .and_then(|r| r.genmap.as_ref())
+                    .map(|g| g.file.clone());
+                tracing::warn!(target_name = %spec.name, sidecar = ?file,
+                    "the checkpoint's generation map does not match this target ({why}); not using it: verification starts over and blocks written before are not checked");
+                GenMap::new(0, region_len, crate::workload::pattern::new_seed())
+            }
             _ => GenMap::new(0, region_len, crate::workload::pattern::new_seed()),
         };
         if let Some(r) = &resume {
@@ -220,9 +241,11 @@ pub fn start(
         ..Default::default()
     };
     let mut max_iops = BTreeMap::new();
-    if resume.is_some()
-        && let Some(prev) = load_results(&opts.state_dir, &spec.name)
-    {
+    if resume.is_none() {
+        // A run that starts over never overwrites an earlier record. The daemon has normally
+        // moved it aside already, naming why; this catches any other way here.
+        crate::workload::results::archive(&opts.state_dir, &spec.name, "orphan");
+    } else if let Some(prev) = load_results(&opts.state_dir, &spec.name) {
         // A resumed plan keeps what its earlier runs measured (sweeps, steady state), and the
         // maxima they found, as a run without the restart would have.
         for sw in prev.sweeps.iter().filter(|sw| !sw.points.is_empty()) {
@@ -333,9 +356,11 @@ pub fn refresh_results_drive(state_dir: &Path, snap: &TargetSnapshot) -> bool {
     }
 }
 
-/// The results file an earlier run of this plan wrote for `target`, if it is readable.
+/// The results file an earlier run of this plan wrote for `target`, if it is readable. One that
+/// does not parse, or names another target, is moved aside (`.corrupt-` / `.foreign-<ts>`),
+/// never overwritten.
 fn load_results(state_dir: &Path, target: &str) -> Option<TargetResults> {
-    let path = state_dir.join("results").join(format!("{target}.json"));
+    let path = crate::workload::results::results_path(state_dir, target);
     let data = match std::fs::read(&path) {
         Ok(d) => d,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
@@ -345,19 +370,21 @@ fn load_results(state_dir: &Path, target: &str) -> Option<TargetResults> {
             return None;
         }
     };
-    match serde_json::from_slice::<TargetResults>(&data) {
-        Ok(r) if r.target == target => Some(r),
+    let why = match serde_json::from_slice::<TargetResults>(&data) {
+        Ok(r) if r.target == target => return Some(r),
         Ok(r) => {
             tracing::warn!(path = %path.display(), found = %r.target,
-                "the results file names another target; this run's results file starts empty");
-            None
+                "the results file names another target");
+            "foreign"
         }
         Err(e) => {
             tracing::warn!(path = %path.display(), error = %e,
-                "the earlier results file does not parse; this run's results file starts empty");
-            None
+                "the earlier results file does not parse");
+            "corrupt"
         }
-    }
+    };
+    crate::workload::results::archive(state_dir, target, why);
+    None
 }
 
 pub fn hostname() -> String {

@@ -26,6 +26,8 @@ pub struct TargetSnapshot {
     pub name: String,
     pub path: String,
     pub is_block: bool,
+    /// The block device's `state::device_key` at open, recorded in the checkpoint.
+    pub device_key: Option<String>,
     pub engine: Option<String>,
     pub phase_index: usize,
     pub phase: String,
@@ -136,6 +138,7 @@ impl TargetSnapshot {
     /// The checkpoint record of this target.
     pub fn to_state(&self) -> crate::state::TargetState {
         let mut st = crate::state::TargetState::new(&self.name, &self.path);
+        st.identity = self.device_key.clone();
         st.phase_index = self.phase_index;
         st.phase_elapsed_secs = self.phase_elapsed_secs();
         st.loop_count = self.loop_count;
