@@ -26,6 +26,8 @@ pub struct DaemonApp {
     pub history: std::sync::Mutex<crate::report::history::History>,
     /// Where `results/` lives, for `/report`.
     pub state_dir: std::path::PathBuf,
+    /// The HTTP server's basic-auth counters.
+    pub auth: Option<Arc<crate::http::auth::AuthGuard>>,
 }
 
 impl DaemonApp {
@@ -95,6 +97,7 @@ impl DaemonApp {
             version: env!("CARGO_PKG_VERSION"),
             revision: option_env!("NVSOAK_GIT_REVISION").unwrap_or("unknown"),
             uptime_secs: self.started.elapsed().as_secs_f64(),
+            auth: self.auth.as_ref().map(|a| a.stats()),
         };
         let mut fams = crate::metrics::workload::families(&snaps, &self.soak_totals(&snaps), &info);
         if let Some(h) = &self.health {
@@ -603,6 +606,7 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
                 Duration::from_secs(1),
             )),
             state_dir: settings.state.dir.clone(),
+            auth: Some(prepared.auth_guard()),
         });
         let server = prepared.attach(app.clone())?;
         let addr = server.local_addr();

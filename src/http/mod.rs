@@ -10,6 +10,9 @@
 //!   idle sockets cannot lock out Prometheus. Only when every connection is mid-request is the
 //!   new one closed at once.
 //!
+//! Basic auth failures are throttled per client address ([`auth::AuthGuard`]): repeated
+//! failures get delayed answers, so a flood cannot monopolise bcrypt or the runtime.
+//!
 //! The web config and the files it names are watched: new connections get the reloaded config
 //! (a broken edit is logged and the last good config stays), so certificates and users rotate
 //! without restarting a multi-day soak. Paths other than the three built-in ones go to
@@ -130,6 +133,8 @@ struct Shared {
     state: std::sync::RwLock<Arc<WebState>>,
     reloader: Option<Mutex<Reloader>>,
     stats: Arc<ServerStats>,
+    /// Per-client throttling of failed logins and the auth counters, across reloads.
+    guard: Arc<auth::AuthGuard>,
     max_connections: usize,
     conns: Mutex<Tracker>,
 }
@@ -211,6 +216,7 @@ pub struct Prepared {
     local_addr: SocketAddr,
     web: WebConfig,
     opts: ServerOptions,
+    guard: Arc<auth::AuthGuard>,
 }
 
 /// Loads and validates the web config and binds the listener (port 0 picks a free port),
@@ -233,12 +239,18 @@ pub fn prepare(opts: ServerOptions) -> Result<Prepared, HttpError> {
         local_addr,
         web,
         opts,
+        guard: Arc::new(auth::AuthGuard::new()),
     })
 }
 
 impl Prepared {
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The server's authentication counters (failures, bcrypt checks, cache hits), for metrics.
+    pub fn auth_guard(&self) -> Arc<auth::AuthGuard> {
+        self.guard.clone()
     }
 
     /// Hands the listener to tokio (call inside the runtime) with the app it serves.
@@ -248,6 +260,7 @@ impl Prepared {
             local_addr,
             web,
             opts,
+            guard,
         } = self;
         let listener = TcpListener::from_std(listener).map_err(|error| HttpError::Bind {
             addr: opts.listen,
@@ -273,6 +286,7 @@ impl Prepared {
                 state: std::sync::RwLock::new(Arc::new(WebState::new(web))),
                 reloader,
                 stats: Arc::new(ServerStats::default()),
+                guard,
                 max_connections,
                 conns: Mutex::new(Tracker::default()),
             }),
@@ -298,6 +312,11 @@ impl Server {
     /// Live counters: reloads, evictions, rejections.
     pub fn stats(&self) -> Arc<ServerStats> {
         self.shared.stats.clone()
+    }
+
+    /// The authentication counters and per-client throttle.
+    pub fn auth_guard(&self) -> Arc<auth::AuthGuard> {
+        self.shared.guard.clone()
     }
 
     /// Serves until `shutdown` completes, then asks every connection to close and waits up to
@@ -516,7 +535,7 @@ impl Shared {
             let state = state.clone();
             let guard = BusyGuard::new(in_flight.clone());
             async move {
-                let resp = shared.handle(req, &state).await;
+                let resp = shared.handle(req, peer, &state).await;
                 Ok::<_, Infallible>(resp.map(|body| TrackedBody {
                     body,
                     _guard: guard,
@@ -549,26 +568,32 @@ impl Shared {
         let _ = tokio::time::timeout(CLOSE_GRACE, conn).await;
     }
 
-    async fn handle(&self, req: Request<Incoming>, st: &WebState) -> Response<Full<Bytes>> {
-        let mut resp = self.route(req, st).await;
+    async fn handle(
+        &self,
+        req: Request<Incoming>,
+        peer: SocketAddr,
+        st: &WebState,
+    ) -> Response<Full<Bytes>> {
+        let mut resp = self.route(req, peer, st).await;
         for (n, v) in &st.web.headers {
             resp.headers_mut().insert(n.clone(), v.clone());
         }
         resp
     }
 
-    async fn route(&self, req: Request<Incoming>, st: &WebState) -> Response<Full<Bytes>> {
+    async fn route(
+        &self,
+        req: Request<Incoming>,
+        peer: SocketAddr,
+        st: &WebState,
+    ) -> Response<Full<Bytes>> {
         if let Some(auth) = &st.web.auth {
             let creds = req
                 .headers()
                 .get(header::AUTHORIZATION)
                 .and_then(|v| auth::BasicAuth::parse_header(v.as_bytes()));
-            let allowed = match creds {
-                None => false,
-                Some((user, password)) => {
-                    auth.clone().check_async(user, password).await == auth::Verdict::Allowed
-                }
-            };
+            let allowed =
+                self.guard.authorize(auth, peer.ip(), creds).await == auth::Verdict::Allowed;
             if !allowed {
                 let mut r = text(StatusCode::UNAUTHORIZED, "Unauthorized\n");
                 r.headers_mut().insert(

@@ -1548,6 +1548,7 @@ mod replayed_health {
                     version: "test",
                     revision: "test",
                     uptime_secs: 1.0,
+                    auth: None,
                 },
             ));
             nvsoak::metrics::encode_text(&families).unwrap_or_default()
