@@ -145,11 +145,15 @@ pub fn families(
         );
         let mut iops = Family::gauge(
             &format!("nvsoak_{name}_iops"),
-            &format!("{name} I/Os per second over the last stats interval."),
+            &format!(
+                "{name} I/Os per second over the last stats interval, by the workers' clocks (present while the workload runs)."
+            ),
         );
         let mut bw = Family::gauge(
             &format!("nvsoak_{name}_bandwidth_bytes_per_second"),
-            &format!("{name} bytes per second over the last stats interval."),
+            &format!(
+                "{name} bytes per second over the last stats interval, by the workers' clocks (present while the workload runs)."
+            ),
         );
         for t in targets {
             for (job, j) in &t.jobs {
@@ -158,7 +162,14 @@ pub fn families(
                 ops.add(&l, c.ops as f64);
                 bytes.add(&l, c.bytes as f64);
                 lat.add_histogram(&l, &LAT_BUCKETS, &c.lat_buckets, c.lat_sum_ns as f64 / 1e9);
-                let qv = if op == 0 { j.read_q } else { j.write_q };
+                // A finished job's interval figures go away with it.
+                let qv = if !j.active {
+                    None
+                } else if op == 0 {
+                    j.read_q
+                } else {
+                    j.write_q
+                };
                 let pairs: Vec<(f64, f64)> = match qv {
                     Some(qv) => QUANTILES.iter().map(|(p, _)| *p).zip(qv).collect(),
                     None => Vec::new(),
@@ -169,8 +180,10 @@ pub fn families(
                 } else {
                     (j.write_iops, j.write_bw)
                 };
-                iops.add(&l, i);
-                bw.add(&l, b);
+                if j.active {
+                    iops.add(&l, i);
+                    bw.add(&l, b);
+                }
             }
         }
         push(&mut out, ops);

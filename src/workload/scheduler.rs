@@ -76,6 +76,9 @@ pub struct JobStats {
     pub write_q: Option<[f64; 4]>,
     pub steady: Option<SteadyStatus>,
     pub sweep: Option<SweepResult>,
+    /// True while a segment of this job runs. The interval figures (rates, quantiles) are only
+    /// published while active: a finished job's are zero and its rate series go away.
+    pub active: bool,
 }
 
 /// What a scrape sees of one target.
@@ -96,6 +99,10 @@ pub struct TargetSnapshot {
     /// IOPS (reads + writes) of the last interval, all jobs.
     pub iops: f64,
     pub started_at: f64,
+    /// The soak clock of this run: seconds run before `run_since`, and since when it runs
+    /// (`None` while stopped: the plan finished, the target stopped, or its device is gone).
+    pub run_secs_base: f64,
+    pub run_since: Option<f64>,
     /// Totals carried over from the checkpoint of an earlier run of this plan.
     pub carried: crate::state::Totals,
     /// Completed passes over the phase list.
@@ -314,6 +321,36 @@ pub struct VerifyCtx {
     pub counters: Arc<VerifyCounters>,
 }
 
+/// One worker's rates (read IOPS, write IOPS, read and write bytes per second) over the
+/// intervals its reports cover, measured by the worker's own clock: the operations a report
+/// adds over the real length of the interval it covers. A report covering less than the
+/// minimum span (a short final tail, or one right after another) is folded into the next, so
+/// no rate divides a few operations by a tiny time.
+#[derive(Debug, Clone, Default)]
+struct RateWindow {
+    /// Start of the span not yet turned into a rate, and the worker's counters then.
+    base: Option<(Instant, [u64; 4])>,
+    rates: [f64; 4],
+}
+
+impl RateWindow {
+    fn update(&mut self, r: &WorkerReport, min_span: Duration) {
+        let cum = [r.read.ops, r.write.ops, r.read.bytes, r.write.bytes];
+        // A worker's counters start at zero with its first interval.
+        let start = r.ended.checked_sub(r.interval).unwrap_or(r.ended);
+        let (t0, c0) = *self.base.get_or_insert((start, [0; 4]));
+        let span = r.ended.saturating_duration_since(t0);
+        if span.is_zero() || span < min_span {
+            return;
+        }
+        let secs = span.as_secs_f64();
+        for (rate, (c, b)) in self.rates.iter_mut().zip(cum.iter().zip(c0)) {
+            *rate = c.saturating_sub(b) as f64 / secs;
+        }
+        self.base = Some((r.ended, cum));
+    }
+}
+
 /// Rounds of steady-state history kept for the checkpoint.
 const STEADY_HISTORY_MAX: usize = 256;
 
@@ -336,8 +373,39 @@ impl TargetSnapshot {
         t.read_ops += r.ops;
         t.write_ops += w.ops;
         t.errors += r.errors.total() + w.errors.total();
-        t.soak_elapsed_secs += (now_unix() - self.started_at).max(0.0);
+        t.soak_elapsed_secs += self.run_secs_at(now_unix());
         t
+    }
+
+    /// Seconds the soak clock of this run shows at unix time `now`.
+    pub fn run_secs_at(&self, now: f64) -> f64 {
+        self.run_secs_base + self.run_since.map_or(0.0, |t| (now - t).max(0.0))
+    }
+
+    /// Stops the soak clock at `now` (the plan finished or stopped, or the device went away).
+    pub fn pause_clock(&mut self, now: f64) {
+        if let Some(t) = self.run_since.take() {
+            self.run_secs_base += (now - t).max(0.0);
+        }
+    }
+
+    /// Starts the soak clock again at `now` (the device is back).
+    pub fn resume_clock(&mut self, now: f64) {
+        self.run_since.get_or_insert(now);
+    }
+
+    /// Ends a job's segment: its interval figures are no longer current.
+    fn deactivate_job(&mut self, job: &str) {
+        if let Some(j) = self.jobs.get_mut(job) {
+            j.active = false;
+            j.read_iops = 0.0;
+            j.write_iops = 0.0;
+            j.read_bw = 0.0;
+            j.write_bw = 0.0;
+            j.read_q = None;
+            j.write_q = None;
+        }
+        self.iops = self.jobs.values().map(|j| j.read_iops + j.write_iops).sum();
     }
 
     /// The checkpoint record of this target.
@@ -588,6 +656,7 @@ pub fn start(
         up: true,
         running: true,
         started_at: now,
+        run_since: Some(now),
         phase_started_unix: now,
         soak_started: Some(now),
         ..Default::default()
@@ -1050,12 +1119,10 @@ impl Runner {
     fn finish(&mut self) {
         with_snapshot(&self.snapshot, |s| {
             s.running = false;
-            s.iops = 0.0;
-            for j in s.jobs.values_mut() {
-                j.read_iops = 0.0;
-                j.write_iops = 0.0;
-                j.read_bw = 0.0;
-                j.write_bw = 0.0;
+            s.pause_clock(now_unix());
+            let names: Vec<String> = s.jobs.keys().cloned().collect();
+            for n in names {
+                s.deactivate_job(&n);
             }
         });
         self.save_results();
@@ -1445,10 +1512,12 @@ impl Runner {
         self.segment_counter += 1;
         with_snapshot(&self.snapshot, |s| {
             s.profile = job.name.clone();
-            s.jobs.entry(job.name.clone()).or_default();
+            s.jobs.entry(job.name.clone()).or_default().active = true;
         });
         let verify = read_snapshot(&self.snapshot).verify;
-        let (tx, rx) = mpsc::channel::<WorkerReport>();
+        // Bounded: with recycling a worker queues at most MAX_OUTSTANDING reports plus its
+        // final one, and sends into a preallocated channel never allocate.
+        let (tx, rx) = mpsc::sync_channel::<WorkerReport>(worker::report_capacity(workers));
         let seg_stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::with_capacity(workers);
         // Per worker: its used histograms go back to it (no allocation per interval, and the
@@ -1551,10 +1620,8 @@ impl Runner {
         let started = Instant::now();
         let mut last_tick = started;
         let mut last_ops = 0u64;
-        let mut last_rb = 0u64;
-        let mut last_wb = 0u64;
-        let mut last_rops = 0u64;
-        let mut last_wops = 0u64;
+        // Per worker: its rates over the intervals its reports cover, by its own clock.
+        let mut rates = vec![RateWindow::default(); workers];
         let mut done = vec![false; workers];
         let mut stop_sent = false;
         let interval = self.opts.stats_interval;
@@ -1587,6 +1654,7 @@ impl Runner {
                     if r.done {
                         done[r.worker] = true;
                     }
+                    rates[r.worker].update(&r, interval / 2);
                     last[r.worker] = Some((r.read, r.write));
                     let _ = recycle[r.worker].send((r.read_hist, r.write_hist));
                 }
@@ -1617,7 +1685,13 @@ impl Runner {
                 let d_ops = ops - last_ops.min(ops);
                 let rq = quantiles(&iv_read_hist);
                 let wq = quantiles(&iv_write_hist);
-                let (rops, wops, rb, wb) = (sr.ops, sw.ops, sr.bytes, sw.bytes);
+                // Workers still running: a finished one does no more I/O.
+                let mut rate = [0.0f64; 4];
+                for (w, _) in rates.iter().zip(&done).filter(|(_, d)| !**d) {
+                    for (a, b) in rate.iter_mut().zip(w.rates) {
+                        *a += b;
+                    }
+                }
                 let mut tr = base.0.clone();
                 tr.merge(&sr);
                 let mut tw = base.1.clone();
@@ -1631,14 +1705,10 @@ impl Runner {
                     let j = s.jobs.entry(name).or_default();
                     j.read = tr;
                     j.write = tw;
+                    [j.read_iops, j.write_iops, j.read_bw, j.write_bw] = rate;
                     // A tail shorter than half an interval (the segment ended just after a
-                    // tick) would divide its few operations by a tiny time: keep the rates of
-                    // the last full interval rather than publish a spike.
+                    // tick) has too few operations for quantiles: keep the last full interval's.
                     if !(all_done && el < interval.as_secs_f64() / 2.0) {
-                        j.read_iops = (rops - last_rops.min(rops)) as f64 / el;
-                        j.write_iops = (wops - last_wops.min(wops)) as f64 / el;
-                        j.read_bw = (rb - last_rb.min(rb)) as f64 / el;
-                        j.write_bw = (wb - last_wb.min(wb)) as f64 / el;
                         j.read_q = rq;
                         j.write_q = wq;
                     }
@@ -1689,10 +1759,6 @@ impl Runner {
                 iv_read_hist.reset();
                 iv_write_hist.reset();
                 last_ops = ops;
-                last_rops = rops;
-                last_wops = wops;
-                last_rb = rb;
-                last_wb = wb;
                 last_tick = now;
             }
             if all_done {
@@ -1711,6 +1777,7 @@ impl Runner {
                 Err(_) => worker_fatal = Some("worker thread panicked".into()),
             }
         }
+        with_snapshot(&self.snapshot, |s| s.deactivate_job(&job.name));
         let secs = started.elapsed().as_secs_f64();
         let mut sr = OpCounters::default();
         let mut sw = OpCounters::default();
@@ -1799,6 +1866,8 @@ impl Runner {
             s.up = false;
             // Paused, not running: the stall alert stays quiet, the device-down alert fires.
             s.running = false;
+            // The soak clock stops while the device is gone.
+            s.pause_clock(now_unix());
             s.stop_reason = Some(format!(
                 "{} went away; waiting for it to return",
                 path.display()
@@ -1851,6 +1920,7 @@ impl Runner {
                     with_snapshot(&self.snapshot, |s| {
                         s.up = true;
                         s.running = true;
+                        s.resume_clock(now_unix());
                         s.stop_reason = None;
                     });
                     return Ok(());
@@ -2365,5 +2435,79 @@ mod tests {
         assert_eq!(thousands(1000.0), "1,000");
         assert_eq!(thousands(1_234_567.0), "1,234,567");
         assert_eq!(thousands(0.2), "0");
+    }
+    fn report(ended: Instant, interval: Duration, ops: u64, bs: u64) -> WorkerReport {
+        let mut w = crate::stats::WorkerStats::new();
+        for _ in 0..ops {
+            w.record(crate::workload::spec::Op::Read, bs, 1000);
+        }
+        w.take_report(0, interval, ended, None, false)
+    }
+
+    #[test]
+    fn rates_use_the_workers_interval_and_fold_short_tails() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut r = RateWindow::default();
+        // 1000 reads in the first 100 ms interval: 10,000 IOPS, 40.96 MB/s at 4K.
+        r.update(&report(t0 + ms(100), ms(100), 1000, 4096), ms(50));
+        assert!((r.rates[0] - 10_000.0).abs() < 1e-6, "{:?}", r.rates);
+        assert!((r.rates[2] - 10_000.0 * 4096.0).abs() < 1e-3);
+        assert_eq!(r.rates[1], 0.0);
+        // A 1 ms tail with 40 more reads would be 40,000 IOPS: folded, the rate stays.
+        let mut w = crate::stats::WorkerStats::new();
+        for _ in 0..1040 {
+            w.record(crate::workload::spec::Op::Read, 4096, 1000);
+        }
+        let tail = w.take_report(0, ms(1), t0 + ms(101), None, true);
+        r.update(&tail, ms(50));
+        assert!((r.rates[0] - 10_000.0).abs() < 1e-6, "{:?}", r.rates);
+        // The next full span covers the tail too: 1040 + 460 reads over [100, 200] ms.
+        let mut w = crate::stats::WorkerStats::new();
+        for _ in 0..1500 {
+            w.record(crate::workload::spec::Op::Read, 4096, 1000);
+        }
+        let next = w.take_report(0, ms(99), t0 + ms(200), None, false);
+        r.update(&next, ms(50));
+        assert!((r.rates[0] - 5_000.0).abs() < 1e-6, "{:?}", r.rates);
+        // IOPS times the block size is the bandwidth, whatever the spans.
+        assert!((r.rates[2] - r.rates[0] * 4096.0).abs() < 1e-3);
+    }
+
+    #[test]
+    fn the_soak_clock_stops_when_paused_or_finished() {
+        let mut s = TargetSnapshot {
+            run_since: Some(1000.0),
+            ..Default::default()
+        };
+        assert_eq!(s.run_secs_at(1010.0), 10.0);
+        // The device went away at 1010 and came back at 1100.
+        s.pause_clock(1010.0);
+        assert_eq!(s.run_secs_at(1100.0), 10.0);
+        s.resume_clock(1100.0);
+        s.resume_clock(1105.0);
+        assert_eq!(s.run_secs_at(1110.0), 20.0);
+        // The plan finished at 1120: the clock shows 30 s from then on.
+        s.pause_clock(1120.0);
+        s.pause_clock(1200.0);
+        assert_eq!(s.run_secs_at(5000.0), 30.0);
+    }
+
+    #[test]
+    fn a_finished_job_keeps_its_totals_and_loses_its_rates() {
+        let mut s = TargetSnapshot::default();
+        let j = s.jobs.entry("a".into()).or_default();
+        j.active = true;
+        j.read.ops = 5;
+        j.read_iops = 100.0;
+        j.read_bw = 409_600.0;
+        j.read_q = Some([1.0; 4]);
+        s.iops = 100.0;
+        s.deactivate_job("a");
+        let j = &s.jobs["a"];
+        assert!(!j.active);
+        assert_eq!((j.read.ops, j.read_iops, j.read_bw), (5, 0.0, 0.0));
+        assert_eq!(j.read_q, None);
+        assert_eq!(s.iops, 0.0);
     }
 }

@@ -843,6 +843,11 @@ const AGREED_WORKLOAD: &[&str] = &[
     "nvsoak_soak_written_bytes",
     "nvsoak_soak_errors",
     "nvsoak_soak_elapsed_seconds",
+    "nvsoak_http_auth_failures_total",
+    "nvsoak_http_auth_bcrypt_checks_total",
+    "nvsoak_http_auth_cache_hits_total",
+    "nvsoak_http_auth_delayed_total",
+    "nvsoak_http_auth_shed_total",
 ];
 
 /// Series that need an NVMe controller (health log pages and what is derived from them); the VM
@@ -1563,6 +1568,7 @@ mod replayed_health {
     fn namespace_target() -> nvsoak::workload::scheduler::TargetSnapshot {
         let job = nvsoak::workload::scheduler::JobStats {
             steady: Some(Default::default()),
+            active: true,
             ..Default::default()
         };
         nvsoak::workload::scheduler::TargetSnapshot {
