@@ -132,6 +132,8 @@ struct Shared {
     /// The web config in force; connections take a snapshot when accepted.
     state: std::sync::RwLock<Arc<WebState>>,
     reloader: Option<Mutex<Reloader>>,
+    /// A reload check is queued or running on a blocking thread.
+    reload_pending: std::sync::atomic::AtomicBool,
     stats: Arc<ServerStats>,
     /// Per-client throttling of failed logins and the auth counters, across reloads.
     guard: Arc<auth::AuthGuard>,
@@ -285,6 +287,7 @@ impl Prepared {
                 app,
                 state: std::sync::RwLock::new(Arc::new(WebState::new(web))),
                 reloader,
+                reload_pending: std::sync::atomic::AtomicBool::new(false),
                 stats: Arc::new(ServerStats::default()),
                 guard,
                 max_connections,
@@ -382,9 +385,32 @@ impl Shared {
     /// The web config in force, reloaded first when its files changed (checked at most every
     /// [`RELOAD_CHECK_INTERVAL`]). A config that fails to load is logged and the previous one
     /// stays in force.
-    fn current(&self) -> Arc<WebState> {
-        self.maybe_reload();
+    ///
+    /// Inside the runtime the check and the reload run on a blocking thread (the connection
+    /// gets the config in force now, a reload takes effect for later ones), so reading the
+    /// files never stalls the accept loop, whatever they are.
+    fn current(self: &Arc<Self>) -> Arc<WebState> {
+        self.schedule_reload();
         self.state.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn schedule_reload(self: &Arc<Self>) {
+        let due = match self.reloader.as_ref().map(|m| m.try_lock()) {
+            Some(Ok(r)) => r.last_check.elapsed() >= RELOAD_CHECK_INTERVAL,
+            _ => false,
+        };
+        if !due || self.reload_pending.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = self.clone();
+        let work = move || {
+            me.maybe_reload();
+            me.reload_pending.store(false, Ordering::Release);
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => drop(h.spawn_blocking(work)),
+            Err(_) => work(),
+        }
     }
 
     fn maybe_reload(&self) {
