@@ -10,7 +10,7 @@
 //!
 //! Per client (IP), an [`AuthGuard`] (one per server, kept across web config reloads) slows down
 //! repeated failures: past [`FREE_FAILURES`] recent failures, each failed answer waits an async
-//! sleep that doubles up to [`MAX_DELAY`] (no thread held), and the client's attempts that need
+//! sleep that doubles up to [`MAX_DELAY`] (no thread held; the server sleeps it), and the client's attempts that need
 //! bcrypt go one at a time, spaced by that delay, with at most [`MAX_QUEUED_PER_CLIENT`] waiting.
 //! A flood of keep-alive connections from one address then gets a few answers a second and
 //! at most one bcrypt check per delay, so it cannot keep the bcrypt permit or the runtime busy
@@ -243,6 +243,22 @@ pub const MAX_DELAY: Duration = Duration::from_secs(1);
 /// caches is denied (after the delay) without bcrypt.
 pub const MAX_QUEUED_PER_CLIENT: usize = 4;
 
+/// What [`AuthGuard::authorize`] decided, and how long to wait before answering a denial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    pub verdict: Verdict,
+    pub delay: Duration,
+}
+
+impl Decision {
+    fn allowed() -> Self {
+        Decision {
+            verdict: Verdict::Allowed,
+            delay: Duration::ZERO,
+        }
+    }
+}
+
 /// Server-wide authentication counters, for metrics (monotonic across web config reloads).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GuardStats {
@@ -360,14 +376,16 @@ impl AuthGuard {
         delay_for(c.failures)
     }
 
-    /// Counts a failure and sleeps the client's delay (async: no thread held).
-    async fn fail(&self, client: IpAddr) -> Verdict {
-        let d = self.record_failure(client);
-        if !d.is_zero() {
+    /// Counts a failure; the denial is to be answered after the client's delay.
+    fn fail(&self, client: IpAddr) -> Decision {
+        let delay = self.record_failure(client);
+        if !delay.is_zero() {
             self.delayed.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(d).await;
         }
-        Verdict::Denied
+        Decision {
+            verdict: Verdict::Denied,
+            delay,
+        }
     }
 
     /// A throttled client's turn at bcrypt: its gate (one attempt at a time) and its delay;
@@ -392,21 +410,23 @@ impl AuthGuard {
     }
 
     /// Decides a request from `client` with the credentials of its `Authorization` header
-    /// (`None`: missing or malformed), against `auth`.
+    /// (`None`: missing or malformed), against `auth`. The caller answers a denial after the
+    /// decision's delay (an async sleep; the server counts the request as idle meanwhile, so
+    /// delayed connections stay evictable at the connection cap).
     pub async fn authorize(
         &self,
         auth: &Arc<BasicAuth>,
         client: IpAddr,
         creds: Option<(String, String)>,
-    ) -> Verdict {
+    ) -> Decision {
         let Some((user, password)) = creds else {
-            return self.fail(client).await;
+            return self.fail(client);
         };
         if let Some(v) = auth.check_cached(&user, &password) {
             self.cache_hits.fetch_add(1, Ordering::Relaxed);
             return match v {
-                Verdict::Allowed => v,
-                Verdict::Denied => self.fail(client).await,
+                Verdict::Allowed => Decision::allowed(),
+                Verdict::Denied => self.fail(client),
             };
         }
         let turn = match self.enter(client) {
@@ -425,7 +445,7 @@ impl AuthGuard {
             }
             Some(Err(())) => {
                 self.shed.fetch_add(1, Ordering::Relaxed);
-                return self.fail(client).await;
+                return self.fail(client);
             }
         };
         let (v, bcrypt) = auth.clone().verify_async(user, password).await;
@@ -437,8 +457,8 @@ impl AuthGuard {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         match v {
-            Verdict::Allowed => v,
-            Verdict::Denied => self.fail(client).await,
+            Verdict::Allowed => Decision::allowed(),
+            Verdict::Denied => self.fail(client),
         }
     }
 }
@@ -567,30 +587,26 @@ mod tests {
         let bad: IpAddr = "192.0.2.1".parse().expect("ip");
         let good: IpAddr = "192.0.2.2".parse().expect("ip");
         rt().block_on(async {
+            let allowed = Decision::allowed();
             assert_eq!(
                 guard.authorize(&auth, good, creds("alice", "secret")).await,
-                Verdict::Allowed
+                allowed
             );
             for _ in 0..FREE_FAILURES {
-                assert_eq!(
-                    guard.authorize(&auth, bad, creds("alice", "wrong")).await,
-                    Verdict::Denied
-                );
+                let d = guard.authorize(&auth, bad, creds("alice", "wrong")).await;
+                assert_eq!((d.verdict, d.delay), (Verdict::Denied, Duration::ZERO));
             }
             assert_eq!(guard.stats().delayed, 0);
-            let t0 = Instant::now();
-            assert_eq!(
-                guard.authorize(&auth, bad, creds("alice", "wrong")).await,
-                Verdict::Denied
-            );
-            assert!(t0.elapsed() >= MIN_DELAY, "{:?}", t0.elapsed());
+            let d = guard.authorize(&auth, bad, creds("alice", "wrong")).await;
+            assert_eq!((d.verdict, d.delay), (Verdict::Denied, MIN_DELAY));
             assert_eq!(guard.stats().delayed, 1);
-            assert_eq!(guard.authorize(&auth, bad, None).await, Verdict::Denied);
+            let d = guard.authorize(&auth, bad, None).await;
+            assert_eq!((d.verdict, d.delay), (Verdict::Denied, MIN_DELAY * 2));
             assert_eq!(guard.stats().delayed, 2);
             // Cached credentials from the failing address are answered without a delay.
             assert_eq!(
                 guard.authorize(&auth, bad, creds("alice", "secret")).await,
-                Verdict::Allowed
+                allowed
             );
             assert_eq!(guard.stats().delayed, 2);
             assert_eq!(guard.recent_failures(good), 0);
@@ -616,10 +632,10 @@ mod tests {
                     let mut n = 0u64;
                     while Instant::now() < until {
                         let p = format!("wrong-{c}-{n}");
-                        assert_eq!(
-                            guard.authorize(&auth, ip, creds("alice", &p)).await,
-                            Verdict::Denied
-                        );
+                        // As the server does: the denial is answered after the delay.
+                        let d = guard.authorize(&auth, ip, creds("alice", &p)).await;
+                        assert_eq!(d.verdict, Verdict::Denied);
+                        tokio::time::sleep(d.delay).await;
                         n += 1;
                     }
                     n

@@ -560,8 +560,9 @@ impl Shared {
             let shared = shared.clone();
             let state = state.clone();
             let guard = BusyGuard::new(in_flight.clone());
+            let in_flight_req = in_flight.clone();
             async move {
-                let resp = shared.handle(req, peer, &state).await;
+                let resp = shared.handle(req, peer, &in_flight_req, &state).await;
                 Ok::<_, Infallible>(resp.map(|body| TrackedBody {
                     body,
                     _guard: guard,
@@ -598,9 +599,10 @@ impl Shared {
         &self,
         req: Request<Incoming>,
         peer: SocketAddr,
+        busy: &AtomicUsize,
         st: &WebState,
     ) -> Response<Full<Bytes>> {
-        let mut resp = self.route(req, peer, st).await;
+        let mut resp = self.route(req, peer, busy, st).await;
         for (n, v) in &st.web.headers {
             resp.headers_mut().insert(n.clone(), v.clone());
         }
@@ -611,6 +613,7 @@ impl Shared {
         &self,
         req: Request<Incoming>,
         peer: SocketAddr,
+        busy: &AtomicUsize,
         st: &WebState,
     ) -> Response<Full<Bytes>> {
         if let Some(auth) = &st.web.auth {
@@ -618,9 +621,14 @@ impl Shared {
                 .headers()
                 .get(header::AUTHORIZATION)
                 .and_then(|v| auth::BasicAuth::parse_header(v.as_bytes()));
-            let allowed =
-                self.guard.authorize(auth, peer.ip(), creds).await == auth::Verdict::Allowed;
-            if !allowed {
+            let d = self.guard.authorize(auth, peer.ip(), creds).await;
+            if !d.delay.is_zero() {
+                // A delayed denial is no work in progress: the connection may be evicted at
+                // the cap meanwhile, so delayed floods cannot lock Prometheus out.
+                let _idle = IdleWhile::new(busy);
+                tokio::time::sleep(d.delay).await;
+            }
+            if d.verdict != auth::Verdict::Allowed {
                 let mut r = text(StatusCode::UNAUTHORIZED, "Unauthorized\n");
                 r.headers_mut().insert(
                     header::WWW_AUTHENTICATE,
@@ -686,6 +694,22 @@ impl BusyGuard {
 impl Drop for BusyGuard {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Counts a request as not in flight for a while (a delayed denial), then as in flight again.
+struct IdleWhile<'a>(&'a AtomicUsize);
+
+impl<'a> IdleWhile<'a> {
+    fn new(c: &'a AtomicUsize) -> Self {
+        c.fetch_sub(1, Ordering::AcqRel);
+        IdleWhile(c)
+    }
+}
+
+impl Drop for IdleWhile<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
     }
 }
 

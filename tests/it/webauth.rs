@@ -13,6 +13,10 @@ use base64::Engine as _;
 use crate::common::{Daemon, http_get, http_get_with, parse_metrics, shm_dir, sum};
 
 fn config(web: &str) -> String {
+    config_capped(web, 64)
+}
+
+fn config_capped(web: &str, max_connections: usize) -> String {
     format!(
         r#"
 [state]
@@ -21,6 +25,7 @@ dir = "{{dir}}/state"
 enabled = false
 [exporter]
 web_config_file = "{{dir}}/{web}"
+max_connections = {max_connections}
 [[target]]
 name = "a"
 path = "{{dir}}/a.dat"
@@ -154,6 +159,63 @@ fn a_wrong_password_flood_does_not_lock_out_the_right_one() {
     let (status, took, err) = d.terminate();
     assert!(status.success(), "{err}");
     assert!(took < Duration::from_secs(10), "SIGTERM took {took:?}");
+    for t in flood {
+        t.join().expect("flood thread");
+    }
+}
+
+/// More flooding keep-alive connections than the connection cap: their delayed denials do not
+/// count as work in progress, so a new connection with the right password evicts one of them
+/// instead of being turned away.
+#[test]
+fn delayed_denials_stay_evictable_at_the_connection_cap() {
+    let dir = shm_dir();
+    let hash = bcrypt::hash("right", 4).expect("bcrypt");
+    std::fs::write(
+        dir.path().join("web.yml"),
+        format!("basic_auth_users:\n  prometheus: {hash}\n"),
+    )
+    .expect("web config");
+    let d = Daemon::spawn_in(dir, &config_capped("web.yml", 8), &[]);
+    let good = basic("prometheus", "right");
+    let scrape = || http_get_with(d.addr, "/metrics", &good);
+    assert!(
+        eventually(Duration::from_secs(20), || matches!(scrape(), Ok((200, _)))),
+        "the daemon never answered the right password"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let answers = Arc::new(AtomicU64::new(0));
+    let flood: Vec<_> = (0..16)
+        .map(|_| {
+            let (stop, n) = (stop.clone(), answers.clone());
+            let (addr, h) = (d.addr, basic("prometheus", "wrong"));
+            std::thread::spawn(move || flood_connection(addr, h, stop, n))
+        })
+        .collect();
+    // Past the free failures every denial waits up to a second: the cap is full of them.
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            let s = parse_metrics(&scrape().map(|r| r.1).unwrap_or_default());
+            sum(&s, "nvsoak_http_auth_delayed_total", &[]) >= 32.0
+        }),
+        "the flood was never delayed"
+    );
+    for round in 0..5 {
+        let t0 = Instant::now();
+        let r = scrape();
+        assert!(
+            matches!(r, Ok((200, _))),
+            "round {round}: the right password got {r:?} at the cap"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "round {round}: {:?}",
+            t0.elapsed()
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (status, _, err) = d.terminate();
+    assert!(status.success(), "{err}");
     for t in flood {
         t.join().expect("flood thread");
     }
