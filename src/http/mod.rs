@@ -13,7 +13,8 @@
 //! Basic auth failures are throttled per client address ([`auth::AuthGuard`]): repeated
 //! failures get delayed answers, so a flood cannot monopolise bcrypt or the runtime.
 //!
-//! The web config and the files it names are watched: new connections get the reloaded config
+//! The web config and the files it names are watched: new connections trigger a check (on a
+//! blocking thread, so no file can stall the accept loop) and later ones get the reloaded config
 //! (a broken edit is logged and the last good config stays), so certificates and users rotate
 //! without restarting a multi-day soak. Paths other than the three built-in ones go to
 //! [`App::page`] (the status page links to `/report`).
