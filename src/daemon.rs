@@ -28,6 +28,8 @@ pub struct DaemonApp {
     pub state_dir: std::path::PathBuf,
     /// The background checkpoint saves (see [`CheckpointSaver`]).
     pub checkpoint_stats: Arc<crate::state::SaveStats>,
+    /// The HTTP server's basic-auth counters.
+    pub auth: Option<Arc<crate::http::auth::AuthGuard>>,
 }
 
 impl DaemonApp {
@@ -112,6 +114,7 @@ impl DaemonApp {
             version: env!("CARGO_PKG_VERSION"),
             revision: option_env!("NVSOAK_GIT_REVISION").unwrap_or("unknown"),
             uptime_secs: self.started.elapsed().as_secs_f64(),
+            auth: self.auth.as_ref().map(|a| a.stats()),
         };
         let mut fams = crate::metrics::workload::families(&snaps, &self.soak_totals(&snaps), &info);
         fams.extend(crate::metrics::state::families(
@@ -761,6 +764,7 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
             )),
             state_dir: settings.state.dir.clone(),
             checkpoint_stats: Arc::new(crate::state::SaveStats::default()),
+            auth: Some(prepared.auth_guard()),
         });
         let server = prepared.attach(app.clone())?;
         let addr = server.local_addr();

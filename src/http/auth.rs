@@ -7,10 +7,21 @@
 //! of wrong passwords cannot take more than that much CPU from the soak. Unknown users are
 //! checked against a dummy hash of the configured users' highest cost, through the same caches
 //! and permits, so timing does not reveal which users exist.
+//!
+//! Per client (IP), an [`AuthGuard`] (one per server, kept across web config reloads) slows down
+//! repeated failures: past [`FREE_FAILURES`] recent failures, each failed answer waits an async
+//! sleep that doubles up to [`MAX_DELAY`] (no thread held; the server sleeps it), and the client's attempts that need
+//! bcrypt go one at a time, spaced by that delay, with at most [`MAX_QUEUED_PER_CLIENT`] waiting.
+//! A flood of keep-alive connections from one address then gets a few answers a second and
+//! at most one bcrypt check per delay, so it cannot keep the bcrypt permit or the runtime busy
+//! while the workers starve. Credentials found in the success cache are answered at once, even
+//! from a throttled address.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
@@ -168,23 +179,27 @@ impl BasicAuth {
     /// Checks credentials from an async task: the caches first, then bcrypt on a blocking
     /// thread once one of [`MAX_CONCURRENT_VERIFICATIONS`] permits is free (the caches are
     /// consulted again after the wait: a flood of one wrong password costs one bcrypt).
-    pub async fn check_async(
-        self: std::sync::Arc<Self>,
-        user: String,
-        password: String,
-    ) -> Verdict {
+    pub async fn check_async(self: Arc<Self>, user: String, password: String) -> Verdict {
+        self.verify_async(user, password).await.0
+    }
+
+    /// [`Self::check_async`], saying whether bcrypt ran.
+    async fn verify_async(self: Arc<Self>, user: String, password: String) -> (Verdict, bool) {
         if let Some(v) = self.check_cached(&user, &password) {
-            return v;
+            return (v, false);
         }
         let Ok(permit) = self.permits.acquire().await else {
-            return Verdict::Denied;
+            return (Verdict::Denied, false);
         };
+        if let Some(v) = self.check_cached(&user, &password) {
+            return (v, false);
+        }
         let me = self.clone();
         let v = tokio::task::spawn_blocking(move || me.check(&user, &password))
             .await
             .unwrap_or(Verdict::Denied);
         drop(permit);
-        v
+        (v, true)
     }
 
     /// Checks credentials, using the caches and bcrypt (slow: call from a blocking thread).
@@ -211,6 +226,239 @@ impl BasicAuth {
             Verdict::Allowed
         } else {
             Verdict::Denied
+        }
+    }
+}
+
+/// Recent failures of a client are those less than this long after its previous failure.
+pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+/// Failures a client may have within the window before its failed attempts are delayed (a
+/// browser's first request without credentials is never slowed down).
+pub const FREE_FAILURES: u32 = 3;
+/// The first delay; each further failure doubles it up to [`MAX_DELAY`].
+pub const MIN_DELAY: Duration = Duration::from_millis(25);
+/// The longest a failed attempt is delayed.
+pub const MAX_DELAY: Duration = Duration::from_secs(1);
+/// Attempts of one throttled client that may wait for bcrypt; beyond it an attempt not in the
+/// caches is denied (after the delay) without bcrypt.
+pub const MAX_QUEUED_PER_CLIENT: usize = 4;
+
+/// What [`AuthGuard::authorize`] decided, and how long to wait before answering a denial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    pub verdict: Verdict,
+    pub delay: Duration,
+}
+
+impl Decision {
+    fn allowed() -> Self {
+        Decision {
+            verdict: Verdict::Allowed,
+            delay: Duration::ZERO,
+        }
+    }
+}
+
+/// Server-wide authentication counters, for metrics (monotonic across web config reloads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GuardStats {
+    /// Requests denied: missing, malformed or wrong credentials.
+    pub failures: u64,
+    /// bcrypt verifications run.
+    pub bcrypt_checks: u64,
+    /// Credentials answered from the caches of recent successes and failures.
+    pub cache_hits: u64,
+    /// Failed attempts answered after a per-client delay.
+    pub delayed: u64,
+    /// Attempts denied without bcrypt because the client had too many waiting already.
+    pub shed: u64,
+}
+
+#[derive(Debug)]
+struct Client {
+    failures: u32,
+    last_failure: Instant,
+    /// Waiting for, or holding, `gate`.
+    queued: usize,
+    /// Held by the client's attempt that runs bcrypt: one at a time per client.
+    gate: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// Per-client throttling of failed attempts and the server's authentication counters; one per
+/// server, used with whichever [`BasicAuth`] the web config in force has.
+#[derive(Debug, Default)]
+pub struct AuthGuard {
+    clients: Mutex<HashMap<IpAddr, Client>>,
+    failures: AtomicU64,
+    bcrypt_checks: AtomicU64,
+    cache_hits: AtomicU64,
+    delayed: AtomicU64,
+    shed: AtomicU64,
+}
+
+/// A client's gate and the delay its turn waits.
+type Gate = (Arc<tokio::sync::Mutex<()>>, Duration);
+
+/// A throttled client's place at its gate; leaves the queue when dropped.
+struct Turn<'a> {
+    guard: &'a AuthGuard,
+    client: IpAddr,
+    /// The client's gate, once its turn came.
+    #[allow(dead_code)]
+    held: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.guard.leave(self.client);
+    }
+}
+
+/// The delay before answering a client's failed attempt, given its recent failures (this one
+/// included).
+pub fn delay_for(failures: u32) -> Duration {
+    if failures <= FREE_FAILURES {
+        return Duration::ZERO;
+    }
+    let doublings = (failures - FREE_FAILURES - 1).min(16);
+    (MIN_DELAY * (1u32 << doublings)).min(MAX_DELAY)
+}
+
+impl AuthGuard {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn stats(&self) -> GuardStats {
+        GuardStats {
+            failures: self.failures.load(Ordering::Relaxed),
+            bcrypt_checks: self.bcrypt_checks.load(Ordering::Relaxed),
+            cache_hits: self.cache_hits.load(Ordering::Relaxed),
+            delayed: self.delayed.load(Ordering::Relaxed),
+            shed: self.shed.load(Ordering::Relaxed),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Client>> {
+        self.clients.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The client's recent failures (0 once its last one is older than [`FAILURE_WINDOW`]).
+    pub fn recent_failures(&self, client: IpAddr) -> u32 {
+        self.lock()
+            .get(&client)
+            .filter(|c| c.last_failure.elapsed() < FAILURE_WINDOW)
+            .map_or(0, |c| c.failures)
+    }
+
+    /// Counts a failure of `client` and returns how long to delay its answer.
+    fn record_failure(&self, client: IpAddr) -> Duration {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let mut m = self.lock();
+        if m.len() >= CACHE_CAPACITY && !m.contains_key(&client) {
+            m.retain(|_, c| c.queued > 0 || now.duration_since(c.last_failure) < FAILURE_WINDOW);
+            if m.len() >= CACHE_CAPACITY {
+                m.retain(|_, c| c.queued > 0);
+            }
+        }
+        let c = m.entry(client).or_insert_with(|| Client {
+            failures: 0,
+            last_failure: now,
+            queued: 0,
+            gate: Arc::new(tokio::sync::Mutex::new(())),
+        });
+        if now.duration_since(c.last_failure) >= FAILURE_WINDOW {
+            c.failures = 0;
+        }
+        c.failures = c.failures.saturating_add(1);
+        c.last_failure = now;
+        delay_for(c.failures)
+    }
+
+    /// Counts a failure; the denial is to be answered after the client's delay.
+    fn fail(&self, client: IpAddr) -> Decision {
+        let delay = self.record_failure(client);
+        if !delay.is_zero() {
+            self.delayed.fetch_add(1, Ordering::Relaxed);
+        }
+        Decision {
+            verdict: Verdict::Denied,
+            delay,
+        }
+    }
+
+    /// A throttled client's turn at bcrypt: its gate (one attempt at a time) and its delay;
+    /// `None` when the client is not throttled; `Err` when too many of its attempts wait.
+    fn enter(&self, client: IpAddr) -> Option<Result<Gate, ()>> {
+        let mut m = self.lock();
+        let c = m.get_mut(&client)?;
+        if c.last_failure.elapsed() >= FAILURE_WINDOW || c.failures < FREE_FAILURES {
+            return None;
+        }
+        if c.queued >= MAX_QUEUED_PER_CLIENT {
+            return Some(Err(()));
+        }
+        c.queued += 1;
+        Some(Ok((c.gate.clone(), delay_for(c.failures + 1))))
+    }
+
+    fn leave(&self, client: IpAddr) {
+        if let Some(c) = self.lock().get_mut(&client) {
+            c.queued = c.queued.saturating_sub(1);
+        }
+    }
+
+    /// Decides a request from `client` with the credentials of its `Authorization` header
+    /// (`None`: missing or malformed), against `auth`. The caller answers a denial after the
+    /// decision's delay (an async sleep; the server counts the request as idle meanwhile, so
+    /// delayed connections stay evictable at the connection cap).
+    pub async fn authorize(
+        &self,
+        auth: &Arc<BasicAuth>,
+        client: IpAddr,
+        creds: Option<(String, String)>,
+    ) -> Decision {
+        let Some((user, password)) = creds else {
+            return self.fail(client);
+        };
+        if let Some(v) = auth.check_cached(&user, &password) {
+            self.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return match v {
+                Verdict::Allowed => Decision::allowed(),
+                Verdict::Denied => self.fail(client),
+            };
+        }
+        let turn = match self.enter(client) {
+            None => None,
+            Some(Ok((gate, delay))) => {
+                // Counted as queued from here, however the wait ends (a closed connection
+                // cancels it).
+                let mut t = Turn {
+                    guard: self,
+                    client,
+                    held: None,
+                };
+                t.held = Some(gate.lock_owned().await);
+                tokio::time::sleep(delay).await;
+                Some(t)
+            }
+            Some(Err(())) => {
+                self.shed.fetch_add(1, Ordering::Relaxed);
+                return self.fail(client);
+            }
+        };
+        let (v, bcrypt) = auth.clone().verify_async(user, password).await;
+        drop(turn);
+        let counter = if bcrypt {
+            &self.bcrypt_checks
+        } else {
+            &self.cache_hits
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        match v {
+            Verdict::Allowed => Decision::allowed(),
+            Verdict::Denied => self.fail(client),
         }
     }
 }
@@ -308,5 +556,102 @@ mod tests {
     #[test]
     fn dummy_hash_is_valid_bcrypt() {
         assert!(DUMMY_HASH.parse::<bcrypt::HashParts>().is_ok());
+    }
+    #[test]
+    fn delays_start_after_the_free_failures_and_double_to_the_cap() {
+        assert_eq!(delay_for(1), Duration::ZERO);
+        assert_eq!(delay_for(FREE_FAILURES), Duration::ZERO);
+        assert_eq!(delay_for(FREE_FAILURES + 1), MIN_DELAY);
+        assert_eq!(delay_for(FREE_FAILURES + 2), MIN_DELAY * 2);
+        assert_eq!(delay_for(FREE_FAILURES + 40), MAX_DELAY);
+        assert_eq!(delay_for(u32::MAX), MAX_DELAY);
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    fn creds(u: &str, p: &str) -> Option<(String, String)> {
+        Some((u.to_string(), p.to_string()))
+    }
+
+    #[test]
+    fn a_failing_client_is_delayed_and_a_cached_login_from_it_is_not() {
+        let hash = bcrypt::hash("secret", 4).expect("hashing");
+        let auth = Arc::new(BasicAuth::new([("alice".to_string(), hash)]));
+        let guard = AuthGuard::new();
+        let bad: IpAddr = "192.0.2.1".parse().expect("ip");
+        let good: IpAddr = "192.0.2.2".parse().expect("ip");
+        rt().block_on(async {
+            let allowed = Decision::allowed();
+            assert_eq!(
+                guard.authorize(&auth, good, creds("alice", "secret")).await,
+                allowed
+            );
+            for _ in 0..FREE_FAILURES {
+                let d = guard.authorize(&auth, bad, creds("alice", "wrong")).await;
+                assert_eq!((d.verdict, d.delay), (Verdict::Denied, Duration::ZERO));
+            }
+            assert_eq!(guard.stats().delayed, 0);
+            let d = guard.authorize(&auth, bad, creds("alice", "wrong")).await;
+            assert_eq!((d.verdict, d.delay), (Verdict::Denied, MIN_DELAY));
+            assert_eq!(guard.stats().delayed, 1);
+            let d = guard.authorize(&auth, bad, None).await;
+            assert_eq!((d.verdict, d.delay), (Verdict::Denied, MIN_DELAY * 2));
+            assert_eq!(guard.stats().delayed, 2);
+            // Cached credentials from the failing address are answered without a delay.
+            assert_eq!(
+                guard.authorize(&auth, bad, creds("alice", "secret")).await,
+                allowed
+            );
+            assert_eq!(guard.stats().delayed, 2);
+            assert_eq!(guard.recent_failures(good), 0);
+            assert_eq!(guard.recent_failures(bad), FREE_FAILURES + 2);
+        });
+        let st = guard.stats();
+        assert_eq!(st.failures, FREE_FAILURES as u64 + 2);
+        assert_eq!(st.bcrypt_checks, 2, "{st:?}");
+    }
+
+    #[test]
+    fn a_flood_of_new_passwords_from_one_client_gets_few_bcrypt_checks() {
+        let hash = bcrypt::hash("secret", 4).expect("hashing");
+        let auth = Arc::new(BasicAuth::new([("alice".to_string(), hash)]));
+        let guard = Arc::new(AuthGuard::new());
+        let ip: IpAddr = "192.0.2.3".parse().expect("ip");
+        let attempts = rt().block_on(async {
+            let until = Instant::now() + Duration::from_millis(1500);
+            let mut tasks = Vec::new();
+            for c in 0..20 {
+                let (auth, guard) = (auth.clone(), guard.clone());
+                tasks.push(tokio::spawn(async move {
+                    let mut n = 0u64;
+                    while Instant::now() < until {
+                        let p = format!("wrong-{c}-{n}");
+                        // As the server does: the denial is answered after the delay.
+                        let d = guard.authorize(&auth, ip, creds("alice", &p)).await;
+                        assert_eq!(d.verdict, Verdict::Denied);
+                        tokio::time::sleep(d.delay).await;
+                        n += 1;
+                    }
+                    n
+                }));
+            }
+            let mut total = 0;
+            for t in tasks {
+                total += t.await.expect("task");
+            }
+            total
+        });
+        let st = guard.stats();
+        // Unthrottled, cost-4 checks take about a millisecond: over a thousand in 1.5 s.
+        assert!(st.bcrypt_checks <= 40, "{st:?} ({attempts} attempts)");
+        assert!(st.shed > 0, "{st:?}");
+        assert_eq!(st.failures, attempts);
+        assert!(st.delayed > 0);
     }
 }

@@ -10,7 +10,11 @@
 //!   idle sockets cannot lock out Prometheus. Only when every connection is mid-request is the
 //!   new one closed at once.
 //!
-//! The web config and the files it names are watched: new connections get the reloaded config
+//! Basic auth failures are throttled per client address ([`auth::AuthGuard`]): repeated
+//! failures get delayed answers, so a flood cannot monopolise bcrypt or the runtime.
+//!
+//! The web config and the files it names are watched: new connections trigger a check (on a
+//! blocking thread, so no file can stall the accept loop) and later ones get the reloaded config
 //! (a broken edit is logged and the last good config stays), so certificates and users rotate
 //! without restarting a multi-day soak. Paths other than the three built-in ones go to
 //! [`App::page`] (the status page links to `/report`).
@@ -129,7 +133,11 @@ struct Shared {
     /// The web config in force; connections take a snapshot when accepted.
     state: std::sync::RwLock<Arc<WebState>>,
     reloader: Option<Mutex<Reloader>>,
+    /// A reload check is queued or running on a blocking thread.
+    reload_pending: std::sync::atomic::AtomicBool,
     stats: Arc<ServerStats>,
+    /// Per-client throttling of failed logins and the auth counters, across reloads.
+    guard: Arc<auth::AuthGuard>,
     max_connections: usize,
     conns: Mutex<Tracker>,
 }
@@ -211,6 +219,7 @@ pub struct Prepared {
     local_addr: SocketAddr,
     web: WebConfig,
     opts: ServerOptions,
+    guard: Arc<auth::AuthGuard>,
 }
 
 /// Loads and validates the web config and binds the listener (port 0 picks a free port),
@@ -233,12 +242,18 @@ pub fn prepare(opts: ServerOptions) -> Result<Prepared, HttpError> {
         local_addr,
         web,
         opts,
+        guard: Arc::new(auth::AuthGuard::new()),
     })
 }
 
 impl Prepared {
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The server's authentication counters (failures, bcrypt checks, cache hits), for metrics.
+    pub fn auth_guard(&self) -> Arc<auth::AuthGuard> {
+        self.guard.clone()
     }
 
     /// Hands the listener to tokio (call inside the runtime) with the app it serves.
@@ -248,6 +263,7 @@ impl Prepared {
             local_addr,
             web,
             opts,
+            guard,
         } = self;
         let listener = TcpListener::from_std(listener).map_err(|error| HttpError::Bind {
             addr: opts.listen,
@@ -272,7 +288,9 @@ impl Prepared {
                 app,
                 state: std::sync::RwLock::new(Arc::new(WebState::new(web))),
                 reloader,
+                reload_pending: std::sync::atomic::AtomicBool::new(false),
                 stats: Arc::new(ServerStats::default()),
+                guard,
                 max_connections,
                 conns: Mutex::new(Tracker::default()),
             }),
@@ -298,6 +316,11 @@ impl Server {
     /// Live counters: reloads, evictions, rejections.
     pub fn stats(&self) -> Arc<ServerStats> {
         self.shared.stats.clone()
+    }
+
+    /// The authentication counters and per-client throttle.
+    pub fn auth_guard(&self) -> Arc<auth::AuthGuard> {
+        self.shared.guard.clone()
     }
 
     /// Serves until `shutdown` completes, then asks every connection to close and waits up to
@@ -363,9 +386,32 @@ impl Shared {
     /// The web config in force, reloaded first when its files changed (checked at most every
     /// [`RELOAD_CHECK_INTERVAL`]). A config that fails to load is logged and the previous one
     /// stays in force.
-    fn current(&self) -> Arc<WebState> {
-        self.maybe_reload();
+    ///
+    /// Inside the runtime the check and the reload run on a blocking thread (the connection
+    /// gets the config in force now, a reload takes effect for later ones), so reading the
+    /// files never stalls the accept loop, whatever they are.
+    fn current(self: &Arc<Self>) -> Arc<WebState> {
+        self.schedule_reload();
         self.state.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn schedule_reload(self: &Arc<Self>) {
+        let due = match self.reloader.as_ref().map(|m| m.try_lock()) {
+            Some(Ok(r)) => r.last_check.elapsed() >= RELOAD_CHECK_INTERVAL,
+            _ => false,
+        };
+        if !due || self.reload_pending.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = self.clone();
+        let work = move || {
+            me.maybe_reload();
+            me.reload_pending.store(false, Ordering::Release);
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => drop(h.spawn_blocking(work)),
+            Err(_) => work(),
+        }
     }
 
     fn maybe_reload(&self) {
@@ -515,8 +561,9 @@ impl Shared {
             let shared = shared.clone();
             let state = state.clone();
             let guard = BusyGuard::new(in_flight.clone());
+            let in_flight_req = in_flight.clone();
             async move {
-                let resp = shared.handle(req, &state).await;
+                let resp = shared.handle(req, peer, &in_flight_req, &state).await;
                 Ok::<_, Infallible>(resp.map(|body| TrackedBody {
                     body,
                     _guard: guard,
@@ -549,27 +596,40 @@ impl Shared {
         let _ = tokio::time::timeout(CLOSE_GRACE, conn).await;
     }
 
-    async fn handle(&self, req: Request<Incoming>, st: &WebState) -> Response<Full<Bytes>> {
-        let mut resp = self.route(req, st).await;
+    async fn handle(
+        &self,
+        req: Request<Incoming>,
+        peer: SocketAddr,
+        busy: &AtomicUsize,
+        st: &WebState,
+    ) -> Response<Full<Bytes>> {
+        let mut resp = self.route(req, peer, busy, st).await;
         for (n, v) in &st.web.headers {
             resp.headers_mut().insert(n.clone(), v.clone());
         }
         resp
     }
 
-    async fn route(&self, req: Request<Incoming>, st: &WebState) -> Response<Full<Bytes>> {
+    async fn route(
+        &self,
+        req: Request<Incoming>,
+        peer: SocketAddr,
+        busy: &AtomicUsize,
+        st: &WebState,
+    ) -> Response<Full<Bytes>> {
         if let Some(auth) = &st.web.auth {
             let creds = req
                 .headers()
                 .get(header::AUTHORIZATION)
                 .and_then(|v| auth::BasicAuth::parse_header(v.as_bytes()));
-            let allowed = match creds {
-                None => false,
-                Some((user, password)) => {
-                    auth.clone().check_async(user, password).await == auth::Verdict::Allowed
-                }
-            };
-            if !allowed {
+            let d = self.guard.authorize(auth, peer.ip(), creds).await;
+            if !d.delay.is_zero() {
+                // A delayed denial is no work in progress: the connection may be evicted at
+                // the cap meanwhile, so delayed floods cannot lock Prometheus out.
+                let _idle = IdleWhile::new(busy);
+                tokio::time::sleep(d.delay).await;
+            }
+            if d.verdict != auth::Verdict::Allowed {
                 let mut r = text(StatusCode::UNAUTHORIZED, "Unauthorized\n");
                 r.headers_mut().insert(
                     header::WWW_AUTHENTICATE,
@@ -635,6 +695,22 @@ impl BusyGuard {
 impl Drop for BusyGuard {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Counts a request as not in flight for a while (a delayed denial), then as in flight again.
+struct IdleWhile<'a>(&'a AtomicUsize);
+
+impl<'a> IdleWhile<'a> {
+    fn new(c: &'a AtomicUsize) -> Self {
+        c.fetch_sub(1, Ordering::AcqRel);
+        IdleWhile(c)
+    }
+}
+
+impl Drop for IdleWhile<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
     }
 }
 

@@ -12,6 +12,8 @@ pub struct DaemonInfo {
     pub version: &'static str,
     pub revision: &'static str,
     pub uptime_secs: f64,
+    /// The HTTP server's basic-auth counters (`None`: not reported).
+    pub auth: Option<crate::http::auth::GuardStats>,
 }
 
 /// Soak totals carried across restarts (from the checkpoint plus this run).
@@ -63,6 +65,9 @@ pub fn families(
     let mut up = Family::gauge("nvsoak_uptime_seconds", "Seconds since the daemon started.");
     up.add(&[], d.uptime_secs);
     push(&mut out, up);
+    if let Some(a) = &d.auth {
+        auth_families(a, &mut out);
+    }
 
     let mut engine = Family::gauge(
         "nvsoak_engine_info",
@@ -140,11 +145,15 @@ pub fn families(
         );
         let mut iops = Family::gauge(
             &format!("nvsoak_{name}_iops"),
-            &format!("{name} I/Os per second over the last stats interval."),
+            &format!(
+                "{name} I/Os per second over the last stats interval, by the workers' clocks (present while the workload runs)."
+            ),
         );
         let mut bw = Family::gauge(
             &format!("nvsoak_{name}_bandwidth_bytes_per_second"),
-            &format!("{name} bytes per second over the last stats interval."),
+            &format!(
+                "{name} bytes per second over the last stats interval, by the workers' clocks (present while the workload runs)."
+            ),
         );
         for t in targets {
             for (job, j) in &t.jobs {
@@ -153,7 +162,14 @@ pub fn families(
                 ops.add(&l, c.ops as f64);
                 bytes.add(&l, c.bytes as f64);
                 lat.add_histogram(&l, &LAT_BUCKETS, &c.lat_buckets, c.lat_sum_ns as f64 / 1e9);
-                let qv = if op == 0 { j.read_q } else { j.write_q };
+                // A finished job's interval figures go away with it.
+                let qv = if !j.active {
+                    None
+                } else if op == 0 {
+                    j.read_q
+                } else {
+                    j.write_q
+                };
                 let pairs: Vec<(f64, f64)> = match qv {
                     Some(qv) => QUANTILES.iter().map(|(p, _)| *p).zip(qv).collect(),
                     None => Vec::new(),
@@ -164,8 +180,10 @@ pub fn families(
                 } else {
                     (j.write_iops, j.write_bw)
                 };
-                iops.add(&l, i);
-                bw.add(&l, b);
+                if j.active {
+                    iops.add(&l, i);
+                    bw.add(&l, b);
+                }
             }
         }
         push(&mut out, ops);
@@ -244,6 +262,40 @@ pub fn families(
     push(&mut out, se);
     push(&mut out, st);
     out
+}
+
+fn auth_families(a: &crate::http::auth::GuardStats, out: &mut Vec<MetricFamily>) {
+    for (name, help, v) in [
+        (
+            "nvsoak_http_auth_failures_total",
+            "HTTP requests denied by basic auth (missing, malformed or wrong credentials).",
+            a.failures,
+        ),
+        (
+            "nvsoak_http_auth_bcrypt_checks_total",
+            "bcrypt verifications run for basic auth (at most one at a time).",
+            a.bcrypt_checks,
+        ),
+        (
+            "nvsoak_http_auth_cache_hits_total",
+            "Basic auth credentials answered from the caches of recent successes and failures, without bcrypt.",
+            a.cache_hits,
+        ),
+        (
+            "nvsoak_http_auth_delayed_total",
+            "Failed basic auth attempts answered after a delay because their client address failed repeatedly.",
+            a.delayed,
+        ),
+        (
+            "nvsoak_http_auth_shed_total",
+            "Basic auth attempts denied without bcrypt because their client address already had the most attempts waiting.",
+            a.shed,
+        ),
+    ] {
+        let mut f = Family::counter(name, help);
+        f.add(&[], v as f64);
+        push(out, f);
+    }
 }
 
 fn steady_families(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {

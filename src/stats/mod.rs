@@ -4,7 +4,7 @@
 //!
 //! Architecture Invariant: nothing in this module allocates in `record_*`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub mod live;
 
@@ -182,6 +182,7 @@ impl WorkerStats {
         &mut self,
         worker: usize,
         interval: Duration,
+        ended: Instant,
         recycled: Option<(Histogram<u64>, Histogram<u64>)>,
         done: bool,
     ) -> WorkerReport {
@@ -195,6 +196,7 @@ impl WorkerStats {
             engine: self.engine,
             submitted: self.submitted,
             interval,
+            ended,
             read: self.read.clone(),
             write: self.write.clone(),
             read_hist,
@@ -212,8 +214,11 @@ pub struct WorkerReport {
     /// I/Os handed to the engine, cumulative. In the final report (`done`) this equals
     /// `read.ops + write.ops + read.errors.total() + write.errors.total()`: nothing was lost.
     pub submitted: u64,
-    /// Wall time this report's histograms cover.
+    /// Wall time this report's histograms and counter deltas cover, ending at `ended`.
     pub interval: Duration,
+    /// The worker's clock when it took this report: the interval is `ended - interval` to
+    /// `ended`. Rates come from these timestamps, not from when the consumer got the report.
+    pub ended: Instant,
     /// Cumulative since the worker started.
     pub read: OpCounters,
     pub write: OpCounters,
@@ -254,7 +259,7 @@ mod tests {
         let mut s = WorkerStats::new();
         s.record(Op::Read, 4096, 100_000);
         s.record(Op::Read, 4096, 200_000);
-        let r = s.take_report(0, Duration::from_secs(1), None, false);
+        let r = s.take_report(0, Duration::from_secs(1), Instant::now(), None, false);
         assert_eq!(r.read_hist.len(), 2);
         assert_eq!(s.read_hist.len(), 0);
         assert_eq!(r.read.ops, 2);
@@ -262,6 +267,7 @@ mod tests {
         let r2 = s.take_report(
             0,
             Duration::from_secs(1),
+            Instant::now(),
             Some((r.read_hist, r.write_hist)),
             false,
         );
@@ -277,7 +283,7 @@ mod tests {
         s.submitted = 3;
         s.record(Op::Write, 8192, 50_000);
         s.record_error(Op::Write, 5);
-        let r = s.take_report(2, Duration::from_millis(500), None, true);
+        let r = s.take_report(2, Duration::from_millis(500), Instant::now(), None, true);
         assert_eq!(
             (r.worker, r.engine, r.submitted, r.done),
             (2, "io_uring", 3, true)

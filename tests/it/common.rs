@@ -30,11 +30,20 @@ pub fn free_port() -> u16 {
 
 /// Plain HTTP/1.1 GET over a fresh connection. Returns (status, body).
 pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    http_get_with(addr, path, "")
+}
+
+/// [`http_get`] with extra header lines (each ending in `\r\n`).
+pub fn http_get_with(
+    addr: SocketAddr,
+    path: &str,
+    headers: &str,
+) -> std::io::Result<(u16, String)> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\n\r\n"
     )?;
     let mut buf = Vec::new();
     s.read_to_end(&mut buf)?;
@@ -174,6 +183,14 @@ impl Daemon {
 
     /// Start in an existing scratch directory (e.g. to resume from its checkpoint).
     pub fn start_in(dir: tempfile::TempDir, config: &str, extra_args: &[&str]) -> Daemon {
+        let mut d = Self::spawn_in(dir, config, extra_args);
+        d.wait_http(Duration::from_secs(20));
+        d
+    }
+
+    /// [`Daemon::start_in`] without waiting for `/healthz` (which needs credentials when the
+    /// web config asks for basic auth).
+    pub fn spawn_in(dir: tempfile::TempDir, config: &str, extra_args: &[&str]) -> Daemon {
         let port = free_port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
         let cfg = config.replace("{dir}", &dir.path().display().to_string());
@@ -191,9 +208,7 @@ impl Daemon {
             .stderr(Stdio::piped())
             .spawn()
             .expect("starting nvsoak");
-        let mut d = Daemon { child, addr, dir };
-        d.wait_http(Duration::from_secs(20));
-        d
+        Daemon { child, addr, dir }
     }
 
     fn wait_http(&mut self, timeout: Duration) {

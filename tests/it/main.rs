@@ -23,7 +23,8 @@ mod exit_code;
 /// Faults and signals: SIGHUP reloads, a full file system, I/O errors from btrfs checksums and
 /// device-mapper, max_errors, and memory staying flat over a soak.
 mod faults;
-/// Figures that are right: every worker report counted at segment ends.
+/// Figures that are right: every worker report counted at segment ends, rates plausible across
+/// phase changes, finished jobs' rate series gone, the soak clock stopped when the plan ends.
 mod figures;
 /// The health poller and `nvsoak health` on the replay transport.
 mod health;
@@ -45,3 +46,6 @@ mod startup;
 /// Data verification end to end: corruption, misdirected and lost writes injected into a
 /// running soak's target file; no false mismatches across clean runs and kill -9 restarts.
 mod verify;
+/// The endpoint under attack and odd web config files: a wrong-password flood on keep-alive
+/// connections, a web config replaced by a FIFO, a world-writable TLS key.
+mod webauth;

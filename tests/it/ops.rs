@@ -849,6 +849,11 @@ const AGREED_WORKLOAD: &[&str] = &[
     "nvsoak_checkpoint_save_in_progress",
     "nvsoak_checkpoint_last_save_timestamp_seconds",
     "nvsoak_checkpoint_save_duration_seconds",
+    "nvsoak_http_auth_failures_total",
+    "nvsoak_http_auth_bcrypt_checks_total",
+    "nvsoak_http_auth_cache_hits_total",
+    "nvsoak_http_auth_delayed_total",
+    "nvsoak_http_auth_shed_total",
 ];
 
 /// Series that need an NVMe controller (health log pages and what is derived from them); the VM
@@ -1554,6 +1559,7 @@ mod replayed_health {
                     version: "test",
                     revision: "test",
                     uptime_secs: 1.0,
+                    auth: None,
                 },
             ));
             nvsoak::metrics::encode_text(&families).unwrap_or_default()
@@ -1568,6 +1574,7 @@ mod replayed_health {
     fn namespace_target() -> nvsoak::workload::scheduler::TargetSnapshot {
         let job = nvsoak::workload::scheduler::JobStats {
             steady: Some(Default::default()),
+            active: true,
             ..Default::default()
         };
         nvsoak::workload::scheduler::TargetSnapshot {

@@ -45,6 +45,13 @@ fn replugged_drive_returns_and_a_hot_added_one_is_listed_but_not_written() {
         Duration::from_secs(30),
         |m| m.sum("nvsoak_write_ops_total", &t).map(|v| v as u64),
     );
+    // The soak clock stops while the device is gone: it holds still too.
+    let (paused_secs, _) = stable(
+        &vm,
+        "the paused target's soak clock",
+        Duration::from_secs(30),
+        |m| m.sum("nvsoak_soak_elapsed_seconds", &t),
+    );
 
     // Put the same controller back: its block node survived device_del (-blockdev).
     if let Err(e) = qmp.nvme_add("nvme0", "SOAK0001", "f-nvme0") {
@@ -62,6 +69,12 @@ fn replugged_drive_returns_and_a_hot_added_one_is_listed_but_not_written() {
         },
     );
     let (dev, m) = back;
+    // ... and runs again once the device is back.
+    vm.wait_metrics(
+        "the soak clock running again",
+        Duration::from_secs(30),
+        |m| (m.sum("nvsoak_soak_elapsed_seconds", &t)? > paused_secs).then_some(()),
+    );
     // The paused target let go of the vanished device, so the kernel freed its instance and the
     // drive came back under its old name (and the configured path).
     assert_eq!(dev, "nvme0", "the replugged controller's name");

@@ -159,6 +159,7 @@ pub fn start(
         up: true,
         running: true,
         started_at: now,
+        run_since: Some(now),
         phase_started_unix: now,
         soak_started: Some(now),
         ..Default::default()
@@ -561,12 +562,10 @@ impl Runner {
     fn finish(&mut self) {
         with_snapshot(&self.snapshot, |s| {
             s.running = false;
-            s.iops = 0.0;
-            for j in s.jobs.values_mut() {
-                j.read_iops = 0.0;
-                j.write_iops = 0.0;
-                j.read_bw = 0.0;
-                j.write_bw = 0.0;
+            s.pause_clock(now_unix());
+            let names: Vec<String> = s.jobs.keys().cloned().collect();
+            for n in names {
+                s.deactivate_job(&n);
             }
         });
         self.save_results();
@@ -680,6 +679,7 @@ pub fn describe_access(a: &Access) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use segment::RateWindow;
 
     #[test]
     fn thousands_separators() {
@@ -688,5 +688,79 @@ mod tests {
         assert_eq!(thousands(1000.0), "1,000");
         assert_eq!(thousands(1_234_567.0), "1,234,567");
         assert_eq!(thousands(0.2), "0");
+    }
+    fn report(ended: Instant, interval: Duration, ops: u64, bs: u64) -> WorkerReport {
+        let mut w = crate::stats::WorkerStats::new();
+        for _ in 0..ops {
+            w.record(crate::workload::spec::Op::Read, bs, 1000);
+        }
+        w.take_report(0, interval, ended, None, false)
+    }
+
+    #[test]
+    fn rates_use_the_workers_interval_and_fold_short_tails() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut r = RateWindow::default();
+        // 1000 reads in the first 100 ms interval: 10,000 IOPS, 40.96 MB/s at 4K.
+        r.update(&report(t0 + ms(100), ms(100), 1000, 4096), ms(50));
+        assert!((r.rates[0] - 10_000.0).abs() < 1e-6, "{:?}", r.rates);
+        assert!((r.rates[2] - 10_000.0 * 4096.0).abs() < 1e-3);
+        assert_eq!(r.rates[1], 0.0);
+        // A 1 ms tail with 40 more reads would be 40,000 IOPS: folded, the rate stays.
+        let mut w = crate::stats::WorkerStats::new();
+        for _ in 0..1040 {
+            w.record(crate::workload::spec::Op::Read, 4096, 1000);
+        }
+        let tail = w.take_report(0, ms(1), t0 + ms(101), None, true);
+        r.update(&tail, ms(50));
+        assert!((r.rates[0] - 10_000.0).abs() < 1e-6, "{:?}", r.rates);
+        // The next full span covers the tail too: 1040 + 460 reads over [100, 200] ms.
+        let mut w = crate::stats::WorkerStats::new();
+        for _ in 0..1500 {
+            w.record(crate::workload::spec::Op::Read, 4096, 1000);
+        }
+        let next = w.take_report(0, ms(99), t0 + ms(200), None, false);
+        r.update(&next, ms(50));
+        assert!((r.rates[0] - 5_000.0).abs() < 1e-6, "{:?}", r.rates);
+        // IOPS times the block size is the bandwidth, whatever the spans.
+        assert!((r.rates[2] - r.rates[0] * 4096.0).abs() < 1e-3);
+    }
+
+    #[test]
+    fn the_soak_clock_stops_when_paused_or_finished() {
+        let mut s = TargetSnapshot {
+            run_since: Some(1000.0),
+            ..Default::default()
+        };
+        assert_eq!(s.run_secs_at(1010.0), 10.0);
+        // The device went away at 1010 and came back at 1100.
+        s.pause_clock(1010.0);
+        assert_eq!(s.run_secs_at(1100.0), 10.0);
+        s.resume_clock(1100.0);
+        s.resume_clock(1105.0);
+        assert_eq!(s.run_secs_at(1110.0), 20.0);
+        // The plan finished at 1120: the clock shows 30 s from then on.
+        s.pause_clock(1120.0);
+        s.pause_clock(1200.0);
+        assert_eq!(s.run_secs_at(5000.0), 30.0);
+    }
+
+    #[test]
+    fn a_finished_job_keeps_its_totals_and_loses_its_rates() {
+        let mut s = TargetSnapshot::default();
+        let j = s.jobs.entry("a".into()).or_default();
+        j.active = true;
+        j.read.ops = 5;
+        j.read_iops = 100.0;
+        j.read_bw = 409_600.0;
+        j.read_q = Some([1.0; 4]);
+        s.iops = 100.0;
+        s.deactivate_job("a");
+        let j = &s.jobs["a"];
+        assert!(!j.active);
+        assert_eq!((j.read.ops, j.read_iops, j.read_bw), (5, 0.0, 0.0));
+        assert_eq!(j.read_q, None);
+        assert_eq!(s.iops, 0.0);
     }
 }

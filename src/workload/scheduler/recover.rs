@@ -13,6 +13,8 @@ impl Runner {
             s.up = false;
             // Paused, not running: the stall alert stays quiet, the device-down alert fires.
             s.running = false;
+            // The soak clock stops while the device is gone.
+            s.pause_clock(now_unix());
             s.stop_reason = Some(format!(
                 "{} went away; waiting for it to return",
                 path.display()
@@ -57,6 +59,7 @@ impl Runner {
                     with_snapshot(&self.snapshot, |s| {
                         s.up = true;
                         s.running = true;
+                        s.resume_clock(now_unix());
                         s.stop_reason = None;
                     });
                     return Ok(());

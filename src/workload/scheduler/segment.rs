@@ -30,6 +30,36 @@ pub(crate) struct Segment<'a> {
     pub(crate) progress: Option<Arc<PrecondLive>>,
 }
 
+/// One worker's rates (read IOPS, write IOPS, read and write bytes per second) over the
+/// intervals its reports cover, measured by the worker's own clock: the operations a report
+/// adds over the real length of the interval it covers. A report covering less than the
+/// minimum span (a short final tail, or one right after another) is folded into the next, so
+/// no rate divides a few operations by a tiny time.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RateWindow {
+    /// Start of the span not yet turned into a rate, and the worker's counters then.
+    pub(crate) base: Option<(Instant, [u64; 4])>,
+    pub(crate) rates: [f64; 4],
+}
+
+impl RateWindow {
+    pub(crate) fn update(&mut self, r: &WorkerReport, min_span: Duration) {
+        let cum = [r.read.ops, r.write.ops, r.read.bytes, r.write.bytes];
+        // A worker's counters start at zero with its first interval.
+        let start = r.ended.checked_sub(r.interval).unwrap_or(r.ended);
+        let (t0, c0) = *self.base.get_or_insert((start, [0; 4]));
+        let span = r.ended.saturating_duration_since(t0);
+        if span.is_zero() || span < min_span {
+            return;
+        }
+        let secs = span.as_secs_f64();
+        for (rate, (c, b)) in self.rates.iter_mut().zip(cum.iter().zip(c0)) {
+            *rate = c.saturating_sub(b) as f64 / secs;
+        }
+        self.base = Some((r.ended, cum));
+    }
+}
+
 impl Runner {
     /// Run one job with its workers until the duration passes, every worker hits its byte limit,
     /// the device goes away, or the target is stopped. `on_interval(ops_delta, now)` runs after
@@ -44,10 +74,12 @@ impl Runner {
         self.segment_counter += 1;
         with_snapshot(&self.snapshot, |s| {
             s.profile = job.name.clone();
-            s.jobs.entry(job.name.clone()).or_default();
+            s.jobs.entry(job.name.clone()).or_default().active = true;
         });
         let verify = read_snapshot(&self.snapshot).verify;
-        let (tx, rx) = mpsc::channel::<WorkerReport>();
+        // Bounded: with recycling a worker queues at most MAX_OUTSTANDING reports plus its
+        // final one, and sends into a preallocated channel never allocate.
+        let (tx, rx) = mpsc::sync_channel::<WorkerReport>(worker::report_capacity(workers));
         let seg_stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::with_capacity(workers);
         // Per worker: its used histograms go back to it (no allocation per interval, and the
@@ -150,10 +182,8 @@ impl Runner {
         let started = Instant::now();
         let mut last_tick = started;
         let mut last_ops = 0u64;
-        let mut last_rb = 0u64;
-        let mut last_wb = 0u64;
-        let mut last_rops = 0u64;
-        let mut last_wops = 0u64;
+        // Per worker: its rates over the intervals its reports cover, by its own clock.
+        let mut rates = vec![RateWindow::default(); workers];
         let mut done = vec![false; workers];
         let mut stop_sent = false;
         let interval = self.opts.stats_interval;
@@ -186,6 +216,7 @@ impl Runner {
                     if r.done {
                         done[r.worker] = true;
                     }
+                    rates[r.worker].update(&r, interval / 2);
                     last[r.worker] = Some((r.read, r.write));
                     let _ = recycle[r.worker].send((r.read_hist, r.write_hist));
                 }
@@ -216,7 +247,13 @@ impl Runner {
                 let d_ops = ops - last_ops.min(ops);
                 let rq = quantiles(&iv_read_hist);
                 let wq = quantiles(&iv_write_hist);
-                let (rops, wops, rb, wb) = (sr.ops, sw.ops, sr.bytes, sw.bytes);
+                // Workers still running: a finished one does no more I/O.
+                let mut rate = [0.0f64; 4];
+                for (w, _) in rates.iter().zip(&done).filter(|(_, d)| !**d) {
+                    for (a, b) in rate.iter_mut().zip(w.rates) {
+                        *a += b;
+                    }
+                }
                 let mut tr = base.0.clone();
                 tr.merge(&sr);
                 let mut tw = base.1.clone();
@@ -230,14 +267,10 @@ impl Runner {
                     let j = s.jobs.entry(name).or_default();
                     j.read = tr;
                     j.write = tw;
+                    [j.read_iops, j.write_iops, j.read_bw, j.write_bw] = rate;
                     // A tail shorter than half an interval (the segment ended just after a
-                    // tick) would divide its few operations by a tiny time: keep the rates of
-                    // the last full interval rather than publish a spike.
+                    // tick) has too few operations for quantiles: keep the last full interval's.
                     if !(all_done && el < interval.as_secs_f64() / 2.0) {
-                        j.read_iops = (rops - last_rops.min(rops)) as f64 / el;
-                        j.write_iops = (wops - last_wops.min(wops)) as f64 / el;
-                        j.read_bw = (rb - last_rb.min(rb)) as f64 / el;
-                        j.write_bw = (wb - last_wb.min(wb)) as f64 / el;
                         j.read_q = rq;
                         j.write_q = wq;
                     }
@@ -288,10 +321,6 @@ impl Runner {
                 iv_read_hist.reset();
                 iv_write_hist.reset();
                 last_ops = ops;
-                last_rops = rops;
-                last_wops = wops;
-                last_rb = rb;
-                last_wb = wb;
                 last_tick = now;
             }
             if all_done {
@@ -310,6 +339,7 @@ impl Runner {
                 Err(_) => worker_fatal = Some("worker thread panicked".into()),
             }
         }
+        with_snapshot(&self.snapshot, |s| s.deactivate_job(&job.name));
         let secs = started.elapsed().as_secs_f64();
         let mut sr = OpCounters::default();
         let mut sw = OpCounters::default();

@@ -18,6 +18,9 @@ pub struct JobStats {
     pub write_q: Option<[f64; 4]>,
     pub steady: Option<SteadyStatus>,
     pub sweep: Option<SweepResult>,
+    /// True while a segment of this job runs. The interval figures (rates, quantiles) are only
+    /// published while active: a finished job's are zero and its rate series go away.
+    pub active: bool,
 }
 
 /// What a scrape sees of one target.
@@ -40,6 +43,10 @@ pub struct TargetSnapshot {
     /// IOPS (reads + writes) of the last interval, all jobs.
     pub iops: f64,
     pub started_at: f64,
+    /// The soak clock of this run: seconds run before `run_since`, and since when it runs
+    /// (`None` while stopped: the plan finished, the target stopped, or its device is gone).
+    pub run_secs_base: f64,
+    pub run_since: Option<f64>,
     /// Totals carried over from the checkpoint of an earlier run of this plan.
     pub carried: crate::state::Totals,
     /// Completed passes over the phase list.
@@ -131,8 +138,39 @@ impl TargetSnapshot {
         t.read_ops += r.ops;
         t.write_ops += w.ops;
         t.errors += r.errors.total() + w.errors.total();
-        t.soak_elapsed_secs += (now_unix() - self.started_at).max(0.0);
+        t.soak_elapsed_secs += self.run_secs_at(now_unix());
         t
+    }
+
+    /// Seconds the soak clock of this run shows at unix time `now`.
+    pub fn run_secs_at(&self, now: f64) -> f64 {
+        self.run_secs_base + self.run_since.map_or(0.0, |t| (now - t).max(0.0))
+    }
+
+    /// Stops the soak clock at `now` (the plan finished or stopped, or the device went away).
+    pub fn pause_clock(&mut self, now: f64) {
+        if let Some(t) = self.run_since.take() {
+            self.run_secs_base += (now - t).max(0.0);
+        }
+    }
+
+    /// Starts the soak clock again at `now` (the device is back).
+    pub fn resume_clock(&mut self, now: f64) {
+        self.run_since.get_or_insert(now);
+    }
+
+    /// Ends a job's segment: its interval figures are no longer current.
+    pub(crate) fn deactivate_job(&mut self, job: &str) {
+        if let Some(j) = self.jobs.get_mut(job) {
+            j.active = false;
+            j.read_iops = 0.0;
+            j.write_iops = 0.0;
+            j.read_bw = 0.0;
+            j.write_bw = 0.0;
+            j.read_q = None;
+            j.write_q = None;
+        }
+        self.iops = self.jobs.values().map(|j| j.read_iops + j.write_iops).sum();
     }
 
     /// The checkpoint record of this target.

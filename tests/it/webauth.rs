@@ -1,0 +1,295 @@
+//! The daemon's endpoint under attack and odd web config files: a flood of wrong passwords on
+//! keep-alive connections, a web config replaced by a FIFO, a world-writable TLS key.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+
+use crate::common::{Daemon, http_get, http_get_with, parse_metrics, shm_dir, sum};
+
+fn config(web: &str) -> String {
+    config_capped(web, 64)
+}
+
+fn config_capped(web: &str, max_connections: usize) -> String {
+    format!(
+        r#"
+[state]
+dir = "{{dir}}/state"
+[health]
+enabled = false
+[exporter]
+web_config_file = "{{dir}}/{web}"
+max_connections = {max_connections}
+[[target]]
+name = "a"
+path = "{{dir}}/a.dat"
+size = "16MiB"
+[[target.phase]]
+kind = "soak"
+profile = "4k-random-read"
+iodepth = 8
+"#
+    )
+}
+
+fn basic(user: &str, password: &str) -> String {
+    let b = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    format!("Authorization: Basic {b}\r\n")
+}
+
+/// Polls `f` every 100 ms until it holds; false after `limit`.
+fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+/// One keep-alive connection sending `header` as fast as the server answers, reconnecting when
+/// the server closes it; counts the answers.
+fn flood_connection(addr: SocketAddr, header: String, stop: Arc<AtomicBool>, n: Arc<AtomicU64>) {
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+            continue;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(15)));
+        let mut w = match s.try_clone() {
+            Ok(w) => w,
+            Err(_) => continue,
+        };
+        let mut r = BufReader::new(s);
+        while !stop.load(Ordering::Relaxed) {
+            let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\n{header}\r\n");
+            if w.write_all(req.as_bytes()).is_err() {
+                break;
+            }
+            let mut len = 0usize;
+            let mut line = String::new();
+            let mut ok = false;
+            loop {
+                line.clear();
+                match r.read_line(&mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+                if line == "\r\n" {
+                    ok = true;
+                    break;
+                }
+            }
+            let mut body = vec![0u8; len];
+            if !ok || r.read_exact(&mut body).is_err() {
+                break;
+            }
+            n.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Twenty keep-alive connections send a wrong password as fast as they are answered: a scrape
+/// with the right password still answers within a generous bound, and the failures are
+/// counted (and delayed per client, so the flood gets only a few answers a second).
+#[test]
+fn a_wrong_password_flood_does_not_lock_out_the_right_one() {
+    let dir = shm_dir();
+    let hash = bcrypt::hash("right", 10).expect("bcrypt");
+    std::fs::write(
+        dir.path().join("web.yml"),
+        format!("basic_auth_users:\n  prometheus: {hash}\n"),
+    )
+    .expect("web config");
+    let d = Daemon::spawn_in(dir, &config("web.yml"), &[]);
+    let good = basic("prometheus", "right");
+    let scrape = || http_get_with(d.addr, "/metrics", &good);
+    assert!(
+        eventually(Duration::from_secs(20), || matches!(scrape(), Ok((200, _)))),
+        "the daemon never answered the right password"
+    );
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let answers = Arc::new(AtomicU64::new(0));
+    let flood: Vec<_> = (0..20)
+        .map(|_| {
+            let (stop, n) = (stop.clone(), answers.clone());
+            let (addr, h) = (d.addr, basic("prometheus", "wrong"));
+            std::thread::spawn(move || flood_connection(addr, h, stop, n))
+        })
+        .collect();
+    assert!(
+        eventually(Duration::from_secs(20), || answers.load(Ordering::Relaxed)
+            >= 40),
+        "the flood got no answers"
+    );
+    let failures = |text: &str| sum(&parse_metrics(text), "nvsoak_http_auth_failures_total", &[]);
+    let mut last = 0.0;
+    for round in 0..3 {
+        let t0 = Instant::now();
+        let (code, body) = scrape().expect("scraping with the right password");
+        let took = t0.elapsed();
+        assert_eq!(code, 200, "round {round}: {body}");
+        assert!(
+            took < Duration::from_secs(5),
+            "round {round}: the right password took {took:?} under the flood"
+        );
+        let f = failures(&body);
+        assert!(f > last, "round {round}: failures {f} after {last}");
+        last = f;
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let s = parse_metrics(&scrape().expect("scrape").1);
+    assert!(sum(&s, "nvsoak_http_auth_delayed_total", &[]) > 0.0);
+    // One wrong password: bcrypt ran for it once (plus the right one), the rest came from the
+    // failure cache.
+    assert!(sum(&s, "nvsoak_http_auth_bcrypt_checks_total", &[]) <= 5.0);
+    assert!(sum(&s, "nvsoak_http_auth_cache_hits_total", &[]) >= 40.0);
+    stop.store(true, Ordering::Relaxed);
+    let (status, took, err) = d.terminate();
+    assert!(status.success(), "{err}");
+    assert!(took < Duration::from_secs(10), "SIGTERM took {took:?}");
+    for t in flood {
+        t.join().expect("flood thread");
+    }
+}
+
+/// More flooding keep-alive connections than the connection cap: their delayed denials do not
+/// count as work in progress, so a new connection with the right password evicts one of them
+/// instead of being turned away.
+#[test]
+fn delayed_denials_stay_evictable_at_the_connection_cap() {
+    let dir = shm_dir();
+    let hash = bcrypt::hash("right", 4).expect("bcrypt");
+    std::fs::write(
+        dir.path().join("web.yml"),
+        format!("basic_auth_users:\n  prometheus: {hash}\n"),
+    )
+    .expect("web config");
+    let d = Daemon::spawn_in(dir, &config_capped("web.yml", 8), &[]);
+    let good = basic("prometheus", "right");
+    let scrape = || http_get_with(d.addr, "/metrics", &good);
+    assert!(
+        eventually(Duration::from_secs(20), || matches!(scrape(), Ok((200, _)))),
+        "the daemon never answered the right password"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let answers = Arc::new(AtomicU64::new(0));
+    let flood: Vec<_> = (0..16)
+        .map(|_| {
+            let (stop, n) = (stop.clone(), answers.clone());
+            let (addr, h) = (d.addr, basic("prometheus", "wrong"));
+            std::thread::spawn(move || flood_connection(addr, h, stop, n))
+        })
+        .collect();
+    // Past the free failures every denial waits up to a second: the cap is full of them.
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            let s = parse_metrics(&scrape().map(|r| r.1).unwrap_or_default());
+            sum(&s, "nvsoak_http_auth_delayed_total", &[]) >= 32.0
+        }),
+        "the flood was never delayed"
+    );
+    for round in 0..5 {
+        let t0 = Instant::now();
+        let r = scrape();
+        assert!(
+            matches!(r, Ok((200, _))),
+            "round {round}: the right password got {r:?} at the cap"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "round {round}: {:?}",
+            t0.elapsed()
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (status, _, err) = d.terminate();
+    assert!(status.success(), "{err}");
+    for t in flood {
+        t.join().expect("flood thread");
+    }
+}
+
+/// The web config file replaced by a FIFO (nobody ever writes to it) and SIGHUP: the reload
+/// check refuses it naming the FIFO, `/metrics` keeps answering with the previous config, and
+/// SIGTERM still stops the daemon promptly.
+#[test]
+fn a_fifo_web_config_after_start_blocks_nothing() {
+    let dir = shm_dir();
+    let web = dir.path().join("web.yml");
+    std::fs::write(&web, "{}\n").expect("web config");
+    let d = Daemon::start_in(dir, &config("web.yml"), &[]);
+    std::fs::remove_file(&web).expect("removing the web config");
+    nix::unistd::mkfifo(&web, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    let pid = nix::unistd::Pid::from_raw(d.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).expect("SIGHUP");
+    // New connections trigger the reload check at most once a second: keep scraping past that.
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(3) {
+        let t = Instant::now();
+        let (code, _) = http_get(d.addr, "/metrics").expect("scrape");
+        assert_eq!(code, 200);
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "a scrape took {:?}",
+            t.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (status, took, err) = d.terminate();
+    assert!(status.success(), "{err}");
+    assert!(took < Duration::from_secs(10), "SIGTERM took {took:?}");
+    let refused = err
+        .lines()
+        .find(|l| l.contains("does not load"))
+        .unwrap_or_else(|| panic!("no reload refusal logged:\n{err}"));
+    assert!(
+        refused.contains("FIFO") && refused.contains(&web.display().to_string()),
+        "{refused}"
+    );
+}
+
+/// A TLS key writable by others gets a warning naming the file at start.
+#[test]
+fn a_world_writable_tls_key_is_warned_about_by_name() {
+    let dir = shm_dir();
+    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).expect("cert");
+    let key = dir.path().join("server.key");
+    std::fs::write(dir.path().join("server.pem"), ck.cert.pem()).expect("cert file");
+    std::fs::write(&key, ck.signing_key.serialize_pem()).expect("key file");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    std::fs::write(
+        dir.path().join("web.yml"),
+        "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n",
+    )
+    .expect("web config");
+    let d = Daemon::spawn_in(dir, &config("web.yml"), &[]);
+    assert!(
+        eventually(Duration::from_secs(20), || TcpStream::connect(d.addr)
+            .is_ok()),
+        "the daemon never listened"
+    );
+    // Listening means the web config was loaded, warning included (SIGTERM may arrive before
+    // the signal handlers are installed, so the exit status is not the point here).
+    let (_, _, err) = d.terminate();
+    let warning = err
+        .lines()
+        .find(|l| l.contains("WARN") && l.contains("writable by group or others"))
+        .unwrap_or_else(|| panic!("no warning about the key:\n{err}"));
+    assert!(
+        warning.contains(&key.display().to_string()) && warning.contains("TLS key"),
+        "{warning:?} does not name {}",
+        key.display()
+    );
+}
