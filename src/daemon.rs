@@ -605,6 +605,251 @@ pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
     run_with(settings, flags, HealthWiring::default())
 }
 
+/// The checkpoint to resume from, or why the run starts fresh. A checkpoint saved for another
+/// device than a block target's path names now is not resumed.
+fn load_checkpoint(
+    settings: &Settings,
+    plan_hash: &str,
+) -> Result<(Option<crate::state::Loaded>, Option<crate::state::Fresh>)> {
+    // Who each block target is now: a checkpoint saved for another device is not resumed.
+    let devices: std::collections::BTreeMap<String, String> = settings
+        .targets
+        .iter()
+        .filter(|t| crate::safety::is_block_device(&t.path))
+        .filter_map(|t| {
+            let id = crate::safety::identify(&t.path).ok()?;
+            Some((t.name.clone(), crate::state::device_key(&id)))
+        })
+        .collect();
+    let r = match crate::state::load_for(&settings.state.dir, plan_hash, &devices)
+        .with_context(|| format!("reading the checkpoint in {}", settings.state.dir.display()))?
+    {
+        Ok(l) => (Some(l), None),
+        Err(why) => (None, Some(why)),
+    };
+    Ok(r)
+}
+
+/// One health poll before any target writes: the soak-start SMART baseline of each block
+/// target then predates its first write, so the drive's deltas cover the whole soak. The
+/// targets' entries carry zero host figures (nothing written yet in this run).
+fn pre_poll(settings: &Settings, wiring: &HealthWiring) -> Option<(crate::health::Poller, f64)> {
+    settings.health.enabled.then(|| {
+        let at = crate::health::poller::unix_now();
+        let mut p = crate::health::Poller::new(
+            settings.health.clone(),
+            &wiring.sysfs_root,
+            wiring.opener.clone(),
+        );
+        let zero: Vec<crate::health::HostIo> = settings
+            .targets
+            .iter()
+            .filter(|t| crate::safety::is_block_device(&t.path))
+            .map(|t| crate::health::HostIo {
+                path: t.path.clone(),
+                ..Default::default()
+            })
+            .collect();
+        p.poll(&zero);
+        (p, at)
+    })
+}
+
+/// Start every target, refusing aliases first; on a failure the started ones are stopped.
+fn start_targets(
+    settings: &Settings,
+    opts: &RunOptions,
+    global_stop: &Arc<AtomicBool>,
+    loaded: &mut Option<crate::state::Loaded>,
+    fresh: Option<crate::state::Fresh>,
+) -> Result<Vec<TargetHandle>> {
+    // Two names for one device or file are refused before anything opens.
+    scheduler::check_aliases(&settings.targets)?;
+    let mut handles: Vec<TargetHandle> = Vec::new();
+    for spec in &settings.targets {
+        let resume = loaded
+            .as_ref()
+            .and_then(|l| l.checkpoint.target(&spec.name).cloned());
+        let genmap = loaded.as_mut().and_then(|l| l.genmaps.remove(&spec.name));
+        if resume.is_none() {
+            // Starting over: the earlier results file goes aside, never overwritten.
+            let why = fresh.map_or("orphan", crate::state::Fresh::results_reason);
+            crate::workload::results::archive(&settings.state.dir, &spec.name, why);
+        }
+        match scheduler::start(
+            spec.clone(),
+            opts.clone(),
+            global_stop.clone(),
+            resume,
+            genmap,
+        ) {
+            Ok(h) => {
+                tracing::info!(target_name = %spec.name, path = %spec.path.display(), "target started");
+                handles.push(h);
+            }
+            Err(e) => {
+                global_stop.store(true, Ordering::SeqCst);
+                for h in handles {
+                    h.join();
+                }
+                return Err(e.into());
+            }
+        }
+    }
+    Ok(handles)
+}
+
+/// The pre-start poll describes these targets (nothing written yet): their baseline.
+fn set_baselines(handles: &[TargetHandle], p: &crate::health::Poller, at: f64) {
+    let pre = p.snapshot();
+    for h in handles {
+        let mut t = match h.snapshot.write() {
+            Ok(t) => t,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        t.drive.polls_from = Some(at);
+        if t.is_block {
+            update_target_drive(&mut t, &pre);
+        }
+    }
+}
+
+/// The signals the daemon acts on, installed before anything is served: a SIGTERM as soon as
+/// /healthz answers is a clean stop.
+struct Signals {
+    sigterm: tokio::signal::unix::Signal,
+    sigint: tokio::signal::unix::Signal,
+    sighup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            sigterm: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            sigint: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+            sighup: signal(SignalKind::hangup()).context("installing the SIGHUP handler")?,
+        })
+    }
+}
+
+/// The once-a-second work of the event loop: the systemd watchdog, the status page's history,
+/// drive figures after each new health poll, and the systemd status line when it changes.
+#[derive(Default)]
+struct Pulse {
+    seen_polls: u64,
+    last_status: String,
+}
+
+impl Pulse {
+    fn beat(&mut self, app: &DaemonApp) {
+        notify(&[sd_notify::NotifyState::Watchdog]);
+        app.sample_history();
+        if let Some(h) = &app.health {
+            let polls = h.snapshot().polls;
+            if polls != self.seen_polls {
+                self.seen_polls = polls;
+                app.update_drive_figures();
+            }
+        }
+        let status = status_line(app);
+        if status != self.last_status {
+            notify(&[sd_notify::NotifyState::Status(&status)]);
+            self.last_status = status;
+        }
+    }
+}
+
+/// After a SIGHUP reload was applied: publish the new target list, poll at once so targets
+/// it started get their soak-start SMART baseline within moments of their first writes (not a
+/// poll interval later), and save the checkpoint now (or right after the save in flight) so
+/// the one on disk matches the plan that runs.
+fn after_reload(
+    out: &ReloadOutcome,
+    running: &Running,
+    targets: &TargetList,
+    app: &DaemonApp,
+    saver: &mut CheckpointSaver,
+) {
+    targets.set(running.snapshots());
+    if out.started_targets
+        && let Some(h) = &app.health
+    {
+        h.poll_now();
+    }
+    saver.request(&running.plan_hash);
+}
+
+/// With --exit-when-done: the targets that stopped on an error ("name: reason"). A target
+/// that stopped on an error (max_errors, verify_fatal, a device that never came back) did not
+/// finish its plan: the daemon then exits non-zero.
+fn stopped_on_error_of(running: &Running) -> Vec<String> {
+    running
+        .snapshots()
+        .iter()
+        .filter_map(|s| {
+            let t = match s.read() {
+                Ok(t) => t,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            t.stop_reason.as_ref().map(|r| format!("{}: {r}", t.name))
+        })
+        .collect()
+}
+
+/// Shutdown, first part: stop the targets (their workers drain in-flight I/O) within 4 s,
+/// then one last health poll so the results files' drive figures cover the soak to its end.
+async fn stop_targets(
+    app: &Arc<DaemonApp>,
+    running: &mut Running,
+    global_stop: &Arc<AtomicBool>,
+    state_dir: &Path,
+) {
+    let stopping_since = Instant::now();
+    global_stop.store(true, Ordering::SeqCst);
+    // Workers drain their in-flight I/O; join them off the runtime.
+    let handles = std::mem::take(&mut running.handles);
+    let joined = tokio::task::spawn_blocking(move || {
+        for h in handles {
+            h.join();
+        }
+    });
+    let all_joined = tokio::time::timeout(Duration::from_secs(4), joined)
+        .await
+        .is_ok();
+    if !all_joined {
+        tracing::warn!("targets did not stop within 4 s; exiting anyway");
+    }
+    // One last poll after the last write, so the results files' drive figures (and the
+    // checkpoint's) cover the soak to its end. Bounded (at most 1.5 s, and within 4.5 s of
+    // the stop request), so shutdown keeps its 5 s promise.
+    let budget = Duration::from_millis(4500)
+        .saturating_sub(stopping_since.elapsed())
+        .min(Duration::from_millis(1500));
+    if all_joined
+        && !budget.is_zero()
+        && let Some(h) = &app.health
+    {
+        let polls = h.snapshot().polls;
+        h.poll_now();
+        if h.wait_for_polls(polls + 1, budget).await.is_some() {
+            app.update_drive_figures();
+            let dir = state_dir.to_path_buf();
+            let snaps = app.target_snapshots();
+            let _ = tokio::task::spawn_blocking(move || {
+                for s in snaps.iter().filter(|s| s.is_block) {
+                    scheduler::refresh_results_drive(&dir, s);
+                }
+            })
+            .await;
+        } else {
+            tracing::warn!(
+                "no final health poll within {budget:?}; the results keep the previous one"
+            );
+        }
+    }
+}
+
 /// [`run`] with the health poller's sysfs root and transport chosen by the caller: the
 /// integration tests run the whole daemon in-process on a fake sysfs tree with replayed log
 /// pages. Installs the SIGTERM/SIGINT/SIGHUP handlers of the calling process.
@@ -643,95 +888,15 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
     })?;
     let slow_checkpoint = test_slow_checkpoint();
     let plan_hash = crate::state::plan_hash(&settings.targets);
-    // Who each block target is now: a checkpoint saved for another device is not resumed.
-    let devices: std::collections::BTreeMap<String, String> = settings
-        .targets
-        .iter()
-        .filter(|t| crate::safety::is_block_device(&t.path))
-        .filter_map(|t| {
-            let id = crate::safety::identify(&t.path).ok()?;
-            Some((t.name.clone(), crate::state::device_key(&id)))
-        })
-        .collect();
-    let (mut loaded, fresh) =
-        match crate::state::load_for(&settings.state.dir, &plan_hash, &devices).with_context(
-            || format!("reading the checkpoint in {}", settings.state.dir.display()),
-        )? {
-            Ok(l) => (Some(l), None),
-            Err(why) => (None, Some(why)),
-        };
+    let (mut loaded, fresh) = load_checkpoint(&settings, &plan_hash)?;
 
-    // One health poll before any target writes: the soak-start SMART baseline of each block
-    // target then predates its first write, so the drive's deltas cover the whole soak. The
-    // targets' entries carry zero host figures (nothing written yet in this run).
-    let pre_poller = settings.health.enabled.then(|| {
-        let at = crate::health::poller::unix_now();
-        let mut p = crate::health::Poller::new(
-            settings.health.clone(),
-            &wiring.sysfs_root,
-            wiring.opener.clone(),
-        );
-        let zero: Vec<crate::health::HostIo> = settings
-            .targets
-            .iter()
-            .filter(|t| crate::safety::is_block_device(&t.path))
-            .map(|t| crate::health::HostIo {
-                path: t.path.clone(),
-                ..Default::default()
-            })
-            .collect();
-        p.poll(&zero);
-        (p, at)
-    });
+    let pre_poller = pre_poll(&settings, &wiring);
 
-    // Two names for one device or file are refused before anything opens.
-    scheduler::check_aliases(&settings.targets)?;
-    let mut handles: Vec<TargetHandle> = Vec::new();
-    let config_path: Option<&Path> = flags.config_path.as_deref();
-    for spec in &settings.targets {
-        let resume = loaded
-            .as_ref()
-            .and_then(|l| l.checkpoint.target(&spec.name).cloned());
-        let genmap = loaded.as_mut().and_then(|l| l.genmaps.remove(&spec.name));
-        if resume.is_none() {
-            // Starting over: the earlier results file goes aside, never overwritten.
-            let why = fresh.map_or("orphan", crate::state::Fresh::results_reason);
-            crate::workload::results::archive(&settings.state.dir, &spec.name, why);
-        }
-        match scheduler::start(
-            spec.clone(),
-            opts.clone(),
-            global_stop.clone(),
-            resume,
-            genmap,
-        ) {
-            Ok(h) => {
-                tracing::info!(target_name = %spec.name, path = %spec.path.display(), "target started");
-                handles.push(h);
-            }
-            Err(e) => {
-                global_stop.store(true, Ordering::SeqCst);
-                for h in handles {
-                    h.join();
-                }
-                return Err(e.into());
-            }
-        }
-    }
+    let handles = start_targets(&settings, &opts, &global_stop, &mut loaded, fresh)?;
     if let Some((p, at)) = &pre_poller {
-        // The pre-start poll describes these targets (nothing written yet): their baseline.
-        let pre = p.snapshot();
-        for h in &handles {
-            let mut t = match h.snapshot.write() {
-                Ok(t) => t,
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            t.drive.polls_from = Some(*at);
-            if t.is_block {
-                update_target_drive(&mut t, &pre);
-            }
-        }
+        set_baselines(&handles, p, *at);
     }
+    let config_path: Option<&Path> = flags.config_path.as_deref();
     let mut running = Running {
         settings: settings.clone(),
         handles,
@@ -744,12 +909,11 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
 
     let result = runtime.block_on(async {
         // Before anything is served: a SIGTERM as soon as /healthz answers is a clean stop.
-        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .context("installing the SIGTERM handler")?;
-        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-            .context("installing the SIGINT handler")?;
-        let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-            .context("installing the SIGHUP handler")?;
+        let Signals {
+            mut sigterm,
+            mut sigint,
+            mut sighup,
+        } = Signals::install()?;
         let host_io: Arc<dyn HostIoSource> = Arc::new(targets.clone());
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let health =
@@ -792,8 +956,7 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
             in_flight: None,
             pending: None,
         };
-        let mut last_status = String::new();
-        let mut seen_polls = 0;
+        let mut pulse = Pulse::default();
         loop {
             tokio::select! {
                 _ = sigterm.recv() => { tracing::info!("SIGTERM: stopping"); break; }
@@ -806,56 +969,20 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
                         reload(&mut running, &flags, &opts, &global_stop)
                     });
                     if out.applied {
-                        targets.set(running.snapshots());
-                        // A poll now gives targets started by the reload their soak-start
-                        // SMART baseline within moments of their first writes, not a poll
-                        // interval later.
-                        if out.started_targets
-                            && let Some(h) = &app.health
-                        {
-                            h.poll_now();
-                        }
+                        after_reload(&out, &running, &targets, &app, &mut saver);
                         if out.checkpoint_interval_changed {
                             checkpoint_tick =
                                 tokio::time::interval(running.settings.state.checkpoint_interval);
                             checkpoint_tick.tick().await;
                         }
-                        // Save now (or right after the save in flight), so the checkpoint on
-                        // disk matches the plan that runs.
-                        saver.request(&running.plan_hash);
                     }
                 }
                 _ = checkpoint_tick.tick() => saver.tick(&running.plan_hash),
                 _ = saver.settle(), if saver.busy() => {}
                 _ = tick.tick() => {
-                    notify(&[sd_notify::NotifyState::Watchdog]);
-                    app.sample_history();
-                    if let Some(h) = &app.health {
-                        let polls = h.snapshot().polls;
-                        if polls != seen_polls {
-                            seen_polls = polls;
-                            app.update_drive_figures();
-                        }
-                    }
-                    let status = status_line(&app);
-                    if status != last_status {
-                        notify(&[sd_notify::NotifyState::Status(&status)]);
-                        last_status = status;
-                    }
+                    pulse.beat(&app);
                     if flags.exit_when_done && running.handles.iter().all(|h| h.is_finished()) {
-                        // A target that stopped on an error (max_errors, verify_fatal, a device
-                        // that never came back) did not finish its plan: exit non-zero.
-                        stopped_on_error = running
-                            .snapshots()
-                            .iter()
-                            .filter_map(|s| {
-                                let t = match s.read() {
-                                    Ok(t) => t,
-                                    Err(poisoned) => poisoned.into_inner(),
-                                };
-                                t.stop_reason.as_ref().map(|r| format!("{}: {r}", t.name))
-                            })
-                            .collect();
+                        stopped_on_error = stopped_on_error_of(&running);
                         if stopped_on_error.is_empty() {
                             tracing::info!("every target finished its plan; exiting");
                         } else {
@@ -870,49 +997,7 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
             }
         }
         notify(&[sd_notify::NotifyState::Stopping]);
-        let stopping_since = Instant::now();
-        global_stop.store(true, Ordering::SeqCst);
-        // Workers drain their in-flight I/O; join them off the runtime.
-        let handles = std::mem::take(&mut running.handles);
-        let joined = tokio::task::spawn_blocking(move || {
-            for h in handles {
-                h.join();
-            }
-        });
-        let all_joined = tokio::time::timeout(Duration::from_secs(4), joined)
-            .await
-            .is_ok();
-        if !all_joined {
-            tracing::warn!("targets did not stop within 4 s; exiting anyway");
-        }
-        // One last poll after the last write, so the results files' drive figures (and the
-        // checkpoint's) cover the soak to its end. Bounded (at most 1.5 s, and within 4.5 s of
-        // the stop request), so shutdown keeps its 5 s promise.
-        let budget = Duration::from_millis(4500)
-            .saturating_sub(stopping_since.elapsed())
-            .min(Duration::from_millis(1500));
-        if all_joined
-            && !budget.is_zero()
-            && let Some(h) = &app.health
-        {
-            let polls = h.snapshot().polls;
-            h.poll_now();
-            if h.wait_for_polls(polls + 1, budget).await.is_some() {
-                app.update_drive_figures();
-                let dir = state_dir.clone();
-                let snaps = app.target_snapshots();
-                let _ = tokio::task::spawn_blocking(move || {
-                    for s in snaps.iter().filter(|s| s.is_block) {
-                        scheduler::refresh_results_drive(&dir, s);
-                    }
-                })
-                .await;
-            } else {
-                tracing::warn!(
-                    "no final health poll within {budget:?}; the results keep the previous one"
-                );
-            }
-        }
+        stop_targets(&app, &mut running, &global_stop, &state_dir).await;
         // The final checkpoint, after the save in flight (if any) ended.
         saver.finish(&running.plan_hash).await;
         let _ = stop_tx.send(true);

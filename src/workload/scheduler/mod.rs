@@ -121,6 +121,109 @@ pub fn now_unix() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The part of the target the plan exercises: `region` of its size, in whole MiB (whole
+/// 4 KiB units when smaller).
+fn region_of(spec: &TargetSpec, size: u64) -> Result<u64, TargetError> {
+    let align: u64 = 1 << 20;
+    let mut region_len = ((size as f64 * spec.region.0) as u64).min(size);
+    if region_len >= align {
+        region_len -= region_len % align;
+    } else {
+        region_len -= region_len % 4096;
+    }
+    if region_len == 0 {
+        return Err(TargetError::EmptyRegion {
+            target: spec.name.clone(),
+            path: spec.path.clone(),
+            size,
+        });
+    }
+    Ok(region_len)
+}
+
+/// The verification state a target starts with: the checkpoint's generation map when it fits
+/// this target (same writer seed, covering the region), else a new one (saying why the
+/// checkpoint's does not fit), and the checkpoint's mismatch counts.
+fn verify_ctx(
+    spec: &TargetSpec,
+    resume: Option<&crate::state::TargetState>,
+    resume_genmap: Option<GenMap>,
+    region_len: u64,
+) -> VerifyCtx {
+    let counters = Arc::new(VerifyCounters::default());
+    let seed = resume.and_then(|r| r.verify_seed);
+    let map = match (resume_genmap, seed) {
+        (Some(m), Some(seed)) if m.seed() == seed && m.covers(0, region_len as usize) => {
+            tracing::info!(target_name = %spec.name, written_units = m.written_units(),
+                "verification resumes with the checkpoint's generation map");
+            m
+        }
+        (Some(m), seed) => {
+            let why = match seed {
+                Some(s) if s != m.seed() => format!(
+                    "its writer seed {:#x} is not the checkpoint's {s:#x}",
+                    m.seed()
+                ),
+                None => "the checkpoint records no writer seed".to_string(),
+                Some(_) => format!(
+                    "it covers {} units, not this target's region of {region_len} bytes",
+                    m.units()
+                ),
+            };
+            let file = resume
+                .and_then(|r| r.genmap.as_ref())
+                .map(|g| g.file.clone());
+            tracing::warn!(target_name = %spec.name, sidecar = ?file,
+                "the checkpoint's generation map does not match this target ({why}); not using it: verification starts over and blocks written before are not checked");
+            GenMap::new(0, region_len, crate::workload::pattern::new_seed())
+        }
+        _ => GenMap::new(0, region_len, crate::workload::pattern::new_seed()),
+    };
+    if let Some(r) = resume {
+        counters.restore(&r.totals.verify_errors_by_kind);
+    }
+    tracing::info!(target_name = %spec.name, mode = ?spec.verify,
+        map_bytes = map.memory_bytes(), "data verification on");
+    VerifyCtx {
+        map: Arc::new(map),
+        counters,
+    }
+}
+
+/// The results file a target starts with, and the maxima its earlier runs found.
+fn resumed_results(
+    spec: &TargetSpec,
+    opts: &RunOptions,
+    resumed: bool,
+) -> (TargetResults, BTreeMap<String, f64>) {
+    let mut results = TargetResults {
+        version: crate::workload::results::RESULTS_VERSION,
+        host: hostname(),
+        target: spec.name.clone(),
+        path: spec.path.display().to_string(),
+        ..Default::default()
+    };
+    let mut max_iops = BTreeMap::new();
+    if !resumed {
+        // A run that starts over never overwrites an earlier record. The daemon has normally
+        // moved it aside already, naming why; this catches any other way here.
+        crate::workload::results::archive(&opts.state_dir, &spec.name, "orphan");
+    } else if let Some(prev) = load_results(&opts.state_dir, &spec.name) {
+        // A resumed plan keeps what its earlier runs measured (sweeps, steady state), and the
+        // maxima they found, as a run without the restart would have.
+        for sw in prev.sweeps.iter().filter(|sw| !sw.points.is_empty()) {
+            max_iops.insert(sw.profile.clone(), sw.max_iops);
+        }
+        results = TargetResults {
+            version: results.version,
+            host: results.host,
+            path: results.path,
+            ..prev
+        };
+    }
+    (results, max_iops)
+}
+
 /// Start a target: opens it on the calling thread (so refusals surface at start), then runs its
 /// plan on a new thread.
 pub fn start(
@@ -136,20 +239,7 @@ pub fn start(
         is_block,
         identity,
     } = open_target(&spec, plan_writes(&spec))?;
-    let align: u64 = 1 << 20;
-    let mut region_len = ((size as f64 * spec.region.0) as u64).min(size);
-    if region_len >= align {
-        region_len -= region_len % align;
-    } else {
-        region_len -= region_len % 4096;
-    }
-    if region_len == 0 {
-        return Err(TargetError::EmptyRegion {
-            target: spec.name.clone(),
-            path: spec.path.clone(),
-            size,
-        });
-    }
+    let region_len = region_of(&spec, size)?;
     let now = now_unix();
     let mut snap = TargetSnapshot {
         name: spec.name.clone(),
@@ -191,74 +281,17 @@ pub fn start(
         .unwrap_or_default();
     if spec.verify != VerifyMode::Off {
         check_verify_block_sizes(&spec)?;
-        let counters = Arc::new(VerifyCounters::default());
-        let seed = resume.as_ref().and_then(|r| r.verify_seed);
-        let map = match (resume_genmap, seed) {
-            (Some(m), Some(seed)) if m.seed() == seed && m.covers(0, region_len as usize) => {
-                tracing::info!(target_name = %spec.name, written_units = m.written_units(),
-                    "verification resumes with the checkpoint's generation map");
-                m
-            }
-            (Some(m), seed) => {
-                let why = match seed {
-                    Some(s) if s != m.seed() => format!(
-                        "its writer seed {:#x} is not the checkpoint's {s:#x}",
-                        m.seed()
-                    ),
-                    None => "the checkpoint records no writer seed".to_string(),
-                    Some(_) => format!(
-                        "it covers {} units, not this target's region of {region_len} bytes",
-                        m.units()
-                    ),
-                };
-                let file = resume
-                    .as_ref()
-                    .and_then(|r| r.genmap.as_ref())
-                    .map(|g| g.file.clone());
-                tracing::warn!(target_name = %spec.name, sidecar = ?file,
-                    "the checkpoint's generation map does not match this target ({why}); not using it: verification starts over and blocks written before are not checked");
-                GenMap::new(0, region_len, crate::workload::pattern::new_seed())
-            }
-            _ => GenMap::new(0, region_len, crate::workload::pattern::new_seed()),
-        };
-        if let Some(r) = &resume {
-            counters.restore(&r.totals.verify_errors_by_kind);
-        }
-        tracing::info!(target_name = %spec.name, mode = ?spec.verify,
-            map_bytes = map.memory_bytes(), "data verification on");
-        snap.verify = Some(VerifyCtx {
-            map: Arc::new(map),
-            counters,
-        });
+        snap.verify = Some(verify_ctx(
+            &spec,
+            resume.as_ref(),
+            resume_genmap,
+            region_len,
+        ));
     }
     let live = snap.live.clone();
     let snapshot: SharedSnapshot = Arc::new(RwLock::new(snap));
     let stop = Arc::new(AtomicBool::new(false));
-    let mut results = TargetResults {
-        version: crate::workload::results::RESULTS_VERSION,
-        host: hostname(),
-        target: spec.name.clone(),
-        path: spec.path.display().to_string(),
-        ..Default::default()
-    };
-    let mut max_iops = BTreeMap::new();
-    if resume.is_none() {
-        // A run that starts over never overwrites an earlier record. The daemon has normally
-        // moved it aside already, naming why; this catches any other way here.
-        crate::workload::results::archive(&opts.state_dir, &spec.name, "orphan");
-    } else if let Some(prev) = load_results(&opts.state_dir, &spec.name) {
-        // A resumed plan keeps what its earlier runs measured (sweeps, steady state), and the
-        // maxima they found, as a run without the restart would have.
-        for sw in prev.sweeps.iter().filter(|sw| !sw.points.is_empty()) {
-            max_iops.insert(sw.profile.clone(), sw.max_iops);
-        }
-        results = TargetResults {
-            version: results.version,
-            host: results.host,
-            path: results.path,
-            ..prev
-        };
-    }
+    let (results, max_iops) = resumed_results(&spec, &opts, resume.is_some());
     let mut runner = Runner {
         spec: spec.clone(),
         fd: Arc::new(fd),

@@ -60,6 +60,171 @@ impl RateWindow {
     }
 }
 
+type WorkerHandle = std::thread::JoinHandle<Result<worker::WorkerExit, worker::WorkerError>>;
+type HistPair = (Histogram<u64>, Histogram<u64>);
+
+/// A segment's workers while they run: their threads, the bounded channel of their reports,
+/// and the way back for each worker's used histograms (no allocation per interval, and a
+/// worker coalesces while its reports are still queued).
+struct Crew {
+    handles: Vec<WorkerHandle>,
+    rx: mpsc::Receiver<WorkerReport>,
+    recycle: Vec<mpsc::Sender<HistPair>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Crew {
+    /// Wait for the workers; the last fatal reason any of them gave.
+    fn join(self) -> Option<String> {
+        let mut worker_fatal = None;
+        for h in self.handles {
+            match h.join() {
+                Ok(Ok(exit)) => {
+                    if let ExitReason::Fatal(m) = exit.reason {
+                        worker_fatal = Some(m);
+                    }
+                }
+                Ok(Err(e)) => worker_fatal = Some(e.to_string()),
+                Err(_) => worker_fatal = Some("worker thread panicked".into()),
+            }
+        }
+        worker_fatal
+    }
+}
+
+/// What a segment has gathered from its workers' reports.
+struct Tally {
+    /// The job's cumulative counters before this segment.
+    base: (OpCounters, OpCounters),
+    /// Each worker's latest cumulative counters.
+    last: Vec<Option<(OpCounters, OpCounters)>>,
+    engine: Option<&'static str>,
+    seg_read_hist: Histogram<u64>,
+    seg_write_hist: Histogram<u64>,
+    iv_read_hist: Histogram<u64>,
+    iv_write_hist: Histogram<u64>,
+    /// Per worker: its rates over the intervals its reports cover, by its own clock.
+    rates: Vec<RateWindow>,
+    done: Vec<bool>,
+    last_ops: u64,
+    last_tick: Instant,
+}
+
+impl Tally {
+    fn new(base: (OpCounters, OpCounters), workers: usize, now: Instant) -> Tally {
+        Tally {
+            base,
+            last: vec![None; workers],
+            engine: None,
+            seg_read_hist: new_hdr(),
+            seg_write_hist: new_hdr(),
+            iv_read_hist: new_hdr(),
+            iv_write_hist: new_hdr(),
+            rates: vec![RateWindow::default(); workers],
+            done: vec![false; workers],
+            last_ops: 0,
+            last_tick: now,
+        }
+    }
+
+    fn take(&mut self, r: WorkerReport, recycle: &[mpsc::Sender<HistPair>], interval: Duration) {
+        if self.engine.is_none() {
+            self.engine = Some(r.engine);
+        }
+        let _ = self.iv_read_hist.add(&r.read_hist);
+        let _ = self.iv_write_hist.add(&r.write_hist);
+        if r.worker < self.last.len() {
+            if r.done {
+                self.done[r.worker] = true;
+            }
+            self.rates[r.worker].update(&r, interval / 2);
+            self.last[r.worker] = Some((r.read, r.write));
+            let _ = recycle[r.worker].send((r.read_hist, r.write_hist));
+        }
+    }
+
+    /// Take what the workers sent, waiting up to `wait` for the first report. Returns whether
+    /// every worker is done.
+    fn collect(&mut self, crew: &Crew, wait: Duration, interval: Duration) -> bool {
+        if let Ok(r) = crew.rx.recv_timeout(wait.min(Duration::from_millis(100))) {
+            self.take(r, &crew.recycle, interval);
+        }
+        // Whether every worker has exited is read before the channel is drained, so a
+        // worker's last report (sent before it exited) is always taken and counted.
+        let finished = crew.handles.iter().all(|h| h.is_finished());
+        while let Ok(r) = crew.rx.try_recv() {
+            self.take(r, &crew.recycle, interval);
+        }
+        self.done.iter().all(|d| *d) || finished
+    }
+
+    /// This segment's cumulative read and write counters over all workers.
+    fn sums(&self) -> (OpCounters, OpCounters) {
+        let mut sr = OpCounters::default();
+        let mut sw = OpCounters::default();
+        for (r, w) in self.last.iter().flatten() {
+            sr.merge(r);
+            sw.merge(w);
+        }
+        (sr, sw)
+    }
+
+    /// The summed rates of the workers still running: a finished one does no more I/O.
+    fn running_rates(&self) -> [f64; 4] {
+        let mut rate = [0.0f64; 4];
+        for (w, _) in self.rates.iter().zip(&self.done).filter(|(_, d)| !**d) {
+            for (a, b) in rate.iter_mut().zip(w.rates) {
+                *a += b;
+            }
+        }
+        rate
+    }
+
+    /// Close the interval at `now`: its histograms join the segment's.
+    fn roll(&mut self, ops: u64, now: Instant) {
+        let _ = self.seg_read_hist.add(&self.iv_read_hist);
+        let _ = self.seg_write_hist.add(&self.iv_write_hist);
+        self.iv_read_hist.reset();
+        self.iv_write_hist.reset();
+        self.last_ops = ops;
+        self.last_tick = now;
+    }
+
+    fn outcome(self, secs: f64, stops: Stops, worker_fatal: Option<String>) -> SegmentOutcome {
+        let (sr, sw) = self.sums();
+        let ops = sr.ops + sw.ops;
+        let mut all_hist = self.seg_read_hist;
+        let _ = all_hist.add(&self.seg_write_hist);
+        let q = quantiles(&all_hist).unwrap_or([0.0; 4]);
+        SegmentOutcome {
+            ops,
+            bytes: sr.bytes + sw.bytes,
+            errors: sr.errors.total() + sw.errors.total(),
+            secs,
+            lat_avg_us: if ops > 0 {
+                (sr.lat_sum_ns + sw.lat_sum_ns) as f64 / ops as f64 / 1000.0
+            } else {
+                0.0
+            },
+            q_us: q.map(|s| s * 1e6),
+            fatal: if stops.device_gone {
+                None
+            } else {
+                stops.fatal.or(worker_fatal)
+            },
+            device_gone: stops.device_gone,
+        }
+    }
+}
+
+/// Why a segment stops early.
+#[derive(Default)]
+struct Stops {
+    fatal: Option<String>,
+    device_gone: bool,
+    last_gone_errs: u64,
+}
+
 impl Runner {
     /// Run one job with its workers until the duration passes, every worker hits its byte limit,
     /// the device goes away, or the target is stopped. `on_interval(ops_delta, now)` runs after
@@ -77,88 +242,79 @@ impl Runner {
             s.jobs.entry(job.name.clone()).or_default().active = true;
         });
         let verify = read_snapshot(&self.snapshot).verify;
+        let crew = self.spawn_workers(&seg, verify.as_ref())?;
+        let base = read_snapshot(&self.snapshot)
+            .jobs
+            .get(&job.name)
+            .map(|j| (j.read.clone(), j.write.clone()))
+            .unwrap_or_default();
+        let started = Instant::now();
+        let mut tally = Tally::new(base, workers, started);
+        let mut stops = Stops::default();
+        let mut stop_sent = false;
+        let interval = self.opts.stats_interval;
+        loop {
+            let now = Instant::now();
+            let deadline_hit = seg
+                .duration
+                .is_some_and(|d| now.duration_since(started) >= d);
+            if !stop_sent
+                && (deadline_hit || self.stopping() || stops.fatal.is_some() || stops.device_gone)
+            {
+                crew.stop.store(true, Ordering::SeqCst);
+                stop_sent = true;
+            }
+            let wait = interval.saturating_sub(now.duration_since(tally.last_tick));
+            let wait = match seg.duration {
+                Some(d) if !stop_sent => wait.min(d.saturating_sub(now.duration_since(started))),
+                _ => wait,
+            }
+            .max(Duration::from_millis(1));
+            let all_done = tally.collect(&crew, wait, interval);
+            let now = Instant::now();
+            if now.duration_since(tally.last_tick) >= interval || all_done {
+                let (sr, sw) = tally.sums();
+                let ops = sr.ops + sw.ops;
+                let d_ops = ops - tally.last_ops.min(ops);
+                self.publish_interval(job, &tally, (&sr, &sw), all_done, now);
+                self.check_stops(&mut stops, (&sr, &sw), verify.as_ref());
+                if self.last_results_save.elapsed() >= RESULTS_SAVE_INTERVAL {
+                    self.save_results();
+                }
+                on_interval(d_ops, now);
+                tally.roll(ops, now);
+            }
+            if all_done {
+                break;
+            }
+        }
+        let worker_fatal = crew.join();
+        with_snapshot(&self.snapshot, |s| s.deactivate_job(&job.name));
+        Ok(tally.outcome(started.elapsed().as_secs_f64(), stops, worker_fatal))
+    }
+
+    /// Spawn the segment's workers, each with its plan and options.
+    fn spawn_workers(
+        &mut self,
+        seg: &Segment<'_>,
+        verify: Option<&VerifyCtx>,
+    ) -> Result<Crew, String> {
+        let workers = seg.job.workers.max(1) as usize;
         // Bounded: with recycling a worker queues at most MAX_OUTSTANDING reports plus its
         // final one, and sends into a preallocated channel never allocate.
         let (tx, rx) = mpsc::sync_channel::<WorkerReport>(worker::report_capacity(workers));
-        let seg_stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::with_capacity(workers);
-        // Per worker: its used histograms go back to it (no allocation per interval, and the
-        // worker coalesces while its reports are still queued).
-        let mut recycle: Vec<mpsc::Sender<(Histogram<u64>, Histogram<u64>)>> =
-            Vec::with_capacity(workers);
+        let mut recycle: Vec<mpsc::Sender<HistPair>> = Vec::with_capacity(workers);
         let base_seed = seed_for(&self.spec.name, self.segment_counter);
         for i in 0..workers {
-            let mut plan = WorkerPlan {
-                index: i,
-                job: job.clone(),
-                fd: self.fd.clone(),
-                region_start: 0,
-                region_len: self.region_len,
-                engine: self.spec.engine,
-                rate_iops: seg.rate_iops.map(|r| r / workers as f64),
-                limit_bytes: None,
-                seed: base_seed.wrapping_add(i as u64),
-                report_interval: self.opts.stats_interval,
-                stop: seg_stop.clone(),
-            };
             let (back_tx, back_rx) = mpsc::channel();
             recycle.push(back_tx);
-            let mut wopts = WorkerOptions {
-                live: Some(self.live.register()),
-                recycle: Some(back_rx),
-                ..WorkerOptions::default()
-            };
-            if let (Some(v), Some(mode)) = (&verify, self.hook_mode()) {
-                // Workers of a job don't coordinate, so with verification each owns a disjoint
-                // stripe of the region (a single-worker view of it).
-                (plan.region_start, plan.region_len, plan.job.workers) =
-                    self.worker_region(job, i, true);
-                let hook = VerifyHook::new(&self.spec.name, v.map.clone(), v.counters.clone(), 512);
-                wopts.hook = Some(match mode {
-                    HookMode::Full => Box::new(hook) as Box<dyn BlockHook>,
-                    HookMode::StampOnly => Box::new(StampOnly(hook)),
-                });
-            }
-            plan.limit_bytes = seg.limit_passes.map(|p| {
-                worker::stripe_bounds(
-                    plan.region_start,
-                    plan.region_len,
-                    plan.job.workers,
-                    i,
-                    worker::job_align(&plan.job),
-                )
-                .1 * p as u64
-            });
-            if let Some(pl) = &seg.progress
-                && let (Some(&(start, len)), Some(cell), Some(passes)) =
-                    (pl.stripes.get(i), pl.done.get(i), seg.limit_passes)
-            {
-                // Continue this worker's walk where it got to (an earlier run, or before the
-                // device went away) and write only the rest of its passes.
-                debug_assert_eq!(
-                    (start, len),
-                    self.worker_stripe(job, i, verify.is_some() && self.hook_mode().is_some())
-                );
-                let sp = StripeProgress {
-                    start,
-                    len,
-                    done_bytes: cell.load(Ordering::Acquire),
-                };
-                let (pos, left) = sp.resume_point(passes, pl.block_size);
-                wopts.seq_start = pos;
-                plan.limit_bytes = Some(left);
-                wopts.hook = Some(Box::new(ProgressHook::new(
-                    wopts.hook.take(),
-                    pl.clone(),
-                    i,
-                    sp.clamped_done(passes, pl.block_size),
-                    job.iodepth,
-                )));
-            }
+            let (plan, wopts) = self.worker_plan(seg, verify, i, base_seed, &stop, back_rx);
             match worker::spawn_with(plan, wopts, tx.clone()) {
                 Ok(h) => handles.push(h),
                 Err(e) => {
-                    seg_stop.store(true, Ordering::SeqCst);
+                    stop.store(true, Ordering::SeqCst);
                     for h in handles {
                         let _ = h.join();
                     }
@@ -166,209 +322,178 @@ impl Runner {
                 }
             }
         }
-        drop(tx);
-
-        let base = read_snapshot(&self.snapshot)
-            .jobs
-            .get(&job.name)
-            .map(|j| (j.read.clone(), j.write.clone()))
-            .unwrap_or_default();
-        let mut last: Vec<Option<(OpCounters, OpCounters)>> = vec![None; workers];
-        let mut engine: Option<&'static str> = None;
-        let mut seg_read_hist: Histogram<u64> = new_hdr();
-        let mut seg_write_hist: Histogram<u64> = new_hdr();
-        let mut iv_read_hist: Histogram<u64> = new_hdr();
-        let mut iv_write_hist: Histogram<u64> = new_hdr();
-        let started = Instant::now();
-        let mut last_tick = started;
-        let mut last_ops = 0u64;
-        // Per worker: its rates over the intervals its reports cover, by its own clock.
-        let mut rates = vec![RateWindow::default(); workers];
-        let mut done = vec![false; workers];
-        let mut stop_sent = false;
-        let interval = self.opts.stats_interval;
-        let mut fatal: Option<String> = None;
-        let mut device_gone = false;
-        let mut last_gone_errs = 0u64;
-
-        loop {
-            let now = Instant::now();
-            let deadline_hit = seg
-                .duration
-                .is_some_and(|d| now.duration_since(started) >= d);
-            if !stop_sent && (deadline_hit || self.stopping() || fatal.is_some() || device_gone) {
-                seg_stop.store(true, Ordering::SeqCst);
-                stop_sent = true;
-            }
-            let wait = interval.saturating_sub(now.duration_since(last_tick));
-            let wait = match seg.duration {
-                Some(d) if !stop_sent => wait.min(d.saturating_sub(now.duration_since(started))),
-                _ => wait,
-            }
-            .max(Duration::from_millis(1));
-            let mut take = |r: WorkerReport| {
-                if engine.is_none() {
-                    engine = Some(r.engine);
-                }
-                let _ = iv_read_hist.add(&r.read_hist);
-                let _ = iv_write_hist.add(&r.write_hist);
-                if r.worker < workers {
-                    if r.done {
-                        done[r.worker] = true;
-                    }
-                    rates[r.worker].update(&r, interval / 2);
-                    last[r.worker] = Some((r.read, r.write));
-                    let _ = recycle[r.worker].send((r.read_hist, r.write_hist));
-                }
-            };
-            if let Ok(r) = rx.recv_timeout(wait.min(Duration::from_millis(100))) {
-                take(r);
-            }
-            // Whether every worker has exited is read before the channel is drained, so a
-            // worker's last report (sent before it exited) is always taken and counted.
-            let finished = handles
-                .iter()
-                .all(|h: &std::thread::JoinHandle<_>| h.is_finished());
-            while let Ok(r) = rx.try_recv() {
-                take(r);
-            }
-            let all_done = done.iter().all(|d| *d) || finished;
-            let now = Instant::now();
-            if now.duration_since(last_tick) >= interval || all_done {
-                // Aggregate cumulative counters of this segment.
-                let mut sr = OpCounters::default();
-                let mut sw = OpCounters::default();
-                for (r, w) in last.iter().flatten() {
-                    sr.merge(r);
-                    sw.merge(w);
-                }
-                let el = now.duration_since(last_tick).as_secs_f64().max(1e-9);
-                let ops = sr.ops + sw.ops;
-                let d_ops = ops - last_ops.min(ops);
-                let rq = quantiles(&iv_read_hist);
-                let wq = quantiles(&iv_write_hist);
-                // Workers still running: a finished one does no more I/O.
-                let mut rate = [0.0f64; 4];
-                for (w, _) in rates.iter().zip(&done).filter(|(_, d)| !**d) {
-                    for (a, b) in rate.iter_mut().zip(w.rates) {
-                        *a += b;
-                    }
-                }
-                let mut tr = base.0.clone();
-                tr.merge(&sr);
-                let mut tw = base.1.clone();
-                tw.merge(&sw);
-                let name = job.name.clone();
-                let eng = engine;
-                with_snapshot(&self.snapshot, |s| {
-                    if let Some(e) = eng {
-                        s.engine = Some(e.to_string());
-                    }
-                    let j = s.jobs.entry(name).or_default();
-                    j.read = tr;
-                    j.write = tw;
-                    [j.read_iops, j.write_iops, j.read_bw, j.write_bw] = rate;
-                    // A tail shorter than half an interval (the segment ended just after a
-                    // tick) has too few operations for quantiles: keep the last full interval's.
-                    if !(all_done && el < interval.as_secs_f64() / 2.0) {
-                        j.read_q = rq;
-                        j.write_q = wq;
-                    }
-                    s.iops = j.read_iops + j.write_iops;
-                });
-                if let Some(max) = self.spec.max_errors {
-                    let all: u64 = read_snapshot(&self.snapshot)
-                        .jobs
-                        .values()
-                        .map(|j| j.read.errors.total() + j.write.errors.total())
-                        .sum();
-                    if all >= max && fatal.is_none() {
-                        fatal = Some(format!(
-                            "stopped after {all} I/O errors (max_errors = {max})"
-                        ));
-                    }
-                }
-                // ENODEV/ENXIO, or errors while the device node is gone: the device went away.
-                let gone_errs: u64 = [&sr, &sw]
-                    .iter()
-                    .map(|c| c.errors.0[libc::ENODEV as usize] + c.errors.0[libc::ENXIO as usize])
-                    .sum();
-                let all_errs = sr.errors.total() + sw.errors.total();
-                if self.identity.is_some()
-                    && !device_gone
-                    && (gone_errs > last_gone_errs
-                        || (all_errs > 0 && !crate::safety::is_block_device(&self.spec.path)))
-                {
-                    device_gone = true;
-                }
-                last_gone_errs = gone_errs;
-                if self.last_results_save.elapsed() >= RESULTS_SAVE_INTERVAL {
-                    self.save_results();
-                }
-                if let Some(v) = &verify
-                    && self.spec.verify_fatal
-                    && fatal.is_none()
-                    && v.counters.tripped.load(Ordering::Relaxed)
-                {
-                    fatal = Some(format!(
-                        "data verification failed ({} mismatches; see the log); verify_fatal stops the target",
-                        v.counters.total()
-                    ));
-                }
-                on_interval(d_ops, now);
-                let _ = seg_read_hist.add(&iv_read_hist);
-                let _ = seg_write_hist.add(&iv_write_hist);
-                iv_read_hist.reset();
-                iv_write_hist.reset();
-                last_ops = ops;
-                last_tick = now;
-            }
-            if all_done {
-                break;
-            }
-        }
-        let mut worker_fatal = None;
-        for h in handles {
-            match h.join() {
-                Ok(Ok(exit)) => {
-                    if let ExitReason::Fatal(m) = exit.reason {
-                        worker_fatal = Some(m);
-                    }
-                }
-                Ok(Err(e)) => worker_fatal = Some(e.to_string()),
-                Err(_) => worker_fatal = Some("worker thread panicked".into()),
-            }
-        }
-        with_snapshot(&self.snapshot, |s| s.deactivate_job(&job.name));
-        let secs = started.elapsed().as_secs_f64();
-        let mut sr = OpCounters::default();
-        let mut sw = OpCounters::default();
-        for (r, w) in last.iter().flatten() {
-            sr.merge(r);
-            sw.merge(w);
-        }
-        let ops = sr.ops + sw.ops;
-        let mut all_hist = seg_read_hist;
-        let _ = all_hist.add(&seg_write_hist);
-        let q = quantiles(&all_hist).unwrap_or([0.0; 4]);
-        Ok(SegmentOutcome {
-            ops,
-            bytes: sr.bytes + sw.bytes,
-            errors: sr.errors.total() + sw.errors.total(),
-            secs,
-            lat_avg_us: if ops > 0 {
-                (sr.lat_sum_ns + sw.lat_sum_ns) as f64 / ops as f64 / 1000.0
-            } else {
-                0.0
-            },
-            q_us: q.map(|s| s * 1e6),
-            fatal: if device_gone {
-                None
-            } else {
-                fatal.or(worker_fatal)
-            },
-            device_gone,
+        Ok(Crew {
+            handles,
+            rx,
+            recycle,
+            stop,
         })
+    }
+
+    /// Worker `i`'s plan and options: its region (a stripe of its own under verification), its
+    /// share of the rate, its byte limit, and its hooks (verification, precondition progress).
+    fn worker_plan(
+        &self,
+        seg: &Segment<'_>,
+        verify: Option<&VerifyCtx>,
+        i: usize,
+        base_seed: u64,
+        stop: &Arc<AtomicBool>,
+        back_rx: mpsc::Receiver<HistPair>,
+    ) -> (WorkerPlan, WorkerOptions) {
+        let job = seg.job;
+        let workers = job.workers.max(1) as usize;
+        let mut plan = WorkerPlan {
+            index: i,
+            job: job.clone(),
+            fd: self.fd.clone(),
+            region_start: 0,
+            region_len: self.region_len,
+            engine: self.spec.engine,
+            rate_iops: seg.rate_iops.map(|r| r / workers as f64),
+            limit_bytes: None,
+            seed: base_seed.wrapping_add(i as u64),
+            report_interval: self.opts.stats_interval,
+            stop: stop.clone(),
+        };
+        let mut wopts = WorkerOptions {
+            live: Some(self.live.register()),
+            recycle: Some(back_rx),
+            ..WorkerOptions::default()
+        };
+        if let (Some(v), Some(mode)) = (verify, self.hook_mode()) {
+            // Workers of a job don't coordinate, so with verification each owns a disjoint
+            // stripe of the region (a single-worker view of it).
+            (plan.region_start, plan.region_len, plan.job.workers) =
+                self.worker_region(job, i, true);
+            let hook = VerifyHook::new(&self.spec.name, v.map.clone(), v.counters.clone(), 512);
+            wopts.hook = Some(match mode {
+                HookMode::Full => Box::new(hook) as Box<dyn BlockHook>,
+                HookMode::StampOnly => Box::new(StampOnly(hook)),
+            });
+        }
+        plan.limit_bytes = seg.limit_passes.map(|p| {
+            worker::stripe_bounds(
+                plan.region_start,
+                plan.region_len,
+                plan.job.workers,
+                i,
+                worker::job_align(&plan.job),
+            )
+            .1 * p as u64
+        });
+        if let Some(pl) = &seg.progress
+            && let (Some(&(start, len)), Some(cell), Some(passes)) =
+                (pl.stripes.get(i), pl.done.get(i), seg.limit_passes)
+        {
+            // Continue this worker's walk where it got to (an earlier run, or before the
+            // device went away) and write only the rest of its passes.
+            debug_assert_eq!(
+                (start, len),
+                self.worker_stripe(job, i, verify.is_some() && self.hook_mode().is_some())
+            );
+            let sp = StripeProgress {
+                start,
+                len,
+                done_bytes: cell.load(Ordering::Acquire),
+            };
+            let (pos, left) = sp.resume_point(passes, pl.block_size);
+            wopts.seq_start = pos;
+            plan.limit_bytes = Some(left);
+            wopts.hook = Some(Box::new(ProgressHook::new(
+                wopts.hook.take(),
+                pl.clone(),
+                i,
+                sp.clamped_done(passes, pl.block_size),
+                job.iodepth,
+            )));
+        }
+        (plan, wopts)
+    }
+
+    /// Publish an interval's figures in the snapshot: the job's cumulative counters, the rates
+    /// of its running workers, and the interval's quantiles.
+    fn publish_interval(
+        &self,
+        job: &JobSpec,
+        tally: &Tally,
+        (sr, sw): (&OpCounters, &OpCounters),
+        all_done: bool,
+        now: Instant,
+    ) {
+        let interval = self.opts.stats_interval;
+        let el = now.duration_since(tally.last_tick).as_secs_f64().max(1e-9);
+        let rq = quantiles(&tally.iv_read_hist);
+        let wq = quantiles(&tally.iv_write_hist);
+        let rate = tally.running_rates();
+        let mut tr = tally.base.0.clone();
+        tr.merge(sr);
+        let mut tw = tally.base.1.clone();
+        tw.merge(sw);
+        let name = job.name.clone();
+        let eng = tally.engine;
+        with_snapshot(&self.snapshot, |s| {
+            if let Some(e) = eng {
+                s.engine = Some(e.to_string());
+            }
+            let j = s.jobs.entry(name).or_default();
+            j.read = tr;
+            j.write = tw;
+            [j.read_iops, j.write_iops, j.read_bw, j.write_bw] = rate;
+            // A tail shorter than half an interval (the segment ended just after a
+            // tick) has too few operations for quantiles: keep the last full interval's.
+            if !(all_done && el < interval.as_secs_f64() / 2.0) {
+                j.read_q = rq;
+                j.write_q = wq;
+            }
+            s.iops = j.read_iops + j.write_iops;
+        });
+    }
+
+    /// The stop conditions checked each interval: max_errors, the device going away,
+    /// verify_fatal.
+    fn check_stops(
+        &self,
+        stops: &mut Stops,
+        (sr, sw): (&OpCounters, &OpCounters),
+        verify: Option<&VerifyCtx>,
+    ) {
+        if let Some(max) = self.spec.max_errors {
+            let all: u64 = read_snapshot(&self.snapshot)
+                .jobs
+                .values()
+                .map(|j| j.read.errors.total() + j.write.errors.total())
+                .sum();
+            if all >= max && stops.fatal.is_none() {
+                stops.fatal = Some(format!(
+                    "stopped after {all} I/O errors (max_errors = {max})"
+                ));
+            }
+        }
+        // ENODEV/ENXIO, or errors while the device node is gone: the device went away.
+        let gone_errs: u64 = [sr, sw]
+            .iter()
+            .map(|c| c.errors.0[libc::ENODEV as usize] + c.errors.0[libc::ENXIO as usize])
+            .sum();
+        let all_errs = sr.errors.total() + sw.errors.total();
+        if self.identity.is_some()
+            && !stops.device_gone
+            && (gone_errs > stops.last_gone_errs
+                || (all_errs > 0 && !crate::safety::is_block_device(&self.spec.path)))
+        {
+            stops.device_gone = true;
+        }
+        stops.last_gone_errs = gone_errs;
+        if let Some(v) = verify
+            && self.spec.verify_fatal
+            && stops.fatal.is_none()
+            && v.counters.tripped.load(Ordering::Relaxed)
+        {
+            stops.fatal = Some(format!(
+                "data verification failed ({} mismatches; see the log); verify_fatal stops the target",
+                v.counters.total()
+            ));
+        }
     }
 
     /// [`Self::run_segment_once`], pausing while the device is gone and resuming on the same
