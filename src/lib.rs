@@ -1,5 +1,6 @@
 //! nvsoak: burn-in daemon for NVMe SSDs. See ARCHITECTURE.md for the map.
 
+pub mod ata;
 pub mod cli;
 pub mod config;
 pub mod daemon;
