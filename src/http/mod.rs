@@ -308,11 +308,6 @@ impl Server {
         self.local_addr
     }
 
-    /// Whether the server speaks TLS (with the web config currently in force).
-    pub fn is_tls(&self) -> bool {
-        self.shared.current().tls.is_some()
-    }
-
     /// Live counters: reloads, evictions, rejections.
     pub fn stats(&self) -> Arc<ServerStats> {
         self.shared.stats.clone()

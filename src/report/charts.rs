@@ -65,11 +65,6 @@ pub const PALETTE: [RGBColor; 10] = [
     RGBColor(0x17, 0xbe, 0xcf),
 ];
 
-pub fn color_hex(i: usize) -> String {
-    let c = PALETTE[i % PALETTE.len()];
-    format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
-}
-
 /// 1234567 -> "1.23M", 12000 -> "12k", 0.5 -> "0.5".
 pub fn si(v: f64) -> String {
     let a = v.abs();

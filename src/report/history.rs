@@ -169,10 +169,6 @@ impl History {
         self.devices.get(name)
     }
 
-    pub fn target_names(&self) -> impl Iterator<Item = &str> {
-        self.targets.keys().map(|k| k.as_str())
-    }
-
     /// The window the history covers: `capacity × step`.
     pub fn span_secs(&self) -> f64 {
         self.capacity as f64 * self.step

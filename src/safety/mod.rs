@@ -610,29 +610,6 @@ pub(crate) fn check_signatures(
     Ok(id)
 }
 
-/// [`check_writable`] for target `target`, logging what it allows: the device identity at
-/// info level, and each signature `force_overwrite_signatures` lets through as a warning. The
-/// one call the daemon makes before opening a block device for writing.
-pub fn check_and_log(
-    target: &str,
-    path: &Path,
-    allow_destroy: Option<&str>,
-    force_overwrite_signatures: bool,
-) -> Result<DeviceIdentity, SafetyError> {
-    let id = check_writable(path, allow_destroy, force_overwrite_signatures)?;
-    for s in &id.signatures {
-        tracing::warn!(
-            target_name = target,
-            device = %id.path.display(),
-            signature = %s,
-            "force_overwrite_signatures is set: destroying {s} on {}",
-            id.path.display()
-        );
-    }
-    tracing::info!(target_name = target, device = %id, "write-safety checks passed");
-    Ok(id)
-}
-
 /// Probe a device or image file for signatures with libblkid (read-only). Exposed for
 /// `nvsoak` diagnostics and tests.
 pub fn probe_signatures(path: &Path) -> Result<Vec<Signature>, SafetyError> {

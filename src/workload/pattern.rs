@@ -65,7 +65,7 @@
 //! Checkpoints store the map run-length encoded when that is smaller (after sequential passes,
 //! a few bytes), else raw: never more than 2 bytes per unit plus a 37-byte frame.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 
@@ -740,18 +740,12 @@ impl GenMap {
         w.inner.write_all(&crc.to_le_bytes())
     }
 
-    /// Serialise into a vector.
+    /// Serialise into a vector. Tests only.
+    #[cfg(test)]
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut v = Vec::new();
         self.write_to(&mut v).expect("writing to a Vec cannot fail");
         v
-    }
-
-    /// Read a map written by [`GenMap::write_to`]. Every unit comes back marked recovered.
-    pub fn read_from(r: &mut impl Read) -> Result<GenMap, GenMapError> {
-        let mut data = Vec::new();
-        r.read_to_end(&mut data)?;
-        Self::from_bytes(&data)
     }
 
     /// Parse a serialised map (see [`GenMap::write_to`]); units come back marked recovered.
@@ -825,7 +819,8 @@ impl GenMap {
         Ok(map)
     }
 
-    /// True if both maps record the same generations (ignoring recovered bits).
+    /// True if both maps record the same generations (ignoring recovered bits). Tests only.
+    #[cfg(test)]
     pub fn same_generations(&self, other: &GenMap) -> bool {
         self.base == other.base
             && self.seed == other.seed
