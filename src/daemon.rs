@@ -37,10 +37,7 @@ impl DaemonApp {
         self.targets
             .get()
             .iter()
-            .map(|s| match s.read() {
-                Ok(g) => g.clone(),
-                Err(p) => p.into_inner().clone(),
-            })
+            .map(|s| crate::util::read(s).clone())
             .collect()
     }
 
@@ -66,10 +63,7 @@ impl DaemonApp {
         let Some(h) = &self.health else { return };
         let health = h.snapshot();
         for shared in self.targets.get() {
-            let mut g = match shared.write() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
+            let mut g = crate::util::write(&shared);
             if g.is_block {
                 update_target_drive(&mut g, &health);
             }
@@ -89,10 +83,7 @@ impl DaemonApp {
         self.update_drive_figures();
         let snaps: Vec<scheduler::TargetSnapshot> = targets
             .iter()
-            .map(|s| match s.read() {
-                Ok(g) => g.clone(),
-                Err(p) => p.into_inner().clone(),
-            })
+            .map(|s| crate::util::read(s).clone())
             .collect();
         let cp = crate::state::Checkpoint::new(
             plan_hash.to_string(),
@@ -135,10 +126,7 @@ impl DaemonApp {
             Some(h) => drives_from_health(&h.snapshot()),
             None => Vec::new(),
         };
-        let history = match self.history.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let history = crate::util::lock(&self.history);
         crate::report::status::render_status(&snaps, &drives, &history)
     }
 
@@ -146,10 +134,7 @@ impl DaemonApp {
     pub fn sample_history(&self) {
         let snaps = self.target_snapshots();
         let now = scheduler::now_unix();
-        let mut h = match self.history.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let mut h = crate::util::lock(&self.history);
         h.push(now, &snaps);
         if let Some(hh) = &self.health {
             for d in drives_from_health(&hh.snapshot()) {
@@ -292,13 +277,8 @@ pub fn update_target_drive(
 pub fn drives_from_health(
     snap: &crate::health::HealthSnapshot,
 ) -> Vec<crate::report::status::DriveStatus> {
-    let k2c = |k: u16| {
-        if k == 0 {
-            None
-        } else {
-            Some(k as f64 - 273.15)
-        }
-    };
+    // 0 K: the drive reports no value.
+    let k2c = |k: u16| (k != 0).then(|| crate::nvme::log::smart::SmartLog::kelvin_to_celsius(k));
     snap.devices
         .iter()
         .map(|d| {
@@ -313,7 +293,7 @@ pub fn drives_from_health(
                 critical_temp_c: d.id.as_ref().and_then(|i| k2c(i.cctemp)),
                 percentage_used: smart.map(|s| s.percent_used as f64 / 100.0),
                 available_spare: smart.map(|s| s.avail_spare as f64 / 100.0),
-                data_written_bytes: smart.map(|s| s.data_units_written as f64 * 512_000.0),
+                data_written_bytes: smart.map(|s| s.data_written_bytes() as f64),
                 rated_endurance_bytes: d.derived.rated.as_ref().and_then(|r| r.bytes),
                 throttling: Some(d.derived.throttle.throttling),
                 throttle_events: Some(d.derived.throttle.events),
@@ -338,10 +318,7 @@ impl TargetList {
 
     /// The current list (cheap: clones the `Arc`s).
     pub fn get(&self) -> Vec<SharedSnapshot> {
-        match self.0.read() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
+        crate::util::read(&self.0).clone()
     }
 
     pub fn set(&self, v: Vec<SharedSnapshot>) {
@@ -703,10 +680,7 @@ fn start_targets(
 fn set_baselines(handles: &[TargetHandle], p: &crate::health::Poller, at: f64) {
     let pre = p.snapshot();
     for h in handles {
-        let mut t = match h.snapshot.write() {
-            Ok(t) => t,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut t = crate::util::write(&h.snapshot);
         t.drive.polls_from = Some(at);
         if t.is_block {
             update_target_drive(&mut t, &pre);
@@ -788,10 +762,7 @@ fn stopped_on_error_of(running: &Running) -> Vec<String> {
         .snapshots()
         .iter()
         .filter_map(|s| {
-            let t = match s.read() {
-                Ok(t) => t,
-                Err(poisoned) => poisoned.into_inner(),
-            };
+            let t = crate::util::read(s);
             t.stop_reason.as_ref().map(|r| format!("{}: {r}", t.name))
         })
         .collect()

@@ -15,4 +15,5 @@ pub mod safety;
 pub mod state;
 pub mod stats;
 pub mod units;
+pub mod util;
 pub mod workload;

@@ -279,7 +279,7 @@ impl Replay {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        crate::util::lock(&self.inner)
     }
 
     /// Answer the exact command (by [`key_of`]) with `reply`.

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use super::derive::{
     self, Accounting, AccountingTracker, ErrorLogTracker, RatedEndurance, ThermalSample, Throttle,
@@ -240,12 +240,7 @@ impl Default for RatingContext {
     }
 }
 
-pub fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
+pub use crate::util::unix_now;
 
 /// Whether `host` (a target's path, maybe a partition or a symlink) lies on controller `d`.
 fn host_on_device(host: &HostIo, d: &DeviceHealth) -> bool {

@@ -340,7 +340,7 @@ impl AuthGuard {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Client>> {
-        self.clients.lock().unwrap_or_else(|p| p.into_inner())
+        crate::util::lock(&self.clients)
     }
 
     /// The client's recent failures (0 once its last one is older than [`FAILURE_WINDOW`]).

@@ -387,7 +387,7 @@ impl Shared {
     /// files never stalls the accept loop, whatever they are.
     fn current(self: &Arc<Self>) -> Arc<WebState> {
         self.schedule_reload();
-        self.state.read().unwrap_or_else(|p| p.into_inner()).clone()
+        crate::util::read(&self.state).clone()
     }
 
     fn schedule_reload(self: &Arc<Self>) {
@@ -431,8 +431,7 @@ impl Shared {
                 } else {
                     stamps(&web.files)
                 };
-                *self.state.write().unwrap_or_else(|p| p.into_inner()) =
-                    Arc::new(WebState::new(web));
+                *crate::util::write(&self.state) = Arc::new(WebState::new(web));
                 self.stats.reloads.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(file = %r.path.display(), "web config reloaded");
             }
@@ -446,7 +445,7 @@ impl Shared {
 
     /// Registers a new connection, evicting the oldest non-busy one when at the cap.
     fn admit(&self) -> Option<(u64, ConnHandle)> {
-        let mut t = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        let mut t = crate::util::lock(&self.conns);
         if t.live.len() >= self.max_connections {
             let victim = t
                 .live
@@ -472,7 +471,7 @@ impl Shared {
     }
 
     fn release(&self, id: u64) {
-        let mut t = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        let mut t = crate::util::lock(&self.conns);
         t.live.remove(&id);
     }
 

@@ -332,12 +332,7 @@ pub fn rated_from_table(
     })
 }
 
-fn now_unix() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
+use crate::util::unix_now as now_unix;
 
 /// Build the report; `rated` looks up a drive's rated figures (normally [`rated_figures`]).
 pub fn build_with(

@@ -334,40 +334,15 @@ fn fsync_dir(dir: &Path) -> Result<(), StateError> {
         .map_err(io_err(dir))
 }
 
-static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
-
-fn tmp_name(name: &str) -> String {
-    format!(
-        ".{name}.tmp-{}-{}",
-        std::process::id(),
-        TMP_SEQ.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// Write `name` in `dir` atomically via a temporary file: the writer fills it, then it is
-/// fsynced and renamed over `name`. The caller fsyncs the directory.
+/// Write `name` in `dir` atomically ([`crate::util::write_file_atomic`]). The caller fsyncs
+/// the directory.
 fn write_atomic<T>(
     dir: &Path,
     name: &str,
     fill: impl FnOnce(&mut BufWriter<fs::File>) -> io::Result<T>,
 ) -> Result<T, StateError> {
-    let tmp = dir.join(tmp_name(name));
-    let res = (|| {
-        let f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        let mut w = BufWriter::with_capacity(1 << 20, f);
-        let out = fill(&mut w)?;
-        let f = w.into_inner().map_err(|e| e.into_error())?;
-        f.sync_all()?;
-        fs::rename(&tmp, dir.join(name))?;
-        Ok(out)
-    })();
-    if res.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    res.map_err(io_err(&dir.join(name)))
+    let path = dir.join(name);
+    crate::util::write_file_atomic(&path, fill).map_err(io_err(&path))
 }
 
 /// A writer that counts and checksums what passes through.

@@ -87,7 +87,7 @@ impl LiveIo {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        crate::util::lock(&self.inner)
     }
 
     /// A new cell for a worker; its counts leave the live set (into the retired totals) when

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use thiserror::Error;
@@ -114,12 +114,7 @@ pub struct RunOptions {
     pub state_dir: PathBuf,
 }
 
-pub fn now_unix() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
+pub use crate::util::unix_now as now_unix;
 
 /// The part of the target the plan exercises: `region` of its size, in whole MiB (whole
 /// 4 KiB units when smaller).
@@ -641,23 +636,8 @@ impl Runner {
     }
 }
 
-/// temp file, fsync, rename, fsync the directory.
-pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(d) = path.parent()
-        && let Ok(df) = File::open(d)
-    {
-        let _ = df.sync_all();
-    }
-    Ok(())
-}
+/// Results files are written atomically: see [`crate::util::write_atomic`].
+pub use crate::util::write_atomic;
 
 /// `123456.7` as `123,457`.
 fn thousands(v: f64) -> String {

@@ -215,17 +215,11 @@ impl TargetSnapshot {
 pub type SharedSnapshot = Arc<RwLock<TargetSnapshot>>;
 
 pub(crate) fn read_snapshot(s: &SharedSnapshot) -> TargetSnapshot {
-    match s.read() {
-        Ok(g) => g.clone(),
-        Err(p) => p.into_inner().clone(),
-    }
+    crate::util::read(s).clone()
 }
 
 pub(crate) fn with_snapshot(s: &SharedSnapshot, f: impl FnOnce(&mut TargetSnapshot)) {
-    match s.write() {
-        Ok(mut g) => f(&mut g),
-        Err(p) => f(&mut p.into_inner()),
-    }
+    f(&mut crate::util::write(s))
 }
 
 /// The workload side of the accounting check: what nvsoak did to each block-device target.
