@@ -188,6 +188,9 @@ pub fn update_target_drive(
     }) else {
         return;
     };
+    // The poller mapped the target's path to this controller (symlinks and partitions
+    // resolved): the target's `device` label follows it.
+    t.controller = Some(d.name.clone());
     // A poll from before this run's target started describes an earlier target on the path.
     let from = t.drive.polls_from.unwrap_or(t.started_at);
     if latest.time < from {
@@ -1062,6 +1065,38 @@ mod tests {
             devices: vec![d],
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_by_id_target_maps_to_the_controller_the_poller_found() {
+        // The target is named through a /dev/disk/by-id link: parsing its name finds no
+        // controller, the poller's mapping (which resolves it) does, and the label follows.
+        let by_id = "/dev/disk/by-id/nvme-M_S";
+        let mut t = target(100.0);
+        t.path = by_id.into();
+        assert_eq!(crate::nvme::controller_of_node(by_id), None);
+        let mut s = sample(130.0, 1, 0, 0, false);
+        s.host[0].path = by_id.into();
+        update_target_drive(&mut t, &snap(device(Some(s.clone()), Some(s))));
+        assert_eq!(t.controller.as_deref(), Some("nvme0"));
+        let info = crate::metrics::workload::DaemonInfo {
+            version: "v",
+            revision: "r",
+            uptime_secs: 0.0,
+            auth: None,
+        };
+        let fams = crate::metrics::workload::families(std::slice::from_ref(&t), &[], &info);
+        let f = fams
+            .iter()
+            .find(|f| f.name() == "nvsoak_target_info")
+            .expect("nvsoak_target_info");
+        let device: Vec<String> = f.get_metric()[0]
+            .get_label()
+            .iter()
+            .filter(|l| l.name() == "device")
+            .map(|l| l.value().to_string())
+            .collect();
+        assert_eq!(device, vec!["nvme0".to_string()]);
     }
 
     #[test]

@@ -35,20 +35,6 @@ pub fn errno_name(e: i32) -> String {
     }
 }
 
-/// `/dev/nvme0n1` (or `/dev/nvme0n1p2`, `/dev/ng0n1`) → `nvme0`; anything else → `None`.
-pub fn nvme_controller_of(path: &str) -> Option<String> {
-    // Only device nodes: a regular file named like a namespace is not on that controller.
-    let name = path.strip_prefix("/dev/")?;
-    let rest = name
-        .strip_prefix("nvme")
-        .or_else(|| name.strip_prefix("ng"))?;
-    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-    if digits.is_empty() || !rest[digits.len()..].starts_with('n') {
-        return None;
-    }
-    Some(format!("nvme{digits}"))
-}
-
 pub fn families(
     targets: &[TargetSnapshot],
     soak: &[SoakTotals],
@@ -103,7 +89,7 @@ pub fn families(
                 1.0,
             );
         }
-        let device = nvme_controller_of(&t.path).unwrap_or_default();
+        let device = t.controller.clone().unwrap_or_default();
         tinfo.add(
             &[("target", &t.name), ("path", &t.path), ("device", &device)],
             1.0,
@@ -387,24 +373,5 @@ fn sweep_families(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {
     }
     for f in [max, iops, tgt, lavg, lp99] {
         push(out, f);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::nvme_controller_of;
-
-    #[test]
-    fn controller_of_namespace_paths() {
-        assert_eq!(nvme_controller_of("/dev/nvme0n1").as_deref(), Some("nvme0"));
-        assert_eq!(
-            nvme_controller_of("/dev/nvme12n3p1").as_deref(),
-            Some("nvme12")
-        );
-        assert_eq!(nvme_controller_of("/dev/ng1n1").as_deref(), Some("nvme1"));
-        assert_eq!(nvme_controller_of("/dev/nvme0"), None);
-        assert_eq!(nvme_controller_of("/dev/shm/t0.dat"), None);
-        assert_eq!(nvme_controller_of("/dev/loop3"), None);
-        assert_eq!(nvme_controller_of("/srv/nvme0n1"), None);
     }
 }

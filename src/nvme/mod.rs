@@ -262,3 +262,36 @@ mod fixtures {
         }
     }
 }
+
+/// The controller of an NVMe device node by its name: `/dev/nvme0n1` (or `/dev/nvme0n1p2`, `/dev/ng0n1`) → `nvme0`; anything else → `None`.
+pub fn controller_of_node(path: &str) -> Option<String> {
+    // Only device nodes: a regular file named like a namespace is not on that controller.
+    let name = path.strip_prefix("/dev/")?;
+    let rest = name
+        .strip_prefix("nvme")
+        .or_else(|| name.strip_prefix("ng"))?;
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    if digits.is_empty() || !rest[digits.len()..].starts_with('n') {
+        return None;
+    }
+    Some(format!("nvme{digits}"))
+}
+
+#[cfg(test)]
+mod controller_tests {
+    use super::controller_of_node;
+
+    #[test]
+    fn controller_of_namespace_paths() {
+        assert_eq!(controller_of_node("/dev/nvme0n1").as_deref(), Some("nvme0"));
+        assert_eq!(
+            controller_of_node("/dev/nvme12n3p1").as_deref(),
+            Some("nvme12")
+        );
+        assert_eq!(controller_of_node("/dev/ng1n1").as_deref(), Some("nvme1"));
+        assert_eq!(controller_of_node("/dev/nvme0"), None);
+        assert_eq!(controller_of_node("/dev/shm/t0.dat"), None);
+        assert_eq!(controller_of_node("/dev/loop3"), None);
+        assert_eq!(controller_of_node("/srv/nvme0n1"), None);
+    }
+}

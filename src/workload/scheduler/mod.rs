@@ -241,6 +241,9 @@ pub fn start(
         path: spec.path.display().to_string(),
         is_block,
         device_key: identity.as_ref().map(crate::state::device_key),
+        controller: identity
+            .as_ref()
+            .and_then(|i| crate::nvme::controller_of_node(&i.path.to_string_lossy())),
         up: true,
         running: true,
         started_at: now,

@@ -67,6 +67,10 @@ pub struct TargetSnapshot {
     /// Drive-side soak bookkeeping and figures, maintained by the daemon from health polls;
     /// `save_results` copies the figures into the soak summary.
     pub drive: crate::workload::results::DriveTracking,
+    /// The NVMe controller the target is on (`nvme0`), for `nvsoak_target_info`'s `device`
+    /// label: from the opened device node at start, then from the health poller's mapping of
+    /// the target to a controller (the one mapping both use), so `/dev/disk/by-id` paths join.
+    pub controller: Option<String>,
     /// Completed I/O of this run, summed from the workers' live counters at the moment of
     /// reading (the `jobs` totals lag by up to one stats interval). For the accounting check.
     pub live: Arc<crate::stats::live::LiveIo>,
