@@ -76,14 +76,14 @@ fn load() -> Result<Lib, String> {
             Ok(p)
         }
     };
-    // SAFETY: each symbol is a libblkid function whose C prototype (blkid.h, stable ABI of
-    // libblkid.so.1) matches the fn-pointer type it is transmuted to; pointers to functions
-    // and data have the same size on Linux.
     macro_rules! f {
         ($name:literal, $t:ty) => {
             std::mem::transmute::<*mut c_void, $t>(sym($name)?)
         };
     }
+    // SAFETY: each symbol is a libblkid function whose C prototype (blkid.h, stable ABI of
+    // libblkid.so.1) matches the fn-pointer type it is transmuted to; pointers to functions
+    // and data have the same size on Linux.
     unsafe {
         Ok(Lib {
             new_probe: f!("blkid_new_probe", FnNew),
