@@ -89,7 +89,12 @@ pub fn families(
                 1.0,
             );
         }
-        let device = t.controller.clone().unwrap_or_default();
+        // The poller's mapping when there is one, else the device node's name.
+        let device = t
+            .controller
+            .clone()
+            .or_else(|| crate::nvme::controller_of_node(&t.path))
+            .unwrap_or_default();
         tinfo.add(
             &[("target", &t.name), ("path", &t.path), ("device", &device)],
             1.0,
