@@ -567,3 +567,40 @@ fn check_config_without_root_says_what_it_could_not_check() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_file_mapped_by_another_process_is_refused_always() {
+    let dir = crate::common::shm_dir();
+    let f = dir.path().join("mapped.dat");
+    fs::write(&f, vec![3u8; 1 << 20]).expect("write");
+    // Another process maps the file and closes its descriptor: only the mapping is left.
+    let mut child = Command::new("python3")
+        .args([
+            "-c",
+            "import mmap,sys,time\nf=open(sys.argv[1],'r+b')\nm=mmap.mmap(f.fileno(),0)\nf.close()\nprint('mapped',flush=True)\ntime.sleep(60)",
+            p(&f),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    {
+        use std::io::BufRead;
+        let out = child.stdout.as_mut().expect("stdout");
+        std::io::BufReader::new(out)
+            .read_line(&mut line)
+            .expect("read");
+    }
+    assert_eq!(line.trim(), "mapped");
+    let cfg = write_plan(
+        &dir.path().join("state"),
+        "m",
+        &f,
+        &format!("size = \"1MiB\"\nallow_destroy = \"{}\"", f.display()),
+    );
+    let msg = both_refuse(dir.path(), &cfg, "mapped into the memory of");
+    assert!(msg.contains(&format!("pid {}", child.id())), "{msg}");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(fs::read(&f).expect("read"), vec![3u8; 1 << 20]);
+}
