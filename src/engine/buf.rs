@@ -47,8 +47,9 @@ impl AlignedBufs {
 
     /// Start of buffer `idx`. Callers keep `idx < count`.
     pub fn ptr(&self, idx: usize) -> *mut u8 {
-        debug_assert!(idx < self.count);
-        // SAFETY: idx < count, so the offset stays inside the allocation.
+        // Checked in release builds too: the pointer arithmetic below relies on it.
+        assert!(idx < self.count, "buffer index out of range");
+        // SAFETY: idx < count (asserted), so the offset stays inside the allocation.
         unsafe { self.ptr.add(idx * self.size) }
     }
 

@@ -28,14 +28,14 @@ pub struct BenchResult {
 }
 
 fn rusage_cpu_secs() -> f64 {
-    // SAFETY: getrusage only writes the struct we pass; zeroed is a valid rusage.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer to a live rusage.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-        return 0.0;
+    use nix::sys::resource::{UsageWho, getrusage};
+    use nix::sys::time::TimeValLike;
+    match getrusage(UsageWho::RUSAGE_SELF) {
+        Ok(u) => {
+            (u.user_time().num_microseconds() + u.system_time().num_microseconds()) as f64 * 1e-6
+        }
+        Err(_) => 0.0,
     }
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 /// The read percentage and access of a `bench_worker` pattern.

@@ -242,10 +242,7 @@ const YIELD_MIN_NS: u64 = 20_000;
 /// Timer slack of 1 µs for this thread (the default is 50 µs), so that a paced worker's
 /// sleeps end when asked. Best effort: a failure only costs precision.
 fn tight_timer_slack() {
-    // SAFETY: PR_SET_TIMERSLACK takes a plain integer and affects only the calling thread.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
-    }
+    let _ = nix::sys::prctl::set_timerslack(1);
 }
 
 fn fill_pattern(buf: &mut [u8], rng: &mut Rng) {
