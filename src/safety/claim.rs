@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -352,7 +352,7 @@ pub fn check_file_target(path: &Path, allow_destroy: Option<&str>) -> Result<(),
     let resolved = resolve_file(path)?;
     let pfd = match fs::OpenOptions::new()
         .read(true)
-        .custom_flags_path()
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&resolved)
     {
         Ok(f) => OwnedFd::from(f),
@@ -368,17 +368,6 @@ pub fn check_file_target(path: &Path, allow_destroy: Option<&str>) -> Result<(),
     check_existing(path, &resolved, pfd.as_fd(), &st, allow_destroy)?;
     let ro = reopen(pfd.as_fd(), libc::O_RDONLY, false).map_err(io_err(path))?;
     hold(path, &ro, &st)
-}
-
-trait PathFlags {
-    fn custom_flags_path(&mut self) -> &mut Self;
-}
-
-impl PathFlags for fs::OpenOptions {
-    fn custom_flags_path(&mut self) -> &mut Self {
-        use std::os::unix::fs::OpenOptionsExt;
-        self.custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-    }
 }
 
 /// The checks on a file that exists, in order: a regular file; not backing a loop device, an

@@ -163,6 +163,21 @@ pub fn sum(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> f64 {
     find(samples, name, want).iter().map(|s| s.value).sum()
 }
 
+/// Runs `nvsoak ARGS` to completion (stdin closed, `RUST_LOG=rust_log`) and returns (exit code,
+/// stderr).
+pub fn run_nvsoak(args: &[&str], rust_log: &str) -> (Option<i32>, String) {
+    let out = Command::new(bin())
+        .args(args)
+        .env("RUST_LOG", rust_log)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running nvsoak");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// A running `nvsoak run` process, killed on drop.
 pub struct Daemon {
     pub child: Child,

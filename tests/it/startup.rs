@@ -3,9 +3,8 @@
 //! non-zero with one message before any file is created; `check-config` checks the web config.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-use crate::common::{bin, shm_dir};
+use crate::common::shm_dir;
 
 fn config(dir: &Path, extra_exporter: &str) -> String {
     format!(
@@ -33,16 +32,7 @@ duration = "30s"
 
 /// Runs `nvsoak ARGS` to completion (stdin closed) and returns (code, stderr).
 fn nvsoak(args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(bin())
-        .args(args)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .output()
-        .expect("running nvsoak");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    crate::common::run_nvsoak(args, "info")
 }
 
 fn assert_nothing_created(dir: &Path) {
