@@ -907,6 +907,11 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
         let server = prepared.attach(app.clone())?;
         let addr = server.local_addr();
         tracing::info!(%addr, "serving /metrics");
+        if settings.targets.is_empty() {
+            tracing::info!(
+                "no targets (default_target = false): polling drive health only, writing nothing"
+            );
+        }
         let server_task = tokio::spawn(async move {
             let mut rx = stop_rx;
             server

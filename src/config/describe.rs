@@ -312,7 +312,14 @@ pub fn plan(s: &Settings) -> String {
         }
         let _ = writeln!(w, "  device {:<13} {}", d.matcher, parts.join(", "));
     }
-    let _ = writeln!(w, "targets ({})", s.targets.len());
+    if s.targets.is_empty() {
+        let _ = writeln!(
+            w,
+            "targets (0): none, default_target = false: health polling only"
+        );
+    } else {
+        let _ = writeln!(w, "targets ({})", s.targets.len());
+    }
     for t in &s.targets {
         target(w, t);
     }

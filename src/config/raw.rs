@@ -83,6 +83,10 @@ pub struct RawConfig {
     pub log: RawLog,
     #[serde(default)]
     pub health: RawHealth,
+    /// With no `[[target]]`: `false` runs health polling only; `true` (the default) the
+    /// built-in default target.
+    #[serde(default)]
+    pub default_target: Option<bool>,
     #[serde(default)]
     pub target: Vec<RawTarget>,
 }

@@ -1453,7 +1453,10 @@ pub fn settings(raw: &RawConfig) -> R<Settings> {
     };
     let health = health(&raw.health)?;
 
-    let targets = if raw.target.is_empty() {
+    let targets = if raw.target.is_empty() && raw.default_target == Some(false) {
+        // Health polling only: the installed config's mode.
+        Vec::new()
+    } else if raw.target.is_empty() {
         // No [[target]]: the built-in default target, under the configured state directory.
         let mut t = def.targets[0].clone();
         t.path = dir.join("default-target.dat");

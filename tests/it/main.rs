@@ -40,6 +40,8 @@ mod report;
 mod resume;
 /// Write safety on loop devices, data verification, checkpoints.
 mod safety;
+/// The shipped config/nvsoak.toml as installed: health polling only, writing nothing.
+mod shipped;
 /// Start-up order: busy port, bad certificate, FIFO web config exit before any file; check-config
 /// checks the web config.
 mod startup;
