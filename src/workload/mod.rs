@@ -9,4 +9,5 @@ pub mod results;
 pub mod scheduler;
 pub mod spec;
 pub mod steady;
+pub mod verify_log;
 pub mod worker;

@@ -840,6 +840,8 @@ pub struct VerifyCounters {
     counts: [AtomicU64; 4],
     /// Set by the first mismatch; with `verify_fatal` the scheduler stops the target on it.
     pub tripped: std::sync::atomic::AtomicBool,
+    /// The journal's view: the first few mismatches in full, then summaries.
+    pub log: crate::workload::verify_log::MismatchLog,
 }
 
 impl VerifyCounters {
@@ -875,13 +877,12 @@ impl VerifyCounters {
     }
 }
 
-/// How many mismatches of one hook are logged in full before only every 1024th is.
-pub const LOG_FIRST: u64 = 64;
-
 /// The worker's [`BlockHook`](crate::workload::worker::BlockHook) for `verify = "inline"`:
 /// stamps every write through the shared [`GenMap`], checks every read against it, counts
-/// mismatches in [`VerifyCounters`] and logs each (the first [`LOG_FIRST`] in full, then every
-/// 1024th) with the offset, LBA and the expected and found header fields.
+/// mismatches in [`VerifyCounters`] and logs them: the target's first
+/// [`LOG_FIRST`](crate::workload::verify_log::LOG_FIRST) in full, with the offset, LBA and the
+/// expected and found header fields, then one summary line per interval
+/// ([`crate::workload::verify_log`]).
 ///
 /// Writes are recorded in the map when submitted (`before_write`), so a read submitted after a
 /// write expects the new generation. The worker must therefore never have a read and a write of
@@ -895,7 +896,6 @@ pub struct VerifyHook {
     counters: std::sync::Arc<VerifyCounters>,
     target: String,
     lba_size: u32,
-    seen: u64,
 }
 
 impl VerifyHook {
@@ -911,32 +911,24 @@ impl VerifyHook {
             counters,
             target: target.to_string(),
             lba_size: lba_size.max(1),
-            seen: 0,
         }
     }
 
     fn report(&mut self, m: &Mismatch) {
-        report_mismatch(
-            &self.counters,
-            &mut self.seen,
-            &self.target,
-            self.lba_size,
-            m,
-        );
+        report_mismatch(&self.counters, &self.target, self.lba_size, m);
     }
 }
 
 /// Count and (rate-limited) log one mismatch.
-fn report_mismatch(
-    counters: &VerifyCounters,
-    seen: &mut u64,
-    target: &str,
-    lba_size: u32,
-    m: &Mismatch,
-) {
+fn report_mismatch(counters: &VerifyCounters, target: &str, lba_size: u32, m: &Mismatch) {
+    use crate::workload::verify_log::{Action, log_summary, now_ms};
     counters.add(m.kind, 1);
-    *seen += 1;
-    if *seen <= LOG_FIRST || seen.is_multiple_of(1024) {
+    let last = match counters.log.note(m.kind, m.offset, now_ms()) {
+        Action::Full { last } => last,
+        Action::Summarised(Some(s)) => return log_summary(target, &s),
+        Action::Summarised(None) => return,
+    };
+    {
         tracing::error!(
             target_name = %target,
             kind = m.kind.label(),
@@ -947,12 +939,21 @@ fn report_mismatch(
             found_generation = m.found.map(|h| h.generation),
             found_seed = m.found.map(|h| h.seed),
             "data verification failed on target {target}: {m}{}",
-            if *seen == LOG_FIRST {
-                "; further mismatches are logged every 1024th"
+            if last {
+                "; further mismatches are summarised every 10 s"
             } else {
                 ""
             }
         );
+    }
+}
+
+/// A segment's end: the mismatches still pending a summary are logged now, not lost.
+impl Drop for VerifyHook {
+    fn drop(&mut self) {
+        if let Some(s) = self.counters.log.flush() {
+            crate::workload::verify_log::log_summary(&self.target, &s);
+        }
     }
 }
 
@@ -970,10 +971,9 @@ impl crate::workload::worker::BlockHook for VerifyHook {
             counters,
             target,
             lba_size,
-            seen,
         } = self;
         map.verify_read(buf, offset, |m| {
-            report_mismatch(counters, seen, target, *lba_size, m)
+            report_mismatch(counters, target, *lba_size, m)
         });
     }
 

@@ -250,3 +250,73 @@ duration = "10m"
     let (status, _, err) = d.terminate();
     assert!(status.success(), "{err}");
 }
+
+/// A corrupting drive floods the journal with no more than a few full lines: the first failing
+/// blocks in full, then summaries (count, kinds, offset range) that together account for every
+/// mismatch counted, the tail flushed when the target stops.
+#[test]
+fn a_mismatch_flood_is_summarised_not_logged_line_by_line() {
+    let d = Daemon::start(CFG);
+    let path = d.dir.path().join("v.dat");
+    d.scrape_until(Duration::from_secs(30), |s| {
+        crate::common::find(
+            s,
+            "nvsoak_phase_info",
+            &[("target", "v"), ("profile", "readback")],
+        )
+        .len()
+            == 1
+    });
+    // 64 corrupted units from 2 MiB on: the random read-back hits each again and again.
+    for i in 0..64u64 {
+        let off = (2 << 20) + i * 65536;
+        let mut u = read_unit(&path, off);
+        u[100] ^= 0x5A;
+        write_at(&path, off, &u);
+    }
+    let s = d.scrape_until(Duration::from_secs(30), |s| {
+        verify_errors(s, "v", "bad_checksum") >= 300.0
+    });
+    let counted = verify_errors(&s, "v", "bad_checksum");
+    assert!(counted >= 300.0, "only {counted} mismatches counted");
+    let (status, _, err) = d.terminate();
+    assert!(status.success(), "{err}");
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("data verification failed on target v"))
+        .collect();
+    let full = lines
+        .iter()
+        .filter(|l| !l.contains("more mismatch"))
+        .count();
+    let summaries: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.contains("more mismatch"))
+        .collect();
+    assert!(
+        (1..=8).contains(&full),
+        "{full} full lines, expected the first 1-8 failing blocks:\n{err}"
+    );
+    assert!(
+        !summaries.is_empty() && summaries.len() <= 8,
+        "{} summary lines:\n{err}",
+        summaries.len()
+    );
+    let summed: u64 = summaries
+        .iter()
+        .filter_map(|l| {
+            let (_, rest) = l.split_once("target v: ")?;
+            rest.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .sum();
+    assert!(
+        summed + full as u64 >= counted as u64,
+        "the log accounts for {summed} + {full} of {counted} mismatches:\n{err}"
+    );
+    assert!(
+        summaries
+            .iter()
+            .all(|l| l.contains("bad_checksum") && l.contains("at offsets 2097")),
+        "a summary lacks its kinds or offset range:\n{err}"
+    );
+}
