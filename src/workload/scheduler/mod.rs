@@ -6,6 +6,7 @@
 //! Architecture Invariant: the scheduler never touches the I/O hot path; it only sees worker
 //! reports, once per stats interval.
 
+mod error;
 mod open;
 mod phase;
 mod recover;
@@ -13,6 +14,7 @@ mod segment;
 mod snapshot;
 
 pub(crate) use crate::workload::hooks::{HookMode, ProgressHook, StampOnly};
+pub use error::RunError;
 pub use open::{
     OpenedTarget, check_aliases, open_target, open_target_expecting, plan_writes, preflight,
 };
@@ -469,7 +471,7 @@ impl Runner {
     }
 
     /// `verify = "pass"`: read the whole region sequentially, checking every block written.
-    fn verify_pass(&mut self) -> Result<(), String> {
+    fn verify_pass(&mut self) -> Result<(), RunError> {
         if self.spec.verify != VerifyMode::Pass || self.stopping() {
             return Ok(());
         }
@@ -497,14 +499,19 @@ impl Runner {
         );
         self.in_verify_pass = false;
         with_snapshot(&self.snapshot, |s| s.profile = prev_profile);
-        let o = r?;
-        tracing::info!(target_name = %self.spec.name, bytes = o.bytes,
-            mismatches = read_snapshot(&self.snapshot).verify.map(|v| v.counters.total()).unwrap_or(0),
-            "verification pass finished");
-        match o.fatal {
-            Some(f) => Err(f),
-            None => Ok(()),
+        let mismatches = read_snapshot(&self.snapshot)
+            .verify
+            .map(|v| v.counters.total())
+            .unwrap_or(0);
+        match &r {
+            Ok(o) => tracing::info!(target_name = %self.spec.name, bytes = o.bytes, mismatches,
+                "verification pass finished"),
+            // A stop condition ended the pass: it finished all the same, as far as it got.
+            Err(e) if e.is_stop_condition() => tracing::info!(target_name = %self.spec.name,
+                mismatches, "verification pass finished"),
+            Err(_) => {}
         }
+        r.map(|_| ())
     }
 
     fn stopping(&self) -> bool {
@@ -567,7 +574,7 @@ impl Runner {
                     tracing::error!(target_name = %self.spec.name, %reason, "target stopped");
                     with_snapshot(&self.snapshot, |s| {
                         s.up = false;
-                        s.stop_reason = Some(reason);
+                        s.stop_reason = Some(reason.to_string());
                     });
                     break 'plan;
                 }

@@ -10,7 +10,7 @@ impl Runner {
         duration: Option<Duration>,
         rotate: Option<Duration>,
         steady: &SteadyConfig,
-    ) -> Result<(), String> {
+    ) -> Result<(), RunError> {
         let start = Instant::now();
         let resumed_history = read_snapshot(&self.snapshot).steady_history;
         let mut detectors: BTreeMap<String, (SteadyDetector, u64, Instant)> = BTreeMap::new();
@@ -79,7 +79,9 @@ impl Runner {
                     progress: None,
                 },
                 &mut on_interval,
-            )?;
+            );
+            // The job's steady state so far is recorded even when the segment stopped the
+            // target.
             if let Some(st) = read_snapshot(&self.snapshot)
                 .jobs
                 .get(&job.name)
@@ -87,9 +89,7 @@ impl Runner {
             {
                 self.record_steady(&job.name, &st);
             }
-            if let Some(f) = o.fatal {
-                return Err(f);
-            }
+            o?;
             if job.read_pct < 100 {
                 self.verify_pass()?;
             }
@@ -136,7 +136,7 @@ impl super::Phase for Soak {
         self.left = super::remaining(self.duration, resume.done_secs);
         super::Published::default()
     }
-    fn run(&mut self, r: &mut Runner) -> Result<(), String> {
+    fn run(&mut self, r: &mut Runner) -> Result<(), RunError> {
         r.soak(&self.jobs, self.left, self.rotate, &self.steady)
     }
 }
