@@ -34,11 +34,7 @@ pub struct DaemonApp {
 
 impl DaemonApp {
     pub fn target_snapshots(&self) -> Vec<scheduler::TargetSnapshot> {
-        self.targets
-            .get()
-            .iter()
-            .map(|s| crate::util::read(s).clone())
-            .collect()
+        self.targets.get().iter().map(|s| s.snapshot()).collect()
     }
 
     fn soak_totals(&self, snaps: &[scheduler::TargetSnapshot]) -> Vec<SoakTotals> {
@@ -58,15 +54,13 @@ impl DaemonApp {
     }
 
     /// Refresh every block target's drive-side soak figures from the latest health poll (see
-    /// [`update_target_drive`]). Cheap: no I/O, one short write lock per target.
+    /// [`crate::workload::drive::DriveTracking::update`]). Cheap: no I/O, one short write lock
+    /// per target.
     pub fn update_drive_figures(&self) {
         let Some(h) = &self.health else { return };
         let health = h.snapshot();
         for shared in self.targets.get() {
-            let mut g = crate::util::write(&shared);
-            if g.is_block {
-                update_target_drive(&mut g, &health);
-            }
+            shared.update_drive_from(&health);
         }
     }
 
@@ -81,17 +75,16 @@ impl DaemonApp {
         slow: Duration,
     ) -> Result<(), crate::state::StateError> {
         self.update_drive_figures();
-        let snaps: Vec<scheduler::TargetSnapshot> = targets
-            .iter()
-            .map(|s| crate::util::read(s).clone())
-            .collect();
         let cp = crate::state::Checkpoint::new(
             plan_hash.to_string(),
-            snaps.iter().map(|s| s.to_state()).collect(),
+            targets.iter().map(|s| s.to_state()).collect(),
         );
-        let maps: Vec<(&str, &crate::workload::pattern::GenMap)> = snaps
+        let maps: Vec<(&str, &crate::workload::pattern::GenMap)> = targets
             .iter()
-            .filter_map(|s| s.verify.as_ref().map(|v| (s.name.as_str(), &*v.map)))
+            .filter_map(|s| {
+                let f = &s.fixed;
+                f.verify.as_ref().map(|v| (f.name.as_str(), &*v.map))
+            })
             .collect();
         if !slow.is_zero() {
             std::thread::sleep(slow);
@@ -159,121 +152,6 @@ impl crate::http::App for DaemonApp {
             body: crate::report::report_page_html(&self.state_dir),
         })
     }
-}
-
-/// The drive-side soak figures of one block target from a health snapshot.
-///
-/// The target's drive is the one whose latest SMART sample carries the target's host figures
-/// (the poller matched its path to a namespace or partition). Only polls from
-/// `drive.polls_from` on (default: the target's start) describe this target; the daemon sets it
-/// to its pre-start poll for the targets it starts with, so their baseline predates the first
-/// write. On the first call that finds it in this run, the soak-start baseline is taken, unless
-/// the checkpoint already brought one: the poller's first SMART read of this run when it
-/// already saw this target, else the latest.
-/// The baseline (SMART log and nvsoak's soak totals of that instant) is checkpointed, so the
-/// deltas span the whole soak across restarts. Then the figures are recomputed from the
-/// baseline to the latest successful poll ([`crate::workload::results::drive_soak`]).
-pub fn update_target_drive(
-    t: &mut scheduler::TargetSnapshot,
-    health: &crate::health::HealthSnapshot,
-) {
-    use crate::health::{HostIo, SmartSample};
-    use crate::workload::results::{DriveReading, HostAtSmart, drive_soak};
-    let path = PathBuf::from(&t.path);
-    let on = |s: &SmartSample| s.host.iter().find(|h| h.path == path).cloned();
-    let Some((d, latest, latest_io)) = health.devices.iter().find_map(|d| {
-        let s = d.last_sample.as_ref()?;
-        let io = on(s)?;
-        Some((d, s, io))
-    }) else {
-        return;
-    };
-    // The poller mapped the target's path to this controller (symlinks and partitions
-    // resolved): the target's `device` label follows it.
-    t.controller = Some(d.name.clone());
-    // A poll from before this run's target started describes an earlier target on the path.
-    let from = t.drive.polls_from.unwrap_or(t.started_at);
-    if latest.time < from {
-        return;
-    }
-    let carried = t.carried.clone();
-    let host_at = |s: &SmartSample, io: &HostIo| HostAtSmart {
-        time: s.time,
-        read_bytes: carried.read_bytes + io.read_bytes,
-        written_bytes: carried.write_bytes + io.written_bytes,
-        read_ops: carried.read_ops + io.read_ops,
-        write_ops: carried.write_ops + io.write_ops,
-    };
-    if t.drive.episodes_base.is_none() || t.smart_at_soak_start.is_none() {
-        let (first, first_io) = d
-            .first_sample
-            .as_ref()
-            .filter(|s| s.time >= from)
-            .and_then(|s| on(s).map(|io| (s, io)))
-            .unwrap_or((latest, latest_io.clone()));
-        if t.drive.episodes_base.is_none() {
-            // An episode under way at the first poll counts as one seen during the soak.
-            t.drive.episodes_base = Some(
-                first
-                    .throttle_events
-                    .saturating_sub(u64::from(first.throttling)),
-            );
-        }
-        if t.smart_at_soak_start.is_none()
-            && let Ok(v) = serde_json::to_value(&first.smart)
-        {
-            t.smart_at_soak_start = Some(v);
-            t.drive.host_at_soak_start = Some(host_at(first, &first_io));
-        }
-    }
-    let base = t.drive.episodes_base.unwrap_or(0);
-    t.drive.episodes_this_run = latest.throttle_events.saturating_sub(base);
-    let Some(start) = t
-        .smart_at_soak_start
-        .as_ref()
-        .and_then(|v| serde_json::from_value::<crate::nvme::log::smart::SmartLog>(v.clone()).ok())
-    else {
-        return;
-    };
-    let start_time = t
-        .drive
-        .host_at_soak_start
-        .map(|h| h.time)
-        .or(t.soak_started)
-        .unwrap_or(latest.time);
-    let rated = d.derived.rated.as_ref();
-    let capacity = rated
-        .and_then(|r| r.capacity_bytes)
-        .map(|c| c as u64)
-        .or(Some(d.capacity_bytes()))
-        .filter(|c| *c > 0);
-    let mut f = drive_soak(
-        &DriveReading {
-            time: start_time,
-            smart: &start,
-            host: t.drive.host_at_soak_start,
-        },
-        &DriveReading {
-            time: latest.time,
-            smart: &latest.smart,
-            host: Some(host_at(latest, &latest_io)),
-        },
-        capacity,
-    );
-    f.device = d.name.clone();
-    t.drive.identity = Some(crate::workload::results::DeviceIdentity {
-        controller: d.name.clone(),
-        model: d.model.clone(),
-        serial: d.serial.clone(),
-        firmware: d.firmware.clone(),
-        capacity_bytes: d.capacity_bytes(),
-    });
-    f.throttle_episodes = Some(t.drive.episodes());
-    f.rated_dwpd = rated.and_then(|r| r.dwpd);
-    f.endurance_consumed_ratio = d.derived.endurance_consumed_ratio;
-    f.iops_throttled = d.derived.throttle.throttled_iops;
-    f.iops_unthrottled = d.derived.throttle.unthrottled_iops;
-    t.drive.figures = Some(f);
 }
 
 /// What the status page shows of each drive, from the latest health poll.
@@ -683,11 +561,8 @@ fn start_targets(
 fn set_baselines(handles: &[TargetHandle], p: &crate::health::Poller, at: f64) {
     let pre = p.snapshot();
     for h in handles {
-        let mut t = crate::util::write(&h.snapshot);
-        t.drive.polls_from = Some(at);
-        if t.is_block {
-            update_target_drive(&mut t, &pre);
-        }
+        h.snapshot.update_drive(|d| d.polls_from = Some(at));
+        h.snapshot.update_drive_from(&pre);
     }
 }
 
@@ -765,8 +640,8 @@ fn stopped_on_error_of(running: &Running) -> Vec<String> {
         .snapshots()
         .iter()
         .filter_map(|s| {
-            let t = crate::util::read(s);
-            t.stop_reason.as_ref().map(|r| format!("{}: {r}", t.name))
+            s.view(|v| v.stop_reason.clone())
+                .map(|r| format!("{}: {r}", s.fixed.name))
         })
         .collect()
 }
@@ -809,9 +684,9 @@ async fn stop_targets(
         if h.wait_for_polls(polls + 1, budget).await.is_some() {
             app.update_drive_figures();
             let dir = state_dir.to_path_buf();
-            let snaps = app.target_snapshots();
+            let targets = app.targets.get();
             let _ = tokio::task::spawn_blocking(move || {
-                for s in snaps.iter().filter(|s| s.is_block) {
+                for s in targets.iter().filter(|s| s.fixed.is_block) {
                     scheduler::refresh_results_drive(&dir, s);
                 }
             })
@@ -994,242 +869,20 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
 }
 
 fn status_line(app: &DaemonApp) -> String {
-    let snaps = app.target_snapshots();
-    let parts: Vec<String> = snaps
+    let parts: Vec<String> = app
+        .targets
+        .get()
         .iter()
         .map(|s| {
-            if s.running {
-                format!("{}: {} {} {:.0} IOPS", s.name, s.phase, s.profile, s.iops)
-            } else {
-                format!("{}: finished", s.name)
-            }
+            let name = &s.fixed.name;
+            s.view(|v| {
+                if v.running {
+                    format!("{name}: {} {} {:.0} IOPS", v.phase, v.profile, v.iops)
+                } else {
+                    format!("{name}: finished")
+                }
+            })
         })
         .collect();
     parts.join("; ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::health::{DeviceHealth, HealthSnapshot, HostIo, SmartSample};
-    use crate::nvme::discover::{Controller, Namespace};
-    use crate::nvme::log::smart::SmartLog;
-
-    fn device(first: Option<SmartSample>, last: Option<SmartSample>) -> DeviceHealth {
-        let mut d = DeviceHealth::new(&Controller {
-            name: "nvme0".into(),
-            dev_path: "/dev/nvme0".into(),
-            serial: "S".into(),
-            model: "M".into(),
-            firmware: "F".into(),
-            namespaces: vec![Namespace {
-                name: "nvme0n1".into(),
-                nsid: 1,
-                dev_path: "/dev/nvme0n1".into(),
-            }],
-        });
-        d.first_sample = first;
-        d.last_sample = last;
-        d
-    }
-
-    fn sample(time: f64, units: u128, written: u64, events: u64, throttling: bool) -> SmartSample {
-        SmartSample {
-            time,
-            smart: SmartLog {
-                data_units_written: units,
-                ..Default::default()
-            },
-            host: vec![HostIo {
-                path: "/dev/nvme0n1".into(),
-                written_bytes: written,
-                ..Default::default()
-            }],
-            throttle_events: events,
-            throttling,
-        }
-    }
-
-    fn target(started_at: f64) -> scheduler::TargetSnapshot {
-        scheduler::TargetSnapshot {
-            name: "t".into(),
-            path: "/dev/nvme0n1".into(),
-            is_block: true,
-            started_at,
-            ..Default::default()
-        }
-    }
-
-    fn snap(d: DeviceHealth) -> HealthSnapshot {
-        HealthSnapshot {
-            devices: vec![d],
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn a_by_id_target_maps_to_the_controller_the_poller_found() {
-        // The target is named through a /dev/disk/by-id link: parsing its name finds no
-        // controller, the poller's mapping (which resolves it) does, and the label follows.
-        let by_id = "/dev/disk/by-id/nvme-M_S";
-        let mut t = target(100.0);
-        t.path = by_id.into();
-        assert_eq!(crate::nvme::controller_of_node(by_id), None);
-        let mut s = sample(130.0, 1, 0, 0, false);
-        s.host[0].path = by_id.into();
-        update_target_drive(&mut t, &snap(device(Some(s.clone()), Some(s))));
-        assert_eq!(t.controller.as_deref(), Some("nvme0"));
-        let info = crate::metrics::workload::DaemonInfo {
-            version: "v",
-            revision: "r",
-            uptime_secs: 0.0,
-            auth: None,
-        };
-        let fams = crate::metrics::workload::families(std::slice::from_ref(&t), &[], &info);
-        let f = fams
-            .iter()
-            .find(|f| f.name() == "nvsoak_target_info")
-            .expect("nvsoak_target_info");
-        let device: Vec<String> = f.get_metric()[0]
-            .get_label()
-            .iter()
-            .filter(|l| l.name() == "device")
-            .map(|l| l.value().to_string())
-            .collect();
-        assert_eq!(device, vec!["nvme0".to_string()]);
-    }
-
-    #[test]
-    fn prestart_poll_is_the_baseline_and_later_polls_run_from_it() {
-        // Taken before the target started: its host entry is zero, the carried totals count.
-        let mut pre = sample(99.5, 7, 0, 2, true);
-        pre.smart.host_write_commands = 70;
-        let mut t = target(100.0);
-        t.carried.write_bytes = 1 << 20;
-        t.drive.polls_from = Some(99.0);
-        update_target_drive(&mut t, &snap(device(Some(pre.clone()), Some(pre.clone()))));
-        let start: SmartLog =
-            serde_json::from_value(t.smart_at_soak_start.clone().expect("baseline")).expect("log");
-        assert_eq!(start.data_units_written, 7);
-        assert_eq!(start.host_write_commands, 70);
-        let base = t.drive.host_at_soak_start.expect("host baseline");
-        assert_eq!((base.time, base.written_bytes), (99.5, 1 << 20));
-        assert_eq!(
-            t.drive.episodes_base,
-            Some(1),
-            "the episode under way counts"
-        );
-        // The next poll (after the target started) keeps that baseline.
-        let later = sample(130.0, 17, 10 * 512_000, 2, false);
-        update_target_drive(&mut t, &snap(device(Some(pre), Some(later))));
-        let f = t.drive.figures.clone().expect("figures");
-        assert_eq!(f.data_written_bytes, Some(10 * 512_000));
-        assert_eq!(f.nvsoak_written_bytes, Some(10 * 512_000));
-        // A target that already has a baseline (a resumed soak) keeps it.
-        let mut resumed = target(100.0);
-        resumed.drive.polls_from = Some(98.0);
-        resumed.smart_at_soak_start = Some(serde_json::json!({"data_units_written": 1}));
-        let other = sample(99.0, 99, 0, 0, false);
-        update_target_drive(
-            &mut resumed,
-            &snap(device(Some(other.clone()), Some(other))),
-        );
-        assert_eq!(
-            resumed.smart_at_soak_start,
-            Some(serde_json::json!({"data_units_written": 1}))
-        );
-        assert!(resumed.drive.host_at_soak_start.is_none());
-    }
-
-    #[test]
-    fn baseline_is_the_first_poll_of_the_run_and_deltas_run_to_the_latest() {
-        let mut t = target(100.0);
-        // The poller's first read (throttling already: that episode counts), then a later one.
-        let h = snap(device(
-            Some(sample(101.0, 10, 4096, 1, true)),
-            Some(sample(131.0, 30, 4096 + 10 * 512_000, 3, false)),
-        ));
-        update_target_drive(&mut t, &h);
-        let start: SmartLog =
-            serde_json::from_value(t.smart_at_soak_start.clone().expect("baseline")).expect("log");
-        assert_eq!(
-            start.data_units_written, 10,
-            "the first poll, not the latest"
-        );
-        let base = t.drive.host_at_soak_start.expect("host baseline");
-        assert_eq!((base.time, base.written_bytes), (101.0, 4096));
-        let f = t.drive.figures.clone().expect("figures");
-        assert_eq!(f.device, "nvme0");
-        assert_eq!(f.data_written_bytes, Some(20 * 512_000));
-        assert_eq!(f.nvsoak_written_bytes, Some(10 * 512_000));
-        assert_eq!(f.accounting_agrees, Some(false));
-        assert_eq!(
-            f.throttle_episodes,
-            Some(3),
-            "events 3, one under way at the start"
-        );
-        // The checkpoint carries the baseline and the episodes.
-        let st = t.to_state();
-        assert_eq!(st.smart_at_soak_start, t.smart_at_soak_start);
-        assert_eq!(st.host_at_soak_start, Some(base));
-        assert_eq!(st.drive_throttle_episodes, 3);
-    }
-
-    #[test]
-    fn a_resumed_soak_keeps_its_baseline_and_adds_the_carried_totals() {
-        let mut t = target(1000.0);
-        t.smart_at_soak_start = serde_json::to_value(SmartLog {
-            data_units_written: 5,
-            ..Default::default()
-        })
-        .ok();
-        t.drive.host_at_soak_start = Some(crate::workload::results::HostAtSmart {
-            time: 10.0,
-            written_bytes: 0,
-            ..Default::default()
-        });
-        t.carried.write_bytes = 2 * 512_000;
-        t.drive.episodes_carried = 2;
-        // This run's own counters restart at 0; the poller's first read predates nothing.
-        let h = snap(device(
-            Some(sample(1001.0, 8, 0, 0, false)),
-            Some(sample(1031.0, 9, 2 * 512_000, 1, true)),
-        ));
-        update_target_drive(&mut t, &h);
-        let f = t.drive.figures.clone().expect("figures");
-        assert_eq!(f.start_time, 10.0);
-        assert_eq!(f.data_written_bytes, Some(4 * 512_000));
-        assert_eq!(
-            f.nvsoak_written_bytes,
-            Some(4 * 512_000),
-            "carried + this run"
-        );
-        assert_eq!(f.accounting_agrees, Some(true));
-        assert_eq!(f.throttle_episodes, Some(3));
-    }
-
-    #[test]
-    fn polls_before_the_target_started_are_not_its_baseline() {
-        // A target started by a reload: the poller's first read belongs to the old one.
-        let mut t = target(500.0);
-        let h = snap(device(
-            Some(sample(1.0, 1, 999, 0, false)),
-            Some(sample(400.0, 7, 999, 0, false)),
-        ));
-        update_target_drive(&mut t, &h);
-        assert!(t.smart_at_soak_start.is_none() && t.drive.figures.is_none());
-        let h = snap(device(
-            Some(sample(1.0, 1, 999, 0, false)),
-            Some(sample(530.0, 8, 0, 0, false)),
-        ));
-        update_target_drive(&mut t, &h);
-        let f = t.drive.figures.clone().expect("figures");
-        assert_eq!(f.start_time, 530.0);
-        assert_eq!(f.data_written_bytes, Some(0));
-        // A file target or another drive's namespace: nothing.
-        let mut other = target(0.0);
-        other.path = "/dev/nvme1n1".into();
-        update_target_drive(&mut other, &h);
-        assert!(other.drive.figures.is_none() && other.smart_at_soak_start.is_none());
-    }
 }

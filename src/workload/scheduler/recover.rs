@@ -10,7 +10,7 @@ impl Runner {
         let path = self.spec.path.clone();
         tracing::warn!(target_name = %self.spec.name, path = %path.display(),
             "the target's device went away; pausing the workload and retrying");
-        with_snapshot(&self.snapshot, |s| {
+        self.snapshot.update(|s| {
             s.up = false;
             // Paused, not running: the stall alert stays quiet, the device-down alert fires.
             s.running = false;
@@ -57,7 +57,7 @@ impl Runner {
                     self.fd = Arc::new(t.fd);
                     tracing::info!(target_name = %self.spec.name, path = %path.display(),
                         "the device is back; resuming the workload");
-                    with_snapshot(&self.snapshot, |s| {
+                    self.snapshot.update(|s| {
                         s.up = true;
                         s.running = true;
                         s.resume_clock(now_unix());

@@ -231,17 +231,18 @@ impl Runner {
         let job = seg.job;
         let workers = job.workers.max(1) as usize;
         self.segment_counter += 1;
-        with_snapshot(&self.snapshot, |s| {
+        self.snapshot.update(|s| {
             s.profile = job.name.clone();
             s.jobs.entry(job.name.clone()).or_default().active = true;
         });
-        let verify = read_snapshot(&self.snapshot).verify;
+        let verify = self.snapshot.fixed.verify.clone();
         let crew = self.spawn_workers(&seg, verify.as_ref())?;
-        let base = read_snapshot(&self.snapshot)
-            .jobs
-            .get(&job.name)
-            .map(|j| (j.read.clone(), j.write.clone()))
-            .unwrap_or_default();
+        let base = self.snapshot.view(|s| {
+            s.jobs
+                .get(&job.name)
+                .map(|j| (j.read.clone(), j.write.clone()))
+                .unwrap_or_default()
+        });
         let started = Instant::now();
         let mut tally = Tally::new(base, workers, started);
         let mut stops = Stops::default();
@@ -283,7 +284,7 @@ impl Runner {
             }
         }
         let worker_fatal = crew.join();
-        with_snapshot(&self.snapshot, |s| s.deactivate_job(&job.name));
+        self.snapshot.update(|s| s.deactivate_job(&job.name));
         let outcome = tally.outcome(started.elapsed().as_secs_f64(), stops.device_gone);
         match stops.fatal.or(worker_fatal) {
             Some(e) if !stops.device_gone => Err(e),
@@ -430,7 +431,7 @@ impl Runner {
         tw.merge(sw);
         let name = job.name.clone();
         let eng = tally.engine;
-        with_snapshot(&self.snapshot, |s| {
+        self.snapshot.update(|s| {
             if let Some(e) = eng {
                 s.engine = Some(e.to_string());
             }
@@ -457,11 +458,7 @@ impl Runner {
         verify: Option<&VerifyCtx>,
     ) {
         if let Some(max) = self.spec.max_errors {
-            let all: u64 = read_snapshot(&self.snapshot)
-                .jobs
-                .values()
-                .map(|j| j.read.errors.total() + j.write.errors.total())
-                .sum();
+            let all: u64 = self.snapshot.view(TargetView::errors);
             if all >= max && stops.fatal.is_none() {
                 stops.fatal = Some(RunError::TooManyErrors { errors: all, max });
             }

@@ -12,7 +12,7 @@ impl Runner {
         steady: &SteadyConfig,
     ) -> Result<(), RunError> {
         let start = Instant::now();
-        let resumed_history = read_snapshot(&self.snapshot).steady_history;
+        let resumed_history = self.snapshot.view(|s| s.steady_history.clone());
         let mut detectors: BTreeMap<String, (SteadyDetector, u64, Instant)> = BTreeMap::new();
         let mut idx = 0usize;
         loop {
@@ -61,7 +61,7 @@ impl Runner {
                     let st = det.0.push_round(iops, now_unix());
                     det.1 = 0;
                     det.2 = now;
-                    with_snapshot(&snapshot, |s| {
+                    snapshot.update(|s| {
                         s.jobs.entry(name.clone()).or_default().steady = Some(st);
                         s.steady_history.push(iops);
                         if s.steady_history.len() > STEADY_HISTORY_MAX {
@@ -82,10 +82,9 @@ impl Runner {
             );
             // The job's steady state so far is recorded even when the segment stopped the
             // target.
-            if let Some(st) = read_snapshot(&self.snapshot)
-                .jobs
-                .get(&job.name)
-                .and_then(|j| j.steady.clone())
+            if let Some(st) = self
+                .snapshot
+                .view(|s| s.jobs.get(&job.name).and_then(|j| j.steady.clone()))
             {
                 self.record_steady(&job.name, &st);
             }

@@ -94,7 +94,7 @@ impl Runner {
     }
 
     pub(crate) fn publish_sweep(&mut self, job: &JobSpec, result: &SweepResult) {
-        with_snapshot(&self.snapshot, |s| {
+        self.snapshot.update(|s| {
             s.jobs.entry(job.name.clone()).or_default().sweep = Some(result.clone());
             s.sweep_progress = Some(result.clone());
         });
