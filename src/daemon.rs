@@ -329,111 +329,15 @@ pub struct RunFlags {
 
 /// What runs now: the settings in effect, a handle per started target, and the plan hash the
 /// checkpoint is saved under (always the hash of `settings.targets`).
-struct Running {
-    settings: Settings,
-    handles: Vec<TargetHandle>,
-    plan_hash: String,
+pub(crate) struct Running {
+    pub(crate) settings: Settings,
+    pub(crate) handles: Vec<TargetHandle>,
+    pub(crate) plan_hash: String,
 }
 
 impl Running {
     fn snapshots(&self) -> Vec<SharedSnapshot> {
         self.handles.iter().map(|h| h.snapshot.clone()).collect()
-    }
-}
-
-/// What a SIGHUP did.
-#[derive(Debug, Default)]
-struct ReloadOutcome {
-    applied: bool,
-    checkpoint_interval_changed: bool,
-    /// At least one target was (re)started.
-    started_targets: bool,
-}
-
-/// SIGHUP: load and validate the config file again and apply it. An invalid file changes
-/// nothing. Unchanged targets keep running untouched; removed ones are stopped; changed and new
-/// ones are started from the start of their plan. Blocking (it opens files and joins threads).
-fn reload(
-    run: &mut Running,
-    flags: &RunFlags,
-    opts: &RunOptions,
-    global_stop: &Arc<AtomicBool>,
-) -> ReloadOutcome {
-    let Some(path) = flags.config_path.as_deref() else {
-        tracing::warn!(
-            "SIGHUP: running the built-in default (no --config), so there is no file to reload"
-        );
-        return ReloadOutcome::default();
-    };
-    let mut new = match crate::config::load(Some(path)) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(config = %path.display(),
-                "SIGHUP: config rejected, keeping the running config unchanged: {e}");
-            return ReloadOutcome::default();
-        }
-    };
-    flags.overrides.apply(&mut new);
-    for key in crate::reload::needs_restart(&run.settings, &new) {
-        tracing::warn!(config = %path.display(), key,
-            "SIGHUP: {key} changed; it takes effect only after a restart, keeping the running value");
-    }
-    let merged = crate::reload::merge_live(&run.settings, &new);
-    if let Err(e) = scheduler::check_aliases(&merged.targets) {
-        tracing::error!(config = %path.display(),
-            "SIGHUP: config rejected, keeping the running config unchanged: {e}");
-        return ReloadOutcome::default();
-    }
-    let diff = crate::reload::diff_targets(&run.settings.targets, &merged.targets);
-    let checkpoint_interval_changed =
-        merged.state.checkpoint_interval != run.settings.state.checkpoint_interval;
-
-    let mut stopped = Vec::new();
-    for name in diff.to_stop() {
-        if let Some(i) = run.handles.iter().position(|h| h.name == name) {
-            let h = run.handles.remove(i);
-            h.join();
-            tracing::info!(target_name = %name, "SIGHUP: target stopped");
-            stopped.push(name);
-        }
-    }
-    let mut started = Vec::new();
-    let mut failed = Vec::new();
-    for spec in diff.to_start() {
-        // A changed target starts its plan over: its earlier results go aside first.
-        crate::workload::results::archive(&opts.state_dir, &spec.name, "restart");
-        match scheduler::start(spec.clone(), opts.clone(), global_stop.clone(), None, None) {
-            Ok(h) => {
-                tracing::info!(target_name = %spec.name, path = %spec.path.display(), "target started");
-                run.handles.push(h);
-                started.push(spec.name.clone());
-            }
-            Err(e) => {
-                tracing::error!(target_name = %spec.name, path = %spec.path.display(),
-                    "SIGHUP: target could not be started, it stays stopped: {e}");
-                failed.push(spec.name.clone());
-            }
-        }
-    }
-    // The running plan: the new config's targets, in its order, minus those that failed.
-    let mut specs = merged.targets.clone();
-    specs.retain(|t| run.handles.iter().any(|h| h.name == t.name));
-    run.handles.sort_by_key(|h| {
-        specs
-            .iter()
-            .position(|t| t.name == h.name)
-            .unwrap_or(usize::MAX)
-    });
-    run.settings = merged;
-    run.settings.targets = specs;
-    run.plan_hash = crate::state::plan_hash(&run.settings.targets);
-    tracing::info!(config = %path.display(),
-        unchanged = ?diff.unchanged, stopped = ?stopped, started = ?started, failed = ?failed,
-        "SIGHUP: config reloaded");
-    ReloadOutcome {
-        applied: true,
-        checkpoint_interval_changed,
-        started_targets: !started.is_empty(),
     }
 }
 
@@ -617,7 +521,7 @@ impl Pulse {
 /// poll interval later), and save the checkpoint now (or right after the save in flight) so
 /// the one on disk matches the plan that runs.
 fn after_reload(
-    out: &ReloadOutcome,
+    out: &crate::reload::apply::ReloadOutcome,
     running: &Running,
     targets: &TargetList,
     app: &DaemonApp,
@@ -699,10 +603,25 @@ async fn stop_targets(
     }
 }
 
-/// [`run`] with the health poller's sysfs root and transport chosen by the caller: the
-/// integration tests run the whole daemon in-process on a fake sysfs tree with replayed log
-/// pages. Installs the SIGTERM/SIGINT/SIGHUP handlers of the calling process.
-pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Result<()> {
+/// What start-up hands the event loop: the plan that runs and what it runs with. The state
+/// directory's lock is held for as long as this lives.
+struct Started {
+    global_stop: Arc<AtomicBool>,
+    opts: RunOptions,
+    running: Running,
+    targets: TargetList,
+    pre_poller: Option<(crate::health::Poller, f64)>,
+    slow_checkpoint: Duration,
+    _lock: crate::state::StateLock,
+}
+
+/// Start-up before the runtime serves anything: the web config and port, the state directory,
+/// the runtime, the state directory's lock, the checkpoint, the pre-start health poll, every
+/// target and its baseline.
+fn start_up(
+    settings: &Settings,
+    wiring: &HealthWiring,
+) -> Result<(crate::http::Prepared, tokio::runtime::Runtime, Started)> {
     // The web config and the port first: a busy port or a bad certificate exits here, before
     // the state directory, any target file or any I/O.
     let prepared = crate::http::prepare(crate::http::ServerOptions {
@@ -721,15 +640,13 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
             settings.state.dir.display()
         )
     })?;
-
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .thread_name("nvsoak-rt")
         .build()
         .context("starting the async runtime")?;
-
-    let _lock = crate::state::lock(&settings.state.dir).with_context(|| {
+    let lock = crate::state::lock(&settings.state.dir).with_context(|| {
         format!(
             "locking state directory {} (is another nvsoak using it?)",
             settings.state.dir.display()
@@ -737,124 +654,182 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
     })?;
     let slow_checkpoint = test_slow_checkpoint();
     let plan_hash = crate::state::plan_hash(&settings.targets);
-    let (mut loaded, fresh) = load_checkpoint(&settings, &plan_hash)?;
-
-    let pre_poller = pre_poll(&settings, &wiring);
-
-    let handles = start_targets(&settings, &opts, &global_stop, &mut loaded, fresh)?;
+    let (mut loaded, fresh) = load_checkpoint(settings, &plan_hash)?;
+    let pre_poller = pre_poll(settings, wiring);
+    let handles = start_targets(settings, &opts, &global_stop, &mut loaded, fresh)?;
     if let Some((p, at)) = &pre_poller {
         set_baselines(&handles, p, *at);
     }
-    let config_path: Option<&Path> = flags.config_path.as_deref();
-    let mut running = Running {
+    let running = Running {
         settings: settings.clone(),
         handles,
         plan_hash,
     };
     let targets = TargetList::new(running.snapshots());
-    if let Some(p) = config_path {
-        tracing::debug!(config = %p.display(), "SIGHUP reloads this config file");
-    }
+    let started = Started {
+        global_stop,
+        opts,
+        running,
+        targets,
+        pre_poller,
+        slow_checkpoint,
+        _lock: lock,
+    };
+    Ok((prepared, runtime, started))
+}
 
-    let result = runtime.block_on(async {
-        // Before anything is served: a SIGTERM as soon as /healthz answers is a clean stop.
-        let Signals {
-            mut sigterm,
-            mut sigint,
-            mut sighup,
-        } = Signals::install()?;
-        let host_io: Arc<dyn HostIoSource> = Arc::new(targets.clone());
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let health =
-            pre_poller.map(|(p, _)| crate::health::spawn_prepared(p, host_io, stop_rx.clone()));
-        let app = Arc::new(DaemonApp {
-            targets: targets.clone(),
-            health,
-            started: Instant::now(),
-            history: std::sync::Mutex::new(crate::report::history::History::new(
-                3600,
-                Duration::from_secs(1),
-            )),
-            state_dir: settings.state.dir.clone(),
-            checkpoint_stats: Arc::new(crate::state::SaveStats::default()),
-            auth: Some(prepared.auth_guard()),
-        });
-        let server = prepared.attach(app.clone())?;
-        let addr = server.local_addr();
-        tracing::info!(%addr, "serving /metrics");
-        let server_task = tokio::spawn(async move {
-            let mut rx = stop_rx;
-            server
-                .run(async move {
-                    let _ = rx.wait_for(|v| *v).await;
-                })
-                .await
-        });
+/// What serves while the targets run: the app HTTP asks, the server's task and its stop.
+struct Serving {
+    app: Arc<DaemonApp>,
+    server_task: tokio::task::JoinHandle<Result<(), crate::http::HttpError>>,
+    stop_tx: tokio::sync::watch::Sender<bool>,
+}
 
-        notify(&[sd_notify::NotifyState::Ready]);
-        // With --exit-when-done: the targets that stopped on an error ("name: reason").
-        let mut stopped_on_error: Vec<String> = Vec::new();
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        let mut checkpoint_tick = tokio::time::interval(settings.state.checkpoint_interval);
-        checkpoint_tick.tick().await;
-        let state_dir = settings.state.dir.clone();
-        let mut saver = CheckpointSaver {
-            app: app.clone(),
-            dir: state_dir.clone(),
-            slow: slow_checkpoint,
-            in_flight: None,
-            pending: None,
-        };
-        let mut pulse = Pulse::default();
-        loop {
-            tokio::select! {
-                _ = sigterm.recv() => { tracing::info!("SIGTERM: stopping"); break; }
-                _ = sigint.recv() => { tracing::info!("SIGINT: stopping"); break; }
-                _ = sighup.recv() => {
-                    tracing::info!("SIGHUP: reloading the config");
-                    // Opening files and joining stopped targets blocks: keep the other runtime
-                    // thread serving /metrics meanwhile.
-                    let out = tokio::task::block_in_place(|| {
-                        reload(&mut running, &flags, &opts, &global_stop)
-                    });
-                    if out.applied {
-                        after_reload(&out, &running, &targets, &app, &mut saver);
-                        if out.checkpoint_interval_changed {
-                            checkpoint_tick =
-                                tokio::time::interval(running.settings.state.checkpoint_interval);
-                            checkpoint_tick.tick().await;
-                        }
-                    }
-                }
-                _ = checkpoint_tick.tick() => saver.tick(&running.plan_hash),
-                _ = saver.settle(), if saver.busy() => {}
-                _ = tick.tick() => {
-                    pulse.beat(&app);
-                    if flags.exit_when_done && running.handles.iter().all(|h| h.is_finished()) {
-                        stopped_on_error = stopped_on_error_of(&running);
-                        if stopped_on_error.is_empty() {
-                            tracing::info!("every target finished its plan; exiting");
-                        } else {
-                            tracing::error!(
-                                "every target stopped, {} of them on an error; exiting",
-                                stopped_on_error.len()
-                            );
-                        }
-                        break;
+/// On the runtime: the health poller (from the pre-start poll) and the HTTP server.
+fn serve(
+    prepared: crate::http::Prepared,
+    targets: &TargetList,
+    pre_poller: Option<(crate::health::Poller, f64)>,
+    state_dir: &Path,
+) -> Result<Serving> {
+    let host_io: Arc<dyn HostIoSource> = Arc::new(targets.clone());
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let health =
+        pre_poller.map(|(p, _)| crate::health::spawn_prepared(p, host_io, stop_rx.clone()));
+    let app = Arc::new(DaemonApp {
+        targets: targets.clone(),
+        health,
+        started: Instant::now(),
+        history: std::sync::Mutex::new(crate::report::history::History::new(
+            3600,
+            Duration::from_secs(1),
+        )),
+        state_dir: state_dir.to_path_buf(),
+        checkpoint_stats: Arc::new(crate::state::SaveStats::default()),
+        auth: Some(prepared.auth_guard()),
+    });
+    let server = prepared.attach(app.clone())?;
+    let addr = server.local_addr();
+    tracing::info!(%addr, "serving /metrics");
+    let server_task = tokio::spawn(async move {
+        let mut rx = stop_rx;
+        server
+            .run(async move {
+                let _ = rx.wait_for(|v| *v).await;
+            })
+            .await
+    });
+    Ok(Serving {
+        app,
+        server_task,
+        stop_tx,
+    })
+}
+
+/// The event loop until a signal (or, with --exit-when-done, the end of every plan): reloads,
+/// checkpoint ticks, the once-a-second pulse. Returns the targets that stopped on an error
+/// ("name: reason") when --exit-when-done ended it.
+async fn event_loop(
+    signals: Signals,
+    st: &mut Started,
+    flags: &RunFlags,
+    app: &Arc<DaemonApp>,
+    saver: &mut CheckpointSaver,
+) -> Vec<String> {
+    let Signals {
+        mut sigterm,
+        mut sigint,
+        mut sighup,
+    } = signals;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut checkpoint_tick = tokio::time::interval(st.running.settings.state.checkpoint_interval);
+    checkpoint_tick.tick().await;
+    let mut pulse = Pulse::default();
+    loop {
+        tokio::select! {
+            _ = sigterm.recv() => { tracing::info!("SIGTERM: stopping"); break; }
+            _ = sigint.recv() => { tracing::info!("SIGINT: stopping"); break; }
+            _ = sighup.recv() => {
+                tracing::info!("SIGHUP: reloading the config");
+                // Opening files and joining stopped targets blocks: keep the other runtime
+                // thread serving /metrics meanwhile.
+                let out = tokio::task::block_in_place(|| {
+                    crate::reload::apply::reload(&mut st.running, flags, &st.opts, &st.global_stop)
+                });
+                if out.applied {
+                    after_reload(&out, &st.running, &st.targets, app, saver);
+                    if out.checkpoint_interval_changed {
+                        checkpoint_tick =
+                            tokio::time::interval(st.running.settings.state.checkpoint_interval);
+                        checkpoint_tick.tick().await;
                     }
                 }
             }
+            _ = checkpoint_tick.tick() => saver.tick(&st.running.plan_hash),
+            _ = saver.settle(), if saver.busy() => {}
+            _ = tick.tick() => {
+                pulse.beat(app);
+                if flags.exit_when_done && st.running.handles.iter().all(|h| h.is_finished()) {
+                    let stopped_on_error = stopped_on_error_of(&st.running);
+                    if stopped_on_error.is_empty() {
+                        tracing::info!("every target finished its plan; exiting");
+                    } else {
+                        tracing::error!(
+                            "every target stopped, {} of them on an error; exiting",
+                            stopped_on_error.len()
+                        );
+                    }
+                    return stopped_on_error;
+                }
+            }
         }
-        notify(&[sd_notify::NotifyState::Stopping]);
-        stop_targets(&app, &mut running, &global_stop, &state_dir).await;
-        // The final checkpoint, after the save in flight (if any) ended.
-        saver.finish(&running.plan_hash).await;
-        let _ = stop_tx.send(true);
-        match tokio::time::timeout(Duration::from_secs(1), server_task).await {
-            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server ended with an error"),
-            Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed"),
-            _ => {}
-        }
+    }
+    Vec::new()
+}
+
+/// Shutdown: stop and drain the targets, the final poll, the final checkpoint (after the save
+/// in flight, if any), then the HTTP server.
+async fn shut_down(
+    st: &mut Started,
+    serving: Serving,
+    saver: &mut CheckpointSaver,
+    state_dir: &Path,
+) {
+    notify(&[sd_notify::NotifyState::Stopping]);
+    stop_targets(&serving.app, &mut st.running, &st.global_stop, state_dir).await;
+    saver.finish(&st.running.plan_hash).await;
+    let _ = serving.stop_tx.send(true);
+    match tokio::time::timeout(Duration::from_secs(1), serving.server_task).await {
+        Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server ended with an error"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed"),
+        _ => {}
+    }
+}
+
+/// [`run`] with the health poller's sysfs root and transport chosen by the caller: the
+/// integration tests run the whole daemon in-process on a fake sysfs tree with replayed log
+/// pages. Installs the SIGTERM/SIGINT/SIGHUP handlers of the calling process.
+pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Result<()> {
+    let (prepared, runtime, mut st) = start_up(&settings, &wiring)?;
+    if let Some(p) = flags.config_path.as_deref() {
+        tracing::debug!(config = %p.display(), "SIGHUP reloads this config file");
+    }
+    let state_dir = settings.state.dir.clone();
+    let result = runtime.block_on(async {
+        // Before anything is served: a SIGTERM as soon as /healthz answers is a clean stop.
+        let signals = Signals::install()?;
+        let serving = serve(prepared, &st.targets, st.pre_poller.take(), &state_dir)?;
+        notify(&[sd_notify::NotifyState::Ready]);
+        let mut saver = CheckpointSaver {
+            app: serving.app.clone(),
+            dir: state_dir.clone(),
+            slow: st.slow_checkpoint,
+            in_flight: None,
+            pending: None,
+        };
+        let app = serving.app.clone();
+        let stopped_on_error = event_loop(signals, &mut st, &flags, &app, &mut saver).await;
+        shut_down(&mut st, serving, &mut saver, &state_dir).await;
         if !stopped_on_error.is_empty() {
             anyhow::bail!(
                 "--exit-when-done: {} target(s) stopped on an error instead of finishing the plan ({})",
