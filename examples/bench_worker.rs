@@ -43,7 +43,8 @@ fn run() -> Result<(), String> {
         &a[3],
         secs,
         engine,
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     println!(
         "{}",
         serde_json::to_string(&r).map_err(|e| format!("encoding the result: {e}"))?

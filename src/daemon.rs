@@ -34,11 +34,7 @@ pub struct DaemonApp {
 
 impl DaemonApp {
     pub fn target_snapshots(&self) -> Vec<scheduler::TargetSnapshot> {
-        self.targets
-            .get()
-            .iter()
-            .map(|s| crate::util::read(s).clone())
-            .collect()
+        self.targets.get().iter().map(|s| s.snapshot()).collect()
     }
 
     fn soak_totals(&self, snaps: &[scheduler::TargetSnapshot]) -> Vec<SoakTotals> {
@@ -58,15 +54,13 @@ impl DaemonApp {
     }
 
     /// Refresh every block target's drive-side soak figures from the latest health poll (see
-    /// [`update_target_drive`]). Cheap: no I/O, one short write lock per target.
+    /// [`crate::workload::drive::DriveTracking::update`]). Cheap: no I/O, one short write lock
+    /// per target.
     pub fn update_drive_figures(&self) {
         let Some(h) = &self.health else { return };
         let health = h.snapshot();
         for shared in self.targets.get() {
-            let mut g = crate::util::write(&shared);
-            if g.is_block {
-                update_target_drive(&mut g, &health);
-            }
+            shared.update_drive_from(&health);
         }
     }
 
@@ -81,17 +75,16 @@ impl DaemonApp {
         slow: Duration,
     ) -> Result<(), crate::state::StateError> {
         self.update_drive_figures();
-        let snaps: Vec<scheduler::TargetSnapshot> = targets
-            .iter()
-            .map(|s| crate::util::read(s).clone())
-            .collect();
         let cp = crate::state::Checkpoint::new(
             plan_hash.to_string(),
-            snaps.iter().map(|s| s.to_state()).collect(),
+            targets.iter().map(|s| s.to_state()).collect(),
         );
-        let maps: Vec<(&str, &crate::workload::pattern::GenMap)> = snaps
+        let maps: Vec<(&str, &crate::workload::pattern::GenMap)> = targets
             .iter()
-            .filter_map(|s| s.verify.as_ref().map(|v| (s.name.as_str(), &*v.map)))
+            .filter_map(|s| {
+                let f = &s.fixed;
+                f.verify.as_ref().map(|v| (f.name.as_str(), &*v.map))
+            })
             .collect();
         if !slow.is_zero() {
             std::thread::sleep(slow);
@@ -159,121 +152,6 @@ impl crate::http::App for DaemonApp {
             body: crate::report::report_page_html(&self.state_dir),
         })
     }
-}
-
-/// The drive-side soak figures of one block target from a health snapshot.
-///
-/// The target's drive is the one whose latest SMART sample carries the target's host figures
-/// (the poller matched its path to a namespace or partition). Only polls from
-/// `drive.polls_from` on (default: the target's start) describe this target; the daemon sets it
-/// to its pre-start poll for the targets it starts with, so their baseline predates the first
-/// write. On the first call that finds it in this run, the soak-start baseline is taken, unless
-/// the checkpoint already brought one: the poller's first SMART read of this run when it
-/// already saw this target, else the latest.
-/// The baseline (SMART log and nvsoak's soak totals of that instant) is checkpointed, so the
-/// deltas span the whole soak across restarts. Then the figures are recomputed from the
-/// baseline to the latest successful poll ([`crate::workload::results::drive_soak`]).
-pub fn update_target_drive(
-    t: &mut scheduler::TargetSnapshot,
-    health: &crate::health::HealthSnapshot,
-) {
-    use crate::health::{HostIo, SmartSample};
-    use crate::workload::results::{DriveReading, HostAtSmart, drive_soak};
-    let path = PathBuf::from(&t.path);
-    let on = |s: &SmartSample| s.host.iter().find(|h| h.path == path).cloned();
-    let Some((d, latest, latest_io)) = health.devices.iter().find_map(|d| {
-        let s = d.last_sample.as_ref()?;
-        let io = on(s)?;
-        Some((d, s, io))
-    }) else {
-        return;
-    };
-    // The poller mapped the target's path to this controller (symlinks and partitions
-    // resolved): the target's `device` label follows it.
-    t.controller = Some(d.name.clone());
-    // A poll from before this run's target started describes an earlier target on the path.
-    let from = t.drive.polls_from.unwrap_or(t.started_at);
-    if latest.time < from {
-        return;
-    }
-    let carried = t.carried.clone();
-    let host_at = |s: &SmartSample, io: &HostIo| HostAtSmart {
-        time: s.time,
-        read_bytes: carried.read_bytes + io.read_bytes,
-        written_bytes: carried.write_bytes + io.written_bytes,
-        read_ops: carried.read_ops + io.read_ops,
-        write_ops: carried.write_ops + io.write_ops,
-    };
-    if t.drive.episodes_base.is_none() || t.smart_at_soak_start.is_none() {
-        let (first, first_io) = d
-            .first_sample
-            .as_ref()
-            .filter(|s| s.time >= from)
-            .and_then(|s| on(s).map(|io| (s, io)))
-            .unwrap_or((latest, latest_io.clone()));
-        if t.drive.episodes_base.is_none() {
-            // An episode under way at the first poll counts as one seen during the soak.
-            t.drive.episodes_base = Some(
-                first
-                    .throttle_events
-                    .saturating_sub(u64::from(first.throttling)),
-            );
-        }
-        if t.smart_at_soak_start.is_none()
-            && let Ok(v) = serde_json::to_value(&first.smart)
-        {
-            t.smart_at_soak_start = Some(v);
-            t.drive.host_at_soak_start = Some(host_at(first, &first_io));
-        }
-    }
-    let base = t.drive.episodes_base.unwrap_or(0);
-    t.drive.episodes_this_run = latest.throttle_events.saturating_sub(base);
-    let Some(start) = t
-        .smart_at_soak_start
-        .as_ref()
-        .and_then(|v| serde_json::from_value::<crate::nvme::log::smart::SmartLog>(v.clone()).ok())
-    else {
-        return;
-    };
-    let start_time = t
-        .drive
-        .host_at_soak_start
-        .map(|h| h.time)
-        .or(t.soak_started)
-        .unwrap_or(latest.time);
-    let rated = d.derived.rated.as_ref();
-    let capacity = rated
-        .and_then(|r| r.capacity_bytes)
-        .map(|c| c as u64)
-        .or(Some(d.capacity_bytes()))
-        .filter(|c| *c > 0);
-    let mut f = drive_soak(
-        &DriveReading {
-            time: start_time,
-            smart: &start,
-            host: t.drive.host_at_soak_start,
-        },
-        &DriveReading {
-            time: latest.time,
-            smart: &latest.smart,
-            host: Some(host_at(latest, &latest_io)),
-        },
-        capacity,
-    );
-    f.device = d.name.clone();
-    t.drive.identity = Some(crate::workload::results::DeviceIdentity {
-        controller: d.name.clone(),
-        model: d.model.clone(),
-        serial: d.serial.clone(),
-        firmware: d.firmware.clone(),
-        capacity_bytes: d.capacity_bytes(),
-    });
-    f.throttle_episodes = Some(t.drive.episodes());
-    f.rated_dwpd = rated.and_then(|r| r.dwpd);
-    f.endurance_consumed_ratio = d.derived.endurance_consumed_ratio;
-    f.iops_throttled = d.derived.throttle.throttled_iops;
-    f.iops_unthrottled = d.derived.throttle.unthrottled_iops;
-    t.drive.figures = Some(f);
 }
 
 /// What the status page shows of each drive, from the latest health poll.
@@ -451,111 +329,15 @@ pub struct RunFlags {
 
 /// What runs now: the settings in effect, a handle per started target, and the plan hash the
 /// checkpoint is saved under (always the hash of `settings.targets`).
-struct Running {
-    settings: Settings,
-    handles: Vec<TargetHandle>,
-    plan_hash: String,
+pub(crate) struct Running {
+    pub(crate) settings: Settings,
+    pub(crate) handles: Vec<TargetHandle>,
+    pub(crate) plan_hash: String,
 }
 
 impl Running {
     fn snapshots(&self) -> Vec<SharedSnapshot> {
         self.handles.iter().map(|h| h.snapshot.clone()).collect()
-    }
-}
-
-/// What a SIGHUP did.
-#[derive(Debug, Default)]
-struct ReloadOutcome {
-    applied: bool,
-    checkpoint_interval_changed: bool,
-    /// At least one target was (re)started.
-    started_targets: bool,
-}
-
-/// SIGHUP: load and validate the config file again and apply it. An invalid file changes
-/// nothing. Unchanged targets keep running untouched; removed ones are stopped; changed and new
-/// ones are started from the start of their plan. Blocking (it opens files and joins threads).
-fn reload(
-    run: &mut Running,
-    flags: &RunFlags,
-    opts: &RunOptions,
-    global_stop: &Arc<AtomicBool>,
-) -> ReloadOutcome {
-    let Some(path) = flags.config_path.as_deref() else {
-        tracing::warn!(
-            "SIGHUP: running the built-in default (no --config), so there is no file to reload"
-        );
-        return ReloadOutcome::default();
-    };
-    let mut new = match crate::config::load(Some(path)) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(config = %path.display(),
-                "SIGHUP: config rejected, keeping the running config unchanged: {e}");
-            return ReloadOutcome::default();
-        }
-    };
-    flags.overrides.apply(&mut new);
-    for key in crate::reload::needs_restart(&run.settings, &new) {
-        tracing::warn!(config = %path.display(), key,
-            "SIGHUP: {key} changed; it takes effect only after a restart, keeping the running value");
-    }
-    let merged = crate::reload::merge_live(&run.settings, &new);
-    if let Err(e) = scheduler::check_aliases(&merged.targets) {
-        tracing::error!(config = %path.display(),
-            "SIGHUP: config rejected, keeping the running config unchanged: {e}");
-        return ReloadOutcome::default();
-    }
-    let diff = crate::reload::diff_targets(&run.settings.targets, &merged.targets);
-    let checkpoint_interval_changed =
-        merged.state.checkpoint_interval != run.settings.state.checkpoint_interval;
-
-    let mut stopped = Vec::new();
-    for name in diff.to_stop() {
-        if let Some(i) = run.handles.iter().position(|h| h.name == name) {
-            let h = run.handles.remove(i);
-            h.join();
-            tracing::info!(target_name = %name, "SIGHUP: target stopped");
-            stopped.push(name);
-        }
-    }
-    let mut started = Vec::new();
-    let mut failed = Vec::new();
-    for spec in diff.to_start() {
-        // A changed target starts its plan over: its earlier results go aside first.
-        crate::workload::results::archive(&opts.state_dir, &spec.name, "restart");
-        match scheduler::start(spec.clone(), opts.clone(), global_stop.clone(), None, None) {
-            Ok(h) => {
-                tracing::info!(target_name = %spec.name, path = %spec.path.display(), "target started");
-                run.handles.push(h);
-                started.push(spec.name.clone());
-            }
-            Err(e) => {
-                tracing::error!(target_name = %spec.name, path = %spec.path.display(),
-                    "SIGHUP: target could not be started, it stays stopped: {e}");
-                failed.push(spec.name.clone());
-            }
-        }
-    }
-    // The running plan: the new config's targets, in its order, minus those that failed.
-    let mut specs = merged.targets.clone();
-    specs.retain(|t| run.handles.iter().any(|h| h.name == t.name));
-    run.handles.sort_by_key(|h| {
-        specs
-            .iter()
-            .position(|t| t.name == h.name)
-            .unwrap_or(usize::MAX)
-    });
-    run.settings = merged;
-    run.settings.targets = specs;
-    run.plan_hash = crate::state::plan_hash(&run.settings.targets);
-    tracing::info!(config = %path.display(),
-        unchanged = ?diff.unchanged, stopped = ?stopped, started = ?started, failed = ?failed,
-        "SIGHUP: config reloaded");
-    ReloadOutcome {
-        applied: true,
-        checkpoint_interval_changed,
-        started_targets: !started.is_empty(),
     }
 }
 
@@ -683,11 +465,8 @@ fn start_targets(
 fn set_baselines(handles: &[TargetHandle], p: &crate::health::Poller, at: f64) {
     let pre = p.snapshot();
     for h in handles {
-        let mut t = crate::util::write(&h.snapshot);
-        t.drive.polls_from = Some(at);
-        if t.is_block {
-            update_target_drive(&mut t, &pre);
-        }
+        h.snapshot.update_drive(|d| d.polls_from = Some(at));
+        h.snapshot.update_drive_from(&pre);
     }
 }
 
@@ -742,7 +521,7 @@ impl Pulse {
 /// poll interval later), and save the checkpoint now (or right after the save in flight) so
 /// the one on disk matches the plan that runs.
 fn after_reload(
-    out: &ReloadOutcome,
+    out: &crate::reload::apply::ReloadOutcome,
     running: &Running,
     targets: &TargetList,
     app: &DaemonApp,
@@ -765,8 +544,8 @@ fn stopped_on_error_of(running: &Running) -> Vec<String> {
         .snapshots()
         .iter()
         .filter_map(|s| {
-            let t = crate::util::read(s);
-            t.stop_reason.as_ref().map(|r| format!("{}: {r}", t.name))
+            s.view(|v| v.stop_reason.clone())
+                .map(|r| format!("{}: {r}", s.fixed.name))
         })
         .collect()
 }
@@ -809,9 +588,9 @@ async fn stop_targets(
         if h.wait_for_polls(polls + 1, budget).await.is_some() {
             app.update_drive_figures();
             let dir = state_dir.to_path_buf();
-            let snaps = app.target_snapshots();
+            let targets = app.targets.get();
             let _ = tokio::task::spawn_blocking(move || {
-                for s in snaps.iter().filter(|s| s.is_block) {
+                for s in targets.iter().filter(|s| s.fixed.is_block) {
                     scheduler::refresh_results_drive(&dir, s);
                 }
             })
@@ -824,10 +603,25 @@ async fn stop_targets(
     }
 }
 
-/// [`run`] with the health poller's sysfs root and transport chosen by the caller: the
-/// integration tests run the whole daemon in-process on a fake sysfs tree with replayed log
-/// pages. Installs the SIGTERM/SIGINT/SIGHUP handlers of the calling process.
-pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Result<()> {
+/// What start-up hands the event loop: the plan that runs and what it runs with. The state
+/// directory's lock is held for as long as this lives.
+struct Started {
+    global_stop: Arc<AtomicBool>,
+    opts: RunOptions,
+    running: Running,
+    targets: TargetList,
+    pre_poller: Option<(crate::health::Poller, f64)>,
+    slow_checkpoint: Duration,
+    _lock: crate::state::StateLock,
+}
+
+/// Start-up before the runtime serves anything: the web config and port, the state directory,
+/// the runtime, the state directory's lock, the checkpoint, the pre-start health poll, every
+/// target and its baseline.
+fn start_up(
+    settings: &Settings,
+    wiring: &HealthWiring,
+) -> Result<(crate::http::Prepared, tokio::runtime::Runtime, Started)> {
     // The web config and the port first: a busy port or a bad certificate exits here, before
     // the state directory, any target file or any I/O.
     let prepared = crate::http::prepare(crate::http::ServerOptions {
@@ -846,15 +640,13 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
             settings.state.dir.display()
         )
     })?;
-
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .thread_name("nvsoak-rt")
         .build()
         .context("starting the async runtime")?;
-
-    let _lock = crate::state::lock(&settings.state.dir).with_context(|| {
+    let lock = crate::state::lock(&settings.state.dir).with_context(|| {
         format!(
             "locking state directory {} (is another nvsoak using it?)",
             settings.state.dir.display()
@@ -862,129 +654,187 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
     })?;
     let slow_checkpoint = test_slow_checkpoint();
     let plan_hash = crate::state::plan_hash(&settings.targets);
-    let (mut loaded, fresh) = load_checkpoint(&settings, &plan_hash)?;
-
-    let pre_poller = pre_poll(&settings, &wiring);
-
-    let handles = start_targets(&settings, &opts, &global_stop, &mut loaded, fresh)?;
+    let (mut loaded, fresh) = load_checkpoint(settings, &plan_hash)?;
+    let pre_poller = pre_poll(settings, wiring);
+    let handles = start_targets(settings, &opts, &global_stop, &mut loaded, fresh)?;
     if let Some((p, at)) = &pre_poller {
         set_baselines(&handles, p, *at);
     }
-    let config_path: Option<&Path> = flags.config_path.as_deref();
-    let mut running = Running {
+    let running = Running {
         settings: settings.clone(),
         handles,
         plan_hash,
     };
     let targets = TargetList::new(running.snapshots());
-    if let Some(p) = config_path {
+    let started = Started {
+        global_stop,
+        opts,
+        running,
+        targets,
+        pre_poller,
+        slow_checkpoint,
+        _lock: lock,
+    };
+    Ok((prepared, runtime, started))
+}
+
+/// What serves while the targets run: the app HTTP asks, the server's task and its stop.
+struct Serving {
+    app: Arc<DaemonApp>,
+    server_task: tokio::task::JoinHandle<Result<(), crate::http::HttpError>>,
+    stop_tx: tokio::sync::watch::Sender<bool>,
+}
+
+/// On the runtime: the health poller (from the pre-start poll) and the HTTP server.
+fn serve(
+    prepared: crate::http::Prepared,
+    targets: &TargetList,
+    pre_poller: Option<(crate::health::Poller, f64)>,
+    state_dir: &Path,
+) -> Result<Serving> {
+    let host_io: Arc<dyn HostIoSource> = Arc::new(targets.clone());
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let health =
+        pre_poller.map(|(p, _)| crate::health::spawn_prepared(p, host_io, stop_rx.clone()));
+    let app = Arc::new(DaemonApp {
+        targets: targets.clone(),
+        health,
+        started: Instant::now(),
+        history: std::sync::Mutex::new(crate::report::history::History::new(
+            3600,
+            Duration::from_secs(1),
+        )),
+        state_dir: state_dir.to_path_buf(),
+        checkpoint_stats: Arc::new(crate::state::SaveStats::default()),
+        auth: Some(prepared.auth_guard()),
+    });
+    let server = prepared.attach(app.clone())?;
+    let addr = server.local_addr();
+    tracing::info!(%addr, "serving /metrics");
+    let server_task = tokio::spawn(async move {
+        let mut rx = stop_rx;
+        server
+            .run(async move {
+                let _ = rx.wait_for(|v| *v).await;
+            })
+            .await
+    });
+    Ok(Serving {
+        app,
+        server_task,
+        stop_tx,
+    })
+}
+
+/// The event loop until a signal (or, with --exit-when-done, the end of every plan): reloads,
+/// checkpoint ticks, the once-a-second pulse. Returns the targets that stopped on an error
+/// ("name: reason") when --exit-when-done ended it.
+async fn event_loop(
+    signals: Signals,
+    st: &mut Started,
+    flags: &RunFlags,
+    app: &Arc<DaemonApp>,
+    saver: &mut CheckpointSaver,
+) -> Vec<String> {
+    let Signals {
+        mut sigterm,
+        mut sigint,
+        mut sighup,
+    } = signals;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut checkpoint_tick = tokio::time::interval(st.running.settings.state.checkpoint_interval);
+    checkpoint_tick.tick().await;
+    let mut pulse = Pulse::default();
+    loop {
+        tokio::select! {
+            _ = sigterm.recv() => { tracing::info!("SIGTERM: stopping"); break; }
+            _ = sigint.recv() => { tracing::info!("SIGINT: stopping"); break; }
+            _ = sighup.recv() => {
+                tracing::info!("SIGHUP: reloading the config");
+                // Opening files and joining stopped targets blocks: keep the other runtime
+                // thread serving /metrics meanwhile.
+                let out = tokio::task::block_in_place(|| {
+                    crate::reload::apply::reload(&mut st.running, flags, &st.opts, &st.global_stop)
+                });
+                if out.applied {
+                    after_reload(&out, &st.running, &st.targets, app, saver);
+                    if out.checkpoint_interval_changed {
+                        checkpoint_tick =
+                            tokio::time::interval(st.running.settings.state.checkpoint_interval);
+                        checkpoint_tick.tick().await;
+                    }
+                }
+            }
+            _ = checkpoint_tick.tick() => saver.tick(&st.running.plan_hash),
+            _ = saver.settle(), if saver.busy() => {}
+            _ = tick.tick() => {
+                pulse.beat(app);
+                if flags.exit_when_done && st.running.handles.iter().all(|h| h.is_finished()) {
+                    let stopped_on_error = stopped_on_error_of(&st.running);
+                    if stopped_on_error.is_empty() {
+                        tracing::info!("every target finished its plan; exiting");
+                    } else {
+                        tracing::error!(
+                            "every target stopped, {} of them on an error; exiting",
+                            stopped_on_error.len()
+                        );
+                    }
+                    return stopped_on_error;
+                }
+            }
+        }
+    }
+    Vec::new()
+}
+
+/// Shutdown: stop and drain the targets, the final poll, the final checkpoint (after the save
+/// in flight, if any), then the HTTP server.
+async fn shut_down(
+    st: &mut Started,
+    serving: Serving,
+    saver: &mut CheckpointSaver,
+    state_dir: &Path,
+) {
+    notify(&[sd_notify::NotifyState::Stopping]);
+    stop_targets(&serving.app, &mut st.running, &st.global_stop, state_dir).await;
+    saver.finish(&st.running.plan_hash).await;
+    let _ = serving.stop_tx.send(true);
+    match tokio::time::timeout(Duration::from_secs(1), serving.server_task).await {
+        Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server ended with an error"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed"),
+        _ => {}
+    }
+}
+
+/// [`run`] with the health poller's sysfs root and transport chosen by the caller: the
+/// integration tests run the whole daemon in-process on a fake sysfs tree with replayed log
+/// pages. Installs the SIGTERM/SIGINT/SIGHUP handlers of the calling process.
+pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Result<()> {
+    let (prepared, runtime, mut st) = start_up(&settings, &wiring)?;
+    if let Some(p) = flags.config_path.as_deref() {
         tracing::debug!(config = %p.display(), "SIGHUP reloads this config file");
     }
-
+    let state_dir = settings.state.dir.clone();
     let result = runtime.block_on(async {
         // Before anything is served: a SIGTERM as soon as /healthz answers is a clean stop.
-        let Signals {
-            mut sigterm,
-            mut sigint,
-            mut sighup,
-        } = Signals::install()?;
-        let host_io: Arc<dyn HostIoSource> = Arc::new(targets.clone());
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let health =
-            pre_poller.map(|(p, _)| crate::health::spawn_prepared(p, host_io, stop_rx.clone()));
-        let app = Arc::new(DaemonApp {
-            targets: targets.clone(),
-            health,
-            started: Instant::now(),
-            history: std::sync::Mutex::new(crate::report::history::History::new(
-                3600,
-                Duration::from_secs(1),
-            )),
-            state_dir: settings.state.dir.clone(),
-            checkpoint_stats: Arc::new(crate::state::SaveStats::default()),
-            auth: Some(prepared.auth_guard()),
-        });
-        let server = prepared.attach(app.clone())?;
-        let addr = server.local_addr();
-        tracing::info!(%addr, "serving /metrics");
+        let signals = Signals::install()?;
+        let serving = serve(prepared, &st.targets, st.pre_poller.take(), &state_dir)?;
         if settings.targets.is_empty() {
             tracing::info!(
                 "no targets (default_target = false): polling drive health only, writing nothing"
             );
         }
-        let server_task = tokio::spawn(async move {
-            let mut rx = stop_rx;
-            server
-                .run(async move {
-                    let _ = rx.wait_for(|v| *v).await;
-                })
-                .await
-        });
-
         notify(&[sd_notify::NotifyState::Ready]);
-        // With --exit-when-done: the targets that stopped on an error ("name: reason").
-        let mut stopped_on_error: Vec<String> = Vec::new();
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        let mut checkpoint_tick = tokio::time::interval(settings.state.checkpoint_interval);
-        checkpoint_tick.tick().await;
-        let state_dir = settings.state.dir.clone();
         let mut saver = CheckpointSaver {
-            app: app.clone(),
+            app: serving.app.clone(),
             dir: state_dir.clone(),
-            slow: slow_checkpoint,
+            slow: st.slow_checkpoint,
             in_flight: None,
             pending: None,
         };
-        let mut pulse = Pulse::default();
-        loop {
-            tokio::select! {
-                _ = sigterm.recv() => { tracing::info!("SIGTERM: stopping"); break; }
-                _ = sigint.recv() => { tracing::info!("SIGINT: stopping"); break; }
-                _ = sighup.recv() => {
-                    tracing::info!("SIGHUP: reloading the config");
-                    // Opening files and joining stopped targets blocks: keep the other runtime
-                    // thread serving /metrics meanwhile.
-                    let out = tokio::task::block_in_place(|| {
-                        reload(&mut running, &flags, &opts, &global_stop)
-                    });
-                    if out.applied {
-                        after_reload(&out, &running, &targets, &app, &mut saver);
-                        if out.checkpoint_interval_changed {
-                            checkpoint_tick =
-                                tokio::time::interval(running.settings.state.checkpoint_interval);
-                            checkpoint_tick.tick().await;
-                        }
-                    }
-                }
-                _ = checkpoint_tick.tick() => saver.tick(&running.plan_hash),
-                _ = saver.settle(), if saver.busy() => {}
-                _ = tick.tick() => {
-                    pulse.beat(&app);
-                    if flags.exit_when_done && running.handles.iter().all(|h| h.is_finished()) {
-                        stopped_on_error = stopped_on_error_of(&running);
-                        if stopped_on_error.is_empty() {
-                            tracing::info!("every target finished its plan; exiting");
-                        } else {
-                            tracing::error!(
-                                "every target stopped, {} of them on an error; exiting",
-                                stopped_on_error.len()
-                            );
-                        }
-                        break;
-                    }
-                }
-            }
-        }
-        notify(&[sd_notify::NotifyState::Stopping]);
-        stop_targets(&app, &mut running, &global_stop, &state_dir).await;
-        // The final checkpoint, after the save in flight (if any) ended.
-        saver.finish(&running.plan_hash).await;
-        let _ = stop_tx.send(true);
-        match tokio::time::timeout(Duration::from_secs(1), server_task).await {
-            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server ended with an error"),
-            Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed"),
-            _ => {}
-        }
+        let app = serving.app.clone();
+        let stopped_on_error = event_loop(signals, &mut st, &flags, &app, &mut saver).await;
+        shut_down(&mut st, serving, &mut saver, &state_dir).await;
         if !stopped_on_error.is_empty() {
             anyhow::bail!(
                 "--exit-when-done: {} target(s) stopped on an error instead of finishing the plan ({})",
@@ -999,242 +849,20 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
 }
 
 fn status_line(app: &DaemonApp) -> String {
-    let snaps = app.target_snapshots();
-    let parts: Vec<String> = snaps
+    let parts: Vec<String> = app
+        .targets
+        .get()
         .iter()
         .map(|s| {
-            if s.running {
-                format!("{}: {} {} {:.0} IOPS", s.name, s.phase, s.profile, s.iops)
-            } else {
-                format!("{}: finished", s.name)
-            }
+            let name = &s.fixed.name;
+            s.view(|v| {
+                if v.running {
+                    format!("{name}: {} {} {:.0} IOPS", v.phase, v.profile, v.iops)
+                } else {
+                    format!("{name}: finished")
+                }
+            })
         })
         .collect();
     parts.join("; ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::health::{DeviceHealth, HealthSnapshot, HostIo, SmartSample};
-    use crate::nvme::discover::{Controller, Namespace};
-    use crate::nvme::log::smart::SmartLog;
-
-    fn device(first: Option<SmartSample>, last: Option<SmartSample>) -> DeviceHealth {
-        let mut d = DeviceHealth::new(&Controller {
-            name: "nvme0".into(),
-            dev_path: "/dev/nvme0".into(),
-            serial: "S".into(),
-            model: "M".into(),
-            firmware: "F".into(),
-            namespaces: vec![Namespace {
-                name: "nvme0n1".into(),
-                nsid: 1,
-                dev_path: "/dev/nvme0n1".into(),
-            }],
-        });
-        d.first_sample = first;
-        d.last_sample = last;
-        d
-    }
-
-    fn sample(time: f64, units: u128, written: u64, events: u64, throttling: bool) -> SmartSample {
-        SmartSample {
-            time,
-            smart: SmartLog {
-                data_units_written: units,
-                ..Default::default()
-            },
-            host: vec![HostIo {
-                path: "/dev/nvme0n1".into(),
-                written_bytes: written,
-                ..Default::default()
-            }],
-            throttle_events: events,
-            throttling,
-        }
-    }
-
-    fn target(started_at: f64) -> scheduler::TargetSnapshot {
-        scheduler::TargetSnapshot {
-            name: "t".into(),
-            path: "/dev/nvme0n1".into(),
-            is_block: true,
-            started_at,
-            ..Default::default()
-        }
-    }
-
-    fn snap(d: DeviceHealth) -> HealthSnapshot {
-        HealthSnapshot {
-            devices: vec![d],
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn a_by_id_target_maps_to_the_controller_the_poller_found() {
-        // The target is named through a /dev/disk/by-id link: parsing its name finds no
-        // controller, the poller's mapping (which resolves it) does, and the label follows.
-        let by_id = "/dev/disk/by-id/nvme-M_S";
-        let mut t = target(100.0);
-        t.path = by_id.into();
-        assert_eq!(crate::nvme::controller_of_node(by_id), None);
-        let mut s = sample(130.0, 1, 0, 0, false);
-        s.host[0].path = by_id.into();
-        update_target_drive(&mut t, &snap(device(Some(s.clone()), Some(s))));
-        assert_eq!(t.controller.as_deref(), Some("nvme0"));
-        let info = crate::metrics::workload::DaemonInfo {
-            version: "v",
-            revision: "r",
-            uptime_secs: 0.0,
-            auth: None,
-        };
-        let fams = crate::metrics::workload::families(std::slice::from_ref(&t), &[], &info);
-        let f = fams
-            .iter()
-            .find(|f| f.name() == "nvsoak_target_info")
-            .expect("nvsoak_target_info");
-        let device: Vec<String> = f.get_metric()[0]
-            .get_label()
-            .iter()
-            .filter(|l| l.name() == "device")
-            .map(|l| l.value().to_string())
-            .collect();
-        assert_eq!(device, vec!["nvme0".to_string()]);
-    }
-
-    #[test]
-    fn prestart_poll_is_the_baseline_and_later_polls_run_from_it() {
-        // Taken before the target started: its host entry is zero, the carried totals count.
-        let mut pre = sample(99.5, 7, 0, 2, true);
-        pre.smart.host_write_commands = 70;
-        let mut t = target(100.0);
-        t.carried.write_bytes = 1 << 20;
-        t.drive.polls_from = Some(99.0);
-        update_target_drive(&mut t, &snap(device(Some(pre.clone()), Some(pre.clone()))));
-        let start: SmartLog =
-            serde_json::from_value(t.smart_at_soak_start.clone().expect("baseline")).expect("log");
-        assert_eq!(start.data_units_written, 7);
-        assert_eq!(start.host_write_commands, 70);
-        let base = t.drive.host_at_soak_start.expect("host baseline");
-        assert_eq!((base.time, base.written_bytes), (99.5, 1 << 20));
-        assert_eq!(
-            t.drive.episodes_base,
-            Some(1),
-            "the episode under way counts"
-        );
-        // The next poll (after the target started) keeps that baseline.
-        let later = sample(130.0, 17, 10 * 512_000, 2, false);
-        update_target_drive(&mut t, &snap(device(Some(pre), Some(later))));
-        let f = t.drive.figures.clone().expect("figures");
-        assert_eq!(f.data_written_bytes, Some(10 * 512_000));
-        assert_eq!(f.nvsoak_written_bytes, Some(10 * 512_000));
-        // A target that already has a baseline (a resumed soak) keeps it.
-        let mut resumed = target(100.0);
-        resumed.drive.polls_from = Some(98.0);
-        resumed.smart_at_soak_start = Some(serde_json::json!({"data_units_written": 1}));
-        let other = sample(99.0, 99, 0, 0, false);
-        update_target_drive(
-            &mut resumed,
-            &snap(device(Some(other.clone()), Some(other))),
-        );
-        assert_eq!(
-            resumed.smart_at_soak_start,
-            Some(serde_json::json!({"data_units_written": 1}))
-        );
-        assert!(resumed.drive.host_at_soak_start.is_none());
-    }
-
-    #[test]
-    fn baseline_is_the_first_poll_of_the_run_and_deltas_run_to_the_latest() {
-        let mut t = target(100.0);
-        // The poller's first read (throttling already: that episode counts), then a later one.
-        let h = snap(device(
-            Some(sample(101.0, 10, 4096, 1, true)),
-            Some(sample(131.0, 30, 4096 + 10 * 512_000, 3, false)),
-        ));
-        update_target_drive(&mut t, &h);
-        let start: SmartLog =
-            serde_json::from_value(t.smart_at_soak_start.clone().expect("baseline")).expect("log");
-        assert_eq!(
-            start.data_units_written, 10,
-            "the first poll, not the latest"
-        );
-        let base = t.drive.host_at_soak_start.expect("host baseline");
-        assert_eq!((base.time, base.written_bytes), (101.0, 4096));
-        let f = t.drive.figures.clone().expect("figures");
-        assert_eq!(f.device, "nvme0");
-        assert_eq!(f.data_written_bytes, Some(20 * 512_000));
-        assert_eq!(f.nvsoak_written_bytes, Some(10 * 512_000));
-        assert_eq!(f.accounting_agrees, Some(false));
-        assert_eq!(
-            f.throttle_episodes,
-            Some(3),
-            "events 3, one under way at the start"
-        );
-        // The checkpoint carries the baseline and the episodes.
-        let st = t.to_state();
-        assert_eq!(st.smart_at_soak_start, t.smart_at_soak_start);
-        assert_eq!(st.host_at_soak_start, Some(base));
-        assert_eq!(st.drive_throttle_episodes, 3);
-    }
-
-    #[test]
-    fn a_resumed_soak_keeps_its_baseline_and_adds_the_carried_totals() {
-        let mut t = target(1000.0);
-        t.smart_at_soak_start = serde_json::to_value(SmartLog {
-            data_units_written: 5,
-            ..Default::default()
-        })
-        .ok();
-        t.drive.host_at_soak_start = Some(crate::workload::results::HostAtSmart {
-            time: 10.0,
-            written_bytes: 0,
-            ..Default::default()
-        });
-        t.carried.write_bytes = 2 * 512_000;
-        t.drive.episodes_carried = 2;
-        // This run's own counters restart at 0; the poller's first read predates nothing.
-        let h = snap(device(
-            Some(sample(1001.0, 8, 0, 0, false)),
-            Some(sample(1031.0, 9, 2 * 512_000, 1, true)),
-        ));
-        update_target_drive(&mut t, &h);
-        let f = t.drive.figures.clone().expect("figures");
-        assert_eq!(f.start_time, 10.0);
-        assert_eq!(f.data_written_bytes, Some(4 * 512_000));
-        assert_eq!(
-            f.nvsoak_written_bytes,
-            Some(4 * 512_000),
-            "carried + this run"
-        );
-        assert_eq!(f.accounting_agrees, Some(true));
-        assert_eq!(f.throttle_episodes, Some(3));
-    }
-
-    #[test]
-    fn polls_before_the_target_started_are_not_its_baseline() {
-        // A target started by a reload: the poller's first read belongs to the old one.
-        let mut t = target(500.0);
-        let h = snap(device(
-            Some(sample(1.0, 1, 999, 0, false)),
-            Some(sample(400.0, 7, 999, 0, false)),
-        ));
-        update_target_drive(&mut t, &h);
-        assert!(t.smart_at_soak_start.is_none() && t.drive.figures.is_none());
-        let h = snap(device(
-            Some(sample(1.0, 1, 999, 0, false)),
-            Some(sample(530.0, 8, 0, 0, false)),
-        ));
-        update_target_drive(&mut t, &h);
-        let f = t.drive.figures.clone().expect("figures");
-        assert_eq!(f.start_time, 530.0);
-        assert_eq!(f.data_written_bytes, Some(0));
-        // A file target or another drive's namespace: nothing.
-        let mut other = target(0.0);
-        other.path = "/dev/nvme1n1".into();
-        update_target_drive(&mut other, &h);
-        assert!(other.drive.figures.is_none() && other.smart_at_soak_start.is_none());
-    }
 }

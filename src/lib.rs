@@ -9,6 +9,7 @@ pub mod health;
 pub mod http;
 pub mod metrics;
 pub mod nvme;
+pub mod op;
 pub mod reload;
 pub mod report;
 pub mod safety;

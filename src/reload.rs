@@ -1,9 +1,11 @@
 //! Config reload on SIGHUP: the pure part. Given the running settings and a newly loaded (and
 //! validated) file, decide which targets keep running, which stop and which start, and which
-//! changed settings only take effect after a restart. The daemon applies the result.
+//! changed settings only take effect after a restart. [`apply`] applies the result.
 //!
-//! Architecture Invariant: this module performs no I/O and starts nothing; `daemon` owns the
-//! targets.
+//! Architecture Invariant: this file performs no I/O and starts nothing; `apply.rs` stops and
+//! starts the targets the daemon owns.
+
+pub(crate) mod apply;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

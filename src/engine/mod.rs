@@ -17,7 +17,7 @@ use std::os::fd::RawFd;
 
 use thiserror::Error;
 
-use crate::workload::spec::{EngineChoice, Op};
+use crate::op::{EngineChoice, Op};
 
 /// One I/O to queue. `buf` indexes the engine's buffer table (`0..EngineSetup::buffers`).
 #[derive(Debug, Clone, Copy)]

@@ -4,7 +4,7 @@
 use std::os::fd::RawFd;
 
 use super::{Caps, Completion, EngineError, EngineSetup, IoEngine, IoReq, buf::AlignedBufs};
-use crate::workload::spec::Op;
+use crate::op::Op;
 
 pub struct PsyncEngine {
     fd: RawFd,

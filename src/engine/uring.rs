@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use io_uring::{IoUring, opcode, squeue, types};
 
 use super::{Caps, Completion, EngineError, EngineSetup, IoEngine, IoReq, buf::AlignedBufs};
-use crate::workload::spec::Op;
+use crate::op::Op;
 
 /// How long `Drop` waits for in-flight I/O before it gives up (and leaks the buffers rather
 /// than free memory the kernel may still write into).

@@ -1,6 +1,7 @@
 //! The workload model: validated specs, built-in profiles, the per-target scheduler that runs
 //! phases (precondition, sweep, soak), steady-state detection, and the worker hot loop.
 
+pub mod drive;
 pub mod hooks;
 pub mod odirect;
 pub mod pattern;

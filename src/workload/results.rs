@@ -342,33 +342,8 @@ pub fn drive_soak(
     }
 }
 
-/// The daemon's per-target drive bookkeeping, kept in the target snapshot: the soak-start
-/// host figures and episode counts (checkpointed) and the latest figures, which the scheduler
-/// copies into the results file.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DriveTracking {
-    /// nvsoak's soak totals when the soak-start SMART log was read.
-    pub host_at_soak_start: Option<HostAtSmart>,
-    /// Throttle episodes seen in earlier runs of this soak (from the checkpoint).
-    pub episodes_carried: u64,
-    /// The poller's episode count this run's episodes are counted from.
-    pub episodes_base: Option<u64>,
-    pub episodes_this_run: u64,
-    /// The latest drive-side figures.
-    pub figures: Option<DriveSoak>,
-    /// The drive's identity from the poller (Identify Controller), for the results file.
-    pub identity: Option<DeviceIdentity>,
-    /// Polls at or after this Unix time describe this target (default: the target's start).
-    /// The daemon sets it to its pre-start poll for the targets it starts with.
-    pub polls_from: Option<f64>,
-}
-
-impl DriveTracking {
-    /// Throttle episodes over the whole soak.
-    pub fn episodes(&self) -> u64 {
-        self.episodes_carried + self.episodes_this_run
-    }
-}
+/// The drive tracking lives next to the code that keeps it up to date.
+pub use crate::workload::drive::DriveTracking;
 
 /// `<state_dir>/results/<target>.json`.
 pub fn results_path(state_dir: &Path, target: &str) -> PathBuf {

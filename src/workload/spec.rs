@@ -7,22 +7,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-/// Read or write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Op {
-    Read,
-    Write,
-}
-
-impl Op {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Op::Read => "read",
-            Op::Write => "write",
-        }
-    }
-}
+/// The I/O vocabulary lives below both the workload and the engines.
+pub use crate::op::{EngineChoice, Op};
 
 /// A weighted block-size mix, e.g. `4k:60,8k:30,64k:10`. Weights are relative.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -207,29 +193,6 @@ impl PhaseSpec {
             PhaseSpec::Precondition { .. } => "precondition",
             PhaseSpec::Sweep { .. } => "sweep",
             PhaseSpec::Soak { .. } => "soak",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EngineChoice {
-    /// io_uring, falling back to psync (with a log line) when the kernel refuses io_uring.
-    Auto,
-    /// io_uring, and an error if it cannot be set up.
-    IoUring,
-    Psync,
-    /// Completes every I/O immediately without touching the target (tests the worker loop).
-    Null,
-}
-
-impl EngineChoice {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EngineChoice::Auto => "auto",
-            EngineChoice::IoUring => "io_uring",
-            EngineChoice::Psync => "psync",
-            EngineChoice::Null => "null",
         }
     }
 }

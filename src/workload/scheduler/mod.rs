@@ -6,6 +6,7 @@
 //! Architecture Invariant: the scheduler never touches the I/O hot path; it only sees worker
 //! reports, once per stats interval.
 
+mod error;
 mod open;
 mod phase;
 mod recover;
@@ -13,6 +14,7 @@ mod segment;
 mod snapshot;
 
 pub(crate) use crate::workload::hooks::{HookMode, ProgressHook, StampOnly};
+pub use error::RunError;
 pub use open::{
     OpenedTarget, check_aliases, open_target, open_target_expecting, plan_writes, preflight,
 };
@@ -20,9 +22,9 @@ pub(crate) use phase::precondition::precondition_job;
 pub(crate) use segment::{Segment, SegmentOutcome};
 pub(crate) use snapshot::STEADY_HISTORY_MAX;
 pub use snapshot::{
-    JobStats, PrecondLive, SharedSnapshot, TargetSnapshot, TargetsHostIo, VerifyCtx,
+    JobStats, PrecondLive, SharedSnapshot, TargetFixed, TargetShared, TargetSnapshot, TargetView,
+    TargetsHostIo, VerifyCtx,
 };
-pub(crate) use snapshot::{read_snapshot, with_snapshot};
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -236,14 +238,7 @@ pub fn start(
     } = open_target(&spec, plan_writes(&spec))?;
     let region_len = region_of(&spec, size)?;
     let now = now_unix();
-    let mut snap = TargetSnapshot {
-        name: spec.name.clone(),
-        path: spec.path.display().to_string(),
-        is_block,
-        device_key: identity.as_ref().map(crate::state::device_key),
-        controller: identity
-            .as_ref()
-            .and_then(|i| crate::nvme::controller_of_node(&i.path.to_string_lossy())),
+    let mut view = TargetView {
         up: true,
         running: true,
         started_at: now,
@@ -252,42 +247,51 @@ pub fn start(
         soak_started: Some(now),
         ..Default::default()
     };
+    let mut drive = crate::workload::drive::DriveTracking {
+        controller: identity
+            .as_ref()
+            .and_then(|i| crate::nvme::controller_of_node(&i.path.to_string_lossy())),
+        ..Default::default()
+    };
     let mut resume_at = None;
     if let Some(r) = &resume {
-        {
-            snap.carried = r.totals.clone();
-            snap.loop_count = r.loop_count;
-            snap.soak_started = r.soak_started.or(Some(now));
-            snap.steady_history = r.steady_history.clone();
-            snap.smart_at_soak_start = r.smart_at_soak_start.clone();
-            snap.drive.host_at_soak_start = r.host_at_soak_start;
-            snap.drive.episodes_carried = r.drive_throttle_episodes;
-            snap.phase_index = r.phase_index;
-            snap.phase_elapsed_base = r.phase_elapsed_secs;
-            resume_at = Some((r.phase_index, r.phase_elapsed_secs));
-            tracing::info!(target_name = %spec.name, phase = r.phase_index,
-                elapsed_secs = r.phase_elapsed_secs, written = r.totals.write_bytes,
-                "resuming from the checkpoint");
-        }
+        view.carried = r.totals.clone();
+        view.loop_count = r.loop_count;
+        view.soak_started = r.soak_started.or(Some(now));
+        view.steady_history = r.steady_history.clone();
+        view.phase_index = r.phase_index;
+        view.phase_elapsed_base = r.phase_elapsed_secs;
+        drive.restore(&spec.name, r);
+        resume_at = Some((r.phase_index, r.phase_elapsed_secs));
+        tracing::info!(target_name = %spec.name, phase = r.phase_index,
+            elapsed_secs = r.phase_elapsed_secs, written = r.totals.write_bytes,
+            "resuming from the checkpoint");
     }
     // Named from the start, so a scrape between the thread's start and its first phase set-up
     // already sees which phase runs.
-    snap.phase = spec
+    view.phase = spec
         .phases
-        .get(snap.phase_index)
+        .get(view.phase_index)
         .map(|p| p.kind().to_string())
         .unwrap_or_default();
+    let mut fixed = TargetFixed {
+        name: spec.name.clone(),
+        path: spec.path.display().to_string(),
+        is_block,
+        device_key: identity.as_ref().map(crate::state::device_key),
+        ..Default::default()
+    };
     if spec.verify != VerifyMode::Off {
         check_verify_block_sizes(&spec)?;
-        snap.verify = Some(verify_ctx(
+        fixed.verify = Some(verify_ctx(
             &spec,
             resume.as_ref(),
             resume_genmap,
             region_len,
         ));
     }
-    let live = snap.live.clone();
-    let snapshot: SharedSnapshot = Arc::new(RwLock::new(snap));
+    let live = fixed.live.clone();
+    let snapshot: SharedSnapshot = Arc::new(TargetShared::new(fixed, view, drive));
     let stop = Arc::new(AtomicBool::new(false));
     let (results, max_iops) = resumed_results(&spec, &opts, resume.is_some());
     let mut runner = Runner {
@@ -356,23 +360,23 @@ fn check_verify_block_sizes(spec: &TargetSpec) -> Result<(), TargetError> {
 /// Fold a stopped target's latest drive figures and identity into its results file. The daemon
 /// calls this after its final health poll at shutdown, once the target's thread (the file's
 /// writer while it runs) has ended. Returns whether the file was rewritten.
-pub fn refresh_results_drive(state_dir: &Path, snap: &TargetSnapshot) -> bool {
-    let Some(fig) = &snap.drive.figures else {
+pub fn refresh_results_drive(state_dir: &Path, target: &TargetShared) -> bool {
+    let (figures, identity) = target.drive(|d| (d.figures.clone(), d.identity.clone()));
+    let Some(fig) = figures else {
         return false;
     };
-    let Some(mut r) = load_results(state_dir, &snap.name) else {
+    let name = &target.fixed.name;
+    let Some(mut r) = load_results(state_dir, name) else {
         return false;
     };
     let Some(soak) = r.soak.as_mut() else {
         return false;
     };
-    soak.set_drive(fig.clone());
-    if let Some(id) = &snap.drive.identity {
-        r.device = Some(id.clone());
+    soak.set_drive(fig);
+    if let Some(id) = identity {
+        r.device = Some(id);
     }
-    let path = state_dir
-        .join("results")
-        .join(format!("{}.json", snap.name));
+    let path = state_dir.join("results").join(format!("{name}.json"));
     match serde_json::to_vec_pretty(&r).map_err(std::io::Error::from) {
         Ok(data) => match write_atomic(&path, &data) {
             Ok(()) => true,
@@ -469,7 +473,7 @@ impl Runner {
     }
 
     /// `verify = "pass"`: read the whole region sequentially, checking every block written.
-    fn verify_pass(&mut self) -> Result<(), String> {
+    fn verify_pass(&mut self) -> Result<(), RunError> {
         if self.spec.verify != VerifyMode::Pass || self.stopping() {
             return Ok(());
         }
@@ -483,7 +487,7 @@ impl Runner {
             workers: 1,
             rate: None,
         };
-        let prev_profile = read_snapshot(&self.snapshot).profile;
+        let prev_profile = self.snapshot.view(|s| s.profile.clone());
         self.in_verify_pass = true;
         let r = self.run_segment(
             Segment {
@@ -496,15 +500,22 @@ impl Runner {
             &mut |_, _| {},
         );
         self.in_verify_pass = false;
-        with_snapshot(&self.snapshot, |s| s.profile = prev_profile);
-        let o = r?;
-        tracing::info!(target_name = %self.spec.name, bytes = o.bytes,
-            mismatches = read_snapshot(&self.snapshot).verify.map(|v| v.counters.total()).unwrap_or(0),
-            "verification pass finished");
-        match o.fatal {
-            Some(f) => Err(f),
-            None => Ok(()),
+        self.snapshot.update(|s| s.profile = prev_profile);
+        let mismatches = self
+            .snapshot
+            .fixed
+            .verify
+            .as_ref()
+            .map_or(0, |v| v.counters.total());
+        match &r {
+            Ok(o) => tracing::info!(target_name = %self.spec.name, bytes = o.bytes, mismatches,
+                "verification pass finished"),
+            // A stop condition ended the pass: it finished all the same, as far as it got.
+            Err(e) if e.is_stop_condition() => tracing::info!(target_name = %self.spec.name,
+                mismatches, "verification pass finished"),
+            Err(_) => {}
         }
+        r.map(|_| ())
     }
 
     fn stopping(&self) -> bool {
@@ -512,7 +523,7 @@ impl Runner {
     }
 
     fn run(&mut self) {
-        let mut loop_count = read_snapshot(&self.snapshot).loop_count;
+        let mut loop_count = self.snapshot.view(|s| s.loop_count);
         if let Some((ri, _)) = self.resume_at
             && ri >= self.spec.phases.len()
         {
@@ -551,7 +562,7 @@ impl Runner {
                 // checkpoint sees the phase without it.
                 let mut runner = phase::for_spec(phase);
                 let published = runner.prepare(self, resume);
-                with_snapshot(&self.snapshot, |s| {
+                self.snapshot.update(|s| {
                     s.phase_index = i;
                     s.phase = phase.kind().to_string();
                     s.phase_started_unix = now_unix();
@@ -565,9 +576,9 @@ impl Runner {
                 let r = runner.run(self);
                 if let Err(reason) = r {
                     tracing::error!(target_name = %self.spec.name, %reason, "target stopped");
-                    with_snapshot(&self.snapshot, |s| {
+                    self.snapshot.update(|s| {
                         s.up = false;
-                        s.stop_reason = Some(reason);
+                        s.stop_reason = Some(reason.to_string());
                     });
                     break 'plan;
                 }
@@ -576,10 +587,10 @@ impl Runner {
                 break;
             }
             loop_count += 1;
-            with_snapshot(&self.snapshot, |s| s.loop_count = loop_count);
+            self.snapshot.update(|s| s.loop_count = loop_count);
             if !self.spec.loop_phases {
                 // Finished: a checkpoint now points past the last phase.
-                with_snapshot(&self.snapshot, |s| {
+                self.snapshot.update(|s| {
                     s.phase_index = self.spec.phases.len();
                     s.phase_elapsed_base = 0.0;
                 });
@@ -591,7 +602,7 @@ impl Runner {
     }
 
     fn finish(&mut self) {
-        with_snapshot(&self.snapshot, |s| {
+        self.snapshot.update(|s| {
             s.running = false;
             s.pause_clock(now_unix());
             let names: Vec<String> = s.jobs.keys().cloned().collect();
@@ -604,12 +615,21 @@ impl Runner {
     }
 
     fn save_results(&mut self) {
-        let snap = read_snapshot(&self.snapshot);
-        let t = snap.soak_totals();
-        let verify_errors = snap.verify.as_ref().map_or(0, |v| v.counters.total());
+        let (t, soak_started) = self
+            .snapshot
+            .view(|s| (s.soak_totals(), s.soak_started.unwrap_or(s.started_at)));
+        let (figures, identity) = self
+            .snapshot
+            .drive(|d| (d.figures.clone(), d.identity.clone()));
+        let verify_errors = self
+            .snapshot
+            .fixed
+            .verify
+            .as_ref()
+            .map_or(0, |v| v.counters.total());
         let prev = self.results.soak.take().unwrap_or_default();
         self.results.soak = Some(crate::workload::results::SoakSummary {
-            started: snap.soak_started.unwrap_or(snap.started_at),
+            started: soak_started,
             elapsed_secs: t.soak_elapsed_secs,
             read_bytes: t.read_bytes,
             written_bytes: t.write_bytes,
@@ -619,11 +639,11 @@ impl Runner {
             verify_errors,
             ..prev
         });
-        if let (Some(d), Some(soak)) = (&snap.drive.figures, self.results.soak.as_mut()) {
-            soak.set_drive(d.clone());
+        if let (Some(d), Some(soak)) = (figures, self.results.soak.as_mut()) {
+            soak.set_drive(d);
         }
-        if let Some(id) = &snap.drive.identity {
-            self.results.device = Some(id.clone());
+        if let Some(id) = identity {
+            self.results.device = Some(id);
         }
         self.last_results_save = Instant::now();
         let dir = self.opts.state_dir.join("results");
@@ -745,7 +765,7 @@ mod tests {
 
     #[test]
     fn the_soak_clock_stops_when_paused_or_finished() {
-        let mut s = TargetSnapshot {
+        let mut s = TargetView {
             run_since: Some(1000.0),
             ..Default::default()
         };
@@ -764,7 +784,7 @@ mod tests {
 
     #[test]
     fn a_finished_job_keeps_its_totals_and_loses_its_rates() {
-        let mut s = TargetSnapshot::default();
+        let mut s = TargetView::default();
         let j = s.jobs.entry("a".into()).or_default();
         j.active = true;
         j.read.ops = 5;

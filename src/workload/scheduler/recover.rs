@@ -4,12 +4,13 @@
 use super::*;
 
 impl Runner {
-    /// Pause until the target's device is back (retrying with backoff), then reopen it.
-    pub(crate) fn wait_for_device(&mut self) -> Result<(), String> {
+    /// Pause until the target's device is back (retrying with backoff), then reopen it; or until
+    /// the target is stopped.
+    pub(crate) fn wait_for_device(&mut self) {
         let path = self.spec.path.clone();
         tracing::warn!(target_name = %self.spec.name, path = %path.display(),
             "the target's device went away; pausing the workload and retrying");
-        with_snapshot(&self.snapshot, |s| {
+        self.snapshot.update(|s| {
             s.up = false;
             // Paused, not running: the stall alert stays quiet, the device-down alert fires.
             s.running = false;
@@ -40,7 +41,7 @@ impl Runner {
             let deadline = Instant::now() + backoff;
             while Instant::now() < deadline {
                 if self.stopping() {
-                    return Ok(());
+                    return;
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
@@ -56,13 +57,13 @@ impl Runner {
                     self.fd = Arc::new(t.fd);
                     tracing::info!(target_name = %self.spec.name, path = %path.display(),
                         "the device is back; resuming the workload");
-                    with_snapshot(&self.snapshot, |s| {
+                    self.snapshot.update(|s| {
                         s.up = true;
                         s.running = true;
                         s.resume_clock(now_unix());
                         s.stop_reason = None;
                     });
-                    return Ok(());
+                    return;
                 }
                 Err(e) => {
                     tracing::warn!(target_name = %self.spec.name, error = %e, "reopening failed; retrying");

@@ -12,8 +12,6 @@ pub(crate) struct SegmentOutcome {
     pub(crate) secs: f64,
     pub(crate) lat_avg_us: f64,
     pub(crate) q_us: [f64; 4],
-    /// Why it ended early, if it did.
-    pub(crate) fatal: Option<String>,
     /// The device went away (ENODEV/ENXIO, or its node vanished) during the segment.
     pub(crate) device_gone: bool,
 }
@@ -75,17 +73,17 @@ struct Crew {
 
 impl Crew {
     /// Wait for the workers; the last fatal reason any of them gave.
-    fn join(self) -> Option<String> {
+    fn join(self) -> Option<RunError> {
         let mut worker_fatal = None;
         for h in self.handles {
             match h.join() {
                 Ok(Ok(exit)) => {
                     if let ExitReason::Fatal(m) = exit.reason {
-                        worker_fatal = Some(m);
+                        worker_fatal = Some(RunError::WorkerFatal(m));
                     }
                 }
-                Ok(Err(e)) => worker_fatal = Some(e.to_string()),
-                Err(_) => worker_fatal = Some("worker thread panicked".into()),
+                Ok(Err(e)) => worker_fatal = Some(RunError::Worker(e)),
+                Err(_) => worker_fatal = Some(RunError::WorkerPanicked),
             }
         }
         worker_fatal
@@ -190,7 +188,7 @@ impl Tally {
         self.last_tick = now;
     }
 
-    fn outcome(self, secs: f64, stops: Stops, worker_fatal: Option<String>) -> SegmentOutcome {
+    fn outcome(self, secs: f64, device_gone: bool) -> SegmentOutcome {
         let (sr, sw) = self.sums();
         let ops = sr.ops + sw.ops;
         let mut all_hist = self.seg_read_hist;
@@ -207,12 +205,7 @@ impl Tally {
                 0.0
             },
             q_us: q.map(|s| s * 1e6),
-            fatal: if stops.device_gone {
-                None
-            } else {
-                stops.fatal.or(worker_fatal)
-            },
-            device_gone: stops.device_gone,
+            device_gone,
         }
     }
 }
@@ -220,7 +213,7 @@ impl Tally {
 /// Why a segment stops early.
 #[derive(Default)]
 struct Stops {
-    fatal: Option<String>,
+    fatal: Option<RunError>,
     device_gone: bool,
     last_gone_errs: u64,
 }
@@ -228,26 +221,28 @@ struct Stops {
 impl Runner {
     /// Run one job with its workers until the duration passes, every worker hits its byte limit,
     /// the device goes away, or the target is stopped. `on_interval(ops_delta, now)` runs after
-    /// each stats interval.
+    /// each stats interval. A stop condition (`max_errors`, `verify_fatal`) or a worker's fatal
+    /// error is the `Err`, unless the device went away (then the outcome says so).
     pub(crate) fn run_segment_once(
         &mut self,
         seg: Segment<'_>,
         on_interval: &mut dyn FnMut(u64, Instant),
-    ) -> Result<SegmentOutcome, String> {
+    ) -> Result<SegmentOutcome, RunError> {
         let job = seg.job;
         let workers = job.workers.max(1) as usize;
         self.segment_counter += 1;
-        with_snapshot(&self.snapshot, |s| {
+        self.snapshot.update(|s| {
             s.profile = job.name.clone();
             s.jobs.entry(job.name.clone()).or_default().active = true;
         });
-        let verify = read_snapshot(&self.snapshot).verify;
+        let verify = self.snapshot.fixed.verify.clone();
         let crew = self.spawn_workers(&seg, verify.as_ref())?;
-        let base = read_snapshot(&self.snapshot)
-            .jobs
-            .get(&job.name)
-            .map(|j| (j.read.clone(), j.write.clone()))
-            .unwrap_or_default();
+        let base = self.snapshot.view(|s| {
+            s.jobs
+                .get(&job.name)
+                .map(|j| (j.read.clone(), j.write.clone()))
+                .unwrap_or_default()
+        });
         let started = Instant::now();
         let mut tally = Tally::new(base, workers, started);
         let mut stops = Stops::default();
@@ -289,8 +284,12 @@ impl Runner {
             }
         }
         let worker_fatal = crew.join();
-        with_snapshot(&self.snapshot, |s| s.deactivate_job(&job.name));
-        Ok(tally.outcome(started.elapsed().as_secs_f64(), stops, worker_fatal))
+        self.snapshot.update(|s| s.deactivate_job(&job.name));
+        let outcome = tally.outcome(started.elapsed().as_secs_f64(), stops.device_gone);
+        match stops.fatal.or(worker_fatal) {
+            Some(e) if !stops.device_gone => Err(e),
+            _ => Ok(outcome),
+        }
     }
 
     /// Spawn the segment's workers, each with its plan and options.
@@ -298,7 +297,7 @@ impl Runner {
         &mut self,
         seg: &Segment<'_>,
         verify: Option<&VerifyCtx>,
-    ) -> Result<Crew, String> {
+    ) -> Result<Crew, RunError> {
         let workers = seg.job.workers.max(1) as usize;
         // Bounded: with recycling a worker queues at most MAX_OUTSTANDING reports plus its
         // final one, and sends into a preallocated channel never allocate.
@@ -318,7 +317,7 @@ impl Runner {
                     for h in handles {
                         let _ = h.join();
                     }
-                    return Err(format!("spawning worker thread failed: {e}"));
+                    return Err(RunError::Spawn(e));
                 }
             }
         }
@@ -432,7 +431,7 @@ impl Runner {
         tw.merge(sw);
         let name = job.name.clone();
         let eng = tally.engine;
-        with_snapshot(&self.snapshot, |s| {
+        self.snapshot.update(|s| {
             if let Some(e) = eng {
                 s.engine = Some(e.to_string());
             }
@@ -459,15 +458,9 @@ impl Runner {
         verify: Option<&VerifyCtx>,
     ) {
         if let Some(max) = self.spec.max_errors {
-            let all: u64 = read_snapshot(&self.snapshot)
-                .jobs
-                .values()
-                .map(|j| j.read.errors.total() + j.write.errors.total())
-                .sum();
+            let all: u64 = self.snapshot.view(TargetView::errors);
             if all >= max && stops.fatal.is_none() {
-                stops.fatal = Some(format!(
-                    "stopped after {all} I/O errors (max_errors = {max})"
-                ));
+                stops.fatal = Some(RunError::TooManyErrors { errors: all, max });
             }
         }
         // ENODEV/ENXIO, or errors while the device node is gone: the device went away.
@@ -489,10 +482,9 @@ impl Runner {
             && stops.fatal.is_none()
             && v.counters.tripped.load(Ordering::Relaxed)
         {
-            stops.fatal = Some(format!(
-                "data verification failed ({} mismatches; see the log); verify_fatal stops the target",
-                v.counters.total()
-            ));
+            stops.fatal = Some(RunError::VerifyFatal {
+                mismatches: v.counters.total(),
+            });
         }
     }
 
@@ -502,7 +494,7 @@ impl Runner {
         &mut self,
         seg: Segment<'_>,
         on_interval: &mut dyn FnMut(u64, Instant),
-    ) -> Result<SegmentOutcome, String> {
+    ) -> Result<SegmentOutcome, RunError> {
         let started = Instant::now();
         let mut total = SegmentOutcome::default();
         // After the device returns, a precondition continues at its workers' recorded positions
@@ -533,11 +525,10 @@ impl Runner {
             total.bytes += o.bytes;
             total.errors += o.errors;
             total.secs += o.secs;
-            total.fatal = o.fatal;
             if !o.device_gone || self.stopping() {
                 return Ok(total);
             }
-            self.wait_for_device()?;
+            self.wait_for_device();
             if seg.duration.is_some_and(|d| started.elapsed() >= d) {
                 return Ok(total);
             }

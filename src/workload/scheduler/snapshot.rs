@@ -1,7 +1,12 @@
-//! What a running target publishes: its snapshot (read by scrapes, checkpoints and the status
-//! page), per-job figures, precondition progress and verification state.
+//! What a running target publishes, in three parts with one writer each: the handles fixed at
+//! start ([`TargetFixed`]: name, path, verification state, live counters), the scrape view the
+//! runner updates every interval ([`TargetView`]), and the drive tracking the daemon writes
+//! from health polls ([`DriveTracking`], behind its own lock). [`TargetShared`] holds the three;
+//! [`TargetSnapshot`] is a full copy of them for the renderers that show everything (metrics,
+//! status page, history). Also per-job figures, precondition progress and verification state.
 
 use super::*;
+use crate::workload::drive::DriveTracking;
 
 /// Interval and cumulative figures of one job on one target.
 #[derive(Debug, Clone, Default)]
@@ -23,14 +28,24 @@ pub struct JobStats {
     pub active: bool,
 }
 
-/// What a scrape sees of one target.
+/// What never changes while a target runs: set once at start.
 #[derive(Debug, Clone, Default)]
-pub struct TargetSnapshot {
+pub struct TargetFixed {
     pub name: String,
     pub path: String,
     pub is_block: bool,
     /// The block device's `state::device_key` at open, recorded in the checkpoint.
     pub device_key: Option<String>,
+    /// Data verification state when `verify` is not `off`.
+    pub verify: Option<VerifyCtx>,
+    /// Completed I/O of this run, summed from the workers' live counters at the moment of
+    /// reading (the `jobs` totals lag by up to one stats interval). For the accounting check.
+    pub live: Arc<crate::stats::live::LiveIo>,
+}
+
+/// The scrape view: what the runner updates every interval and at each phase change.
+#[derive(Debug, Clone, Default)]
+pub struct TargetView {
     pub engine: Option<String>,
     pub phase_index: usize,
     pub phase: String,
@@ -58,31 +73,58 @@ pub struct TargetSnapshot {
     pub soak_started: Option<f64>,
     /// Steady-state rounds (IOPS) of the current soak job, newest last, bounded.
     pub steady_history: Vec<f64>,
-    /// Data verification state when `verify` is not `off`.
-    pub verify: Option<VerifyCtx>,
-    /// The drive's SMART log at soak start (block targets with health polling), for per-soak
-    /// deltas of drive counters; filled by the daemon from the first poll after the target
-    /// started (`daemon::update_target_drive`), or restored from the checkpoint.
-    pub smart_at_soak_start: Option<serde_json::Value>,
-    /// Drive-side soak bookkeeping and figures, maintained by the daemon from health polls;
-    /// `save_results` copies the figures into the soak summary.
-    pub drive: crate::workload::results::DriveTracking,
-    /// The NVMe controller the target is on (`nvme0`), for `nvsoak_target_info`'s `device`
-    /// label: from the opened device node at start, then from the health poller's mapping of
-    /// the target to a controller (the one mapping both use), so `/dev/disk/by-id` paths join.
-    pub controller: Option<String>,
-    /// Completed I/O of this run, summed from the workers' live counters at the moment of
-    /// reading (the `jobs` totals lag by up to one stats interval). For the accounting check.
-    pub live: Arc<crate::stats::live::LiveIo>,
     /// The running precondition's per-worker progress (set for the current phase only).
     pub precondition: Option<Arc<PrecondLive>>,
     /// The running sweep so far (set for the current phase only, once its maximum is known).
     pub sweep_progress: Option<SweepResult>,
 }
 
+/// A full copy of one target's three parts, for renderers that show everything (metrics, the
+/// status page, its history). Readers that need a field or two use [`TargetShared`]'s
+/// accessors instead of this copy.
+#[derive(Debug, Clone, Default)]
+pub struct TargetSnapshot {
+    pub name: String,
+    pub path: String,
+    pub is_block: bool,
+    /// The block device's `state::device_key` at open.
+    pub device_key: Option<String>,
+    pub engine: Option<String>,
+    pub phase_index: usize,
+    pub phase: String,
+    pub profile: String,
+    pub running: bool,
+    pub up: bool,
+    /// Why the target stopped, when it did.
+    pub stop_reason: Option<String>,
+    pub jobs: BTreeMap<String, JobStats>,
+    /// IOPS (reads + writes) of the last interval, all jobs.
+    pub iops: f64,
+    pub started_at: f64,
+    /// The soak clock: see [`TargetView::run_secs_base`].
+    pub run_secs_base: f64,
+    pub run_since: Option<f64>,
+    /// Totals carried over from the checkpoint of an earlier run of this plan.
+    pub carried: crate::state::Totals,
+    pub loop_count: u64,
+    pub phase_started_unix: f64,
+    pub phase_elapsed_base: f64,
+    pub soak_started: Option<f64>,
+    pub steady_history: Vec<f64>,
+    pub verify: Option<VerifyCtx>,
+    /// Drive-side soak bookkeeping and figures (the daemon's part).
+    pub drive: DriveTracking,
+    /// The NVMe controller the target is on (`nvme0`), for `nvsoak_target_info`'s `device`
+    /// label (a copy of `drive.controller`).
+    pub controller: Option<String>,
+    pub live: Arc<crate::stats::live::LiveIo>,
+    pub precondition: Option<Arc<PrecondLive>>,
+    pub sweep_progress: Option<SweepResult>,
+}
+
 /// Live progress of a precondition phase: per worker stripe, the bytes of its sequential walk
 /// (all passes, earlier runs included) whose writes completed, in walk order. Written by each
-/// worker's [`ProgressHook`], read by checkpoints ([`TargetSnapshot::to_state`]).
+/// worker's [`ProgressHook`], read by checkpoints ([`TargetShared::to_state`]).
 #[derive(Debug)]
 pub struct PrecondLive {
     pub passes: u32,
@@ -123,7 +165,39 @@ pub struct VerifyCtx {
 /// Rounds of steady-state history kept for the checkpoint.
 pub(crate) const STEADY_HISTORY_MAX: usize = 256;
 
-impl TargetSnapshot {
+/// Reads and writes summed over every job.
+fn job_totals(jobs: &BTreeMap<String, JobStats>) -> (OpCounters, OpCounters) {
+    let mut r = OpCounters::default();
+    let mut w = OpCounters::default();
+    for j in jobs.values() {
+        r.merge(&j.read);
+        w.merge(&j.write);
+    }
+    (r, w)
+}
+
+/// Soak totals: the checkpoint's plus this run's, with `run_secs` of soak clock.
+fn soak_totals_of(
+    carried: &crate::state::Totals,
+    jobs: &BTreeMap<String, JobStats>,
+    run_secs: f64,
+) -> crate::state::Totals {
+    let (r, w) = job_totals(jobs);
+    let mut t = carried.clone();
+    t.read_bytes += r.bytes;
+    t.write_bytes += w.bytes;
+    t.read_ops += r.ops;
+    t.write_ops += w.ops;
+    t.errors += r.errors.total() + w.errors.total();
+    t.soak_elapsed_secs += run_secs;
+    t
+}
+
+fn run_secs_of(base: f64, since: Option<f64>, now: f64) -> f64 {
+    base + since.map_or(0.0, |t| (now - t).max(0.0))
+}
+
+impl TargetView {
     /// Seconds into the current phase, counting earlier runs.
     pub fn phase_elapsed_secs(&self) -> f64 {
         if self.running {
@@ -135,20 +209,12 @@ impl TargetSnapshot {
 
     /// Soak totals: the checkpoint's plus this run's.
     pub fn soak_totals(&self) -> crate::state::Totals {
-        let (r, w) = self.totals();
-        let mut t = self.carried.clone();
-        t.read_bytes += r.bytes;
-        t.write_bytes += w.bytes;
-        t.read_ops += r.ops;
-        t.write_ops += w.ops;
-        t.errors += r.errors.total() + w.errors.total();
-        t.soak_elapsed_secs += self.run_secs_at(now_unix());
-        t
+        soak_totals_of(&self.carried, &self.jobs, self.run_secs_at(now_unix()))
     }
 
     /// Seconds the soak clock of this run shows at unix time `now`.
     pub fn run_secs_at(&self, now: f64) -> f64 {
-        self.run_secs_base + self.run_since.map_or(0.0, |t| (now - t).max(0.0))
+        run_secs_of(self.run_secs_base, self.run_since, now)
     }
 
     /// Stops the soak clock at `now` (the plan finished or stopped, or the device went away).
@@ -177,22 +243,128 @@ impl TargetSnapshot {
         self.iops = self.jobs.values().map(|j| j.read_iops + j.write_iops).sum();
     }
 
-    /// The checkpoint record of this target.
+    /// Errors over every job.
+    pub fn errors(&self) -> u64 {
+        self.jobs
+            .values()
+            .map(|j| j.read.errors.total() + j.write.errors.total())
+            .sum()
+    }
+}
+
+impl TargetSnapshot {
+    /// Soak totals: the checkpoint's plus this run's.
+    pub fn soak_totals(&self) -> crate::state::Totals {
+        soak_totals_of(
+            &self.carried,
+            &self.jobs,
+            run_secs_of(self.run_secs_base, self.run_since, now_unix()),
+        )
+    }
+
+    pub fn totals(&self) -> (OpCounters, OpCounters) {
+        job_totals(&self.jobs)
+    }
+}
+
+/// One running target's published state: the fixed handles, the scrape view (the runner's
+/// lock) and the drive tracking (the daemon's lock). The two locks are never held together.
+#[derive(Debug)]
+pub struct TargetShared {
+    pub fixed: TargetFixed,
+    view: RwLock<TargetView>,
+    drive: RwLock<DriveTracking>,
+}
+
+pub type SharedSnapshot = Arc<TargetShared>;
+
+impl TargetShared {
+    pub fn new(fixed: TargetFixed, view: TargetView, drive: DriveTracking) -> TargetShared {
+        TargetShared {
+            fixed,
+            view: RwLock::new(view),
+            drive: RwLock::new(drive),
+        }
+    }
+
+    /// Read the scrape view under its lock (no copy).
+    pub fn view<R>(&self, f: impl FnOnce(&TargetView) -> R) -> R {
+        f(&crate::util::read(&self.view))
+    }
+
+    /// Change the scrape view (the runner).
+    pub(crate) fn update(&self, f: impl FnOnce(&mut TargetView)) {
+        f(&mut crate::util::write(&self.view))
+    }
+
+    /// Read the drive tracking under its lock (no copy).
+    pub fn drive<R>(&self, f: impl FnOnce(&DriveTracking) -> R) -> R {
+        f(&crate::util::read(&self.drive))
+    }
+
+    /// Change the drive tracking (the daemon, from health polls).
+    pub fn update_drive<R>(&self, f: impl FnOnce(&mut DriveTracking) -> R) -> R {
+        f(&mut crate::util::write(&self.drive))
+    }
+
+    /// A full copy, for the renderers that show everything.
+    pub fn snapshot(&self) -> TargetSnapshot {
+        let v = self.view(TargetView::clone);
+        let drive = self.drive(DriveTracking::clone);
+        let f = &self.fixed;
+        TargetSnapshot {
+            name: f.name.clone(),
+            path: f.path.clone(),
+            is_block: f.is_block,
+            device_key: f.device_key.clone(),
+            engine: v.engine,
+            phase_index: v.phase_index,
+            phase: v.phase,
+            profile: v.profile,
+            running: v.running,
+            up: v.up,
+            stop_reason: v.stop_reason,
+            jobs: v.jobs,
+            iops: v.iops,
+            started_at: v.started_at,
+            run_secs_base: v.run_secs_base,
+            run_since: v.run_since,
+            carried: v.carried,
+            loop_count: v.loop_count,
+            phase_started_unix: v.phase_started_unix,
+            phase_elapsed_base: v.phase_elapsed_base,
+            soak_started: v.soak_started,
+            steady_history: v.steady_history,
+            verify: f.verify.clone(),
+            controller: drive.controller.clone(),
+            drive,
+            live: f.live.clone(),
+            precondition: v.precondition,
+            sweep_progress: v.sweep_progress,
+        }
+    }
+
+    /// The checkpoint record of this target, read under each lock in turn (no full copy).
     pub fn to_state(&self) -> crate::state::TargetState {
-        let mut st = crate::state::TargetState::new(&self.name, &self.path);
-        st.identity = self.device_key.clone();
-        st.phase_index = self.phase_index;
-        st.phase_elapsed_secs = self.phase_elapsed_secs();
-        st.loop_count = self.loop_count;
-        st.soak_started = self.soak_started;
-        st.totals = self.soak_totals();
-        st.steady_history = self.steady_history.clone();
-        st.smart_at_soak_start = self.smart_at_soak_start.clone();
-        st.precondition = self.precondition.as_ref().map(|p| p.progress());
-        st.sweep = self.sweep_progress.clone();
-        st.host_at_soak_start = self.drive.host_at_soak_start;
-        st.drive_throttle_episodes = self.drive.episodes();
-        if let Some(v) = &self.verify {
+        let f = &self.fixed;
+        let mut st = crate::state::TargetState::new(&f.name, &f.path);
+        st.identity = f.device_key.clone();
+        self.view(|v| {
+            st.phase_index = v.phase_index;
+            st.phase_elapsed_secs = v.phase_elapsed_secs();
+            st.loop_count = v.loop_count;
+            st.soak_started = v.soak_started;
+            st.totals = v.soak_totals();
+            st.steady_history = v.steady_history.clone();
+            st.precondition = v.precondition.as_ref().map(|p| p.progress());
+            st.sweep = v.sweep_progress.clone();
+        });
+        self.drive(|d| {
+            st.smart_at_soak_start = d.smart_at_soak_start_json();
+            st.host_at_soak_start = d.host_at_soak_start;
+            st.drive_throttle_episodes = d.episodes();
+        });
+        if let Some(v) = &f.verify {
             st.totals.verify_errors = v.counters.total();
             st.totals.verify_errors_by_kind = v
                 .counters
@@ -205,25 +377,63 @@ impl TargetSnapshot {
         st
     }
 
-    pub fn totals(&self) -> (OpCounters, OpCounters) {
-        let mut r = OpCounters::default();
-        let mut w = OpCounters::default();
-        for j in self.jobs.values() {
-            r.merge(&j.read);
-            w.merge(&j.write);
+    /// The daemon's drive update of this target from a health snapshot (block targets only).
+    pub fn update_drive_from(&self, health: &crate::health::HealthSnapshot) {
+        if !self.fixed.is_block {
+            return;
         }
-        (r, w)
+        let (started_at, soak_started, carried) =
+            self.view(|v| (v.started_at, v.soak_started, v.carried.clone()));
+        let on = crate::workload::drive::DriveTarget {
+            path: Path::new(&self.fixed.path),
+            started_at,
+            soak_started,
+            carried: &carried,
+        };
+        self.update_drive(|d| d.update(&on, health));
     }
 }
 
-pub type SharedSnapshot = Arc<RwLock<TargetSnapshot>>;
-
-pub(crate) fn read_snapshot(s: &SharedSnapshot) -> TargetSnapshot {
-    crate::util::read(s).clone()
-}
-
-pub(crate) fn with_snapshot(s: &SharedSnapshot, f: impl FnOnce(&mut TargetSnapshot)) {
-    f(&mut crate::util::write(s))
+/// Splits a full copy back into its parts (tests build targets this way).
+#[cfg(test)]
+impl From<TargetSnapshot> for TargetShared {
+    fn from(s: TargetSnapshot) -> TargetShared {
+        let mut drive = s.drive;
+        drive.controller = drive.controller.or(s.controller);
+        TargetShared::new(
+            TargetFixed {
+                name: s.name,
+                path: s.path,
+                is_block: s.is_block,
+                device_key: s.device_key,
+                verify: s.verify,
+                live: s.live,
+            },
+            TargetView {
+                engine: s.engine,
+                phase_index: s.phase_index,
+                phase: s.phase,
+                profile: s.profile,
+                running: s.running,
+                up: s.up,
+                stop_reason: s.stop_reason,
+                jobs: s.jobs,
+                iops: s.iops,
+                started_at: s.started_at,
+                run_secs_base: s.run_secs_base,
+                run_since: s.run_since,
+                carried: s.carried,
+                loop_count: s.loop_count,
+                phase_started_unix: s.phase_started_unix,
+                phase_elapsed_base: s.phase_elapsed_base,
+                soak_started: s.soak_started,
+                steady_history: s.steady_history,
+                precondition: s.precondition,
+                sweep_progress: s.sweep_progress,
+            },
+            drive,
+        )
+    }
 }
 
 /// The workload side of the accounting check: what nvsoak did to each block-device target.
@@ -231,28 +441,22 @@ pub struct TargetsHostIo(pub Vec<SharedSnapshot>);
 
 impl HostIoSource for TargetsHostIo {
     fn host_io(&self) -> Vec<HostIo> {
-        // Read under the lock, without cloning the whole snapshot: this runs once per device
-        // per poll.
-        let one = |s: &TargetSnapshot| {
-            s.is_block.then(|| {
-                // The live counters, not the interval totals: the poller reads this right
-                // after a SMART read and compares the two.
-                let t = s.live.totals();
+        // The live counters, not the interval totals: the poller reads this right after a
+        // SMART read and compares the two. One field of the view, read under its lock: this
+        // runs once per device per poll.
+        self.0
+            .iter()
+            .filter(|s| s.fixed.is_block)
+            .map(|s| {
+                let t = s.fixed.live.totals();
                 HostIo {
-                    path: PathBuf::from(&s.path),
+                    path: PathBuf::from(&s.fixed.path),
                     read_bytes: t.read_bytes,
                     written_bytes: t.written_bytes,
                     read_ops: t.read_ops,
                     write_ops: t.write_ops,
-                    iops: s.iops,
+                    iops: s.view(|v| v.iops),
                 }
-            })
-        };
-        self.0
-            .iter()
-            .filter_map(|s| match s.read() {
-                Ok(g) => one(&g),
-                Err(p) => one(&p.into_inner()),
             })
             .collect()
     }

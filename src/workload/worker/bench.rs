@@ -12,6 +12,33 @@ use super::{ExitReason, WorkerOptions, WorkerPlan, spawn_with};
 use crate::stats::WorkerReport;
 use crate::workload::spec::{Access, EngineChoice, JobSpec, Skew};
 
+/// Why [`bench_worker`] could not measure.
+#[doc(hidden)]
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("rw: unknown pattern {0:?} (randread, randwrite, read, write)")]
+    Pattern(String),
+    #[error("{}: opening with O_DIRECT failed: {source}", path.display())]
+    Open {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Size {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("spawning the worker failed: {0}")]
+    Spawn(std::io::Error),
+    #[error("worker thread panicked")]
+    WorkerPanicked,
+    #[error(transparent)]
+    Worker(#[from] super::WorkerError),
+    /// The engine failed while running (the worker's own message).
+    #[error("{0}")]
+    Fatal(String),
+}
+
 /// What [`bench_worker`] measured.
 #[doc(hidden)]
 #[derive(Debug, Clone, serde::Serialize)]
@@ -39,7 +66,7 @@ fn rusage_cpu_secs() -> f64 {
 }
 
 /// The read percentage and access of a `bench_worker` pattern.
-fn bench_pattern(rw: &str) -> Result<(u8, Access), String> {
+fn bench_pattern(rw: &str) -> Result<(u8, Access), BenchError> {
     let random = Access::Random {
         skew: Skew::Uniform,
     };
@@ -48,9 +75,7 @@ fn bench_pattern(rw: &str) -> Result<(u8, Access), String> {
         "randwrite" => Ok((0, random)),
         "read" => Ok((100, Access::Sequential)),
         "write" => Ok((0, Access::Sequential)),
-        other => Err(format!(
-            "rw: unknown pattern {other:?} (randread, randwrite, read, write)"
-        )),
+        other => Err(BenchError::Pattern(other.to_string())),
     }
 }
 
@@ -119,7 +144,7 @@ pub fn bench_worker(
     rw: &str,
     seconds: f64,
     engine: EngineChoice,
-) -> Result<BenchResult, String> {
+) -> Result<BenchResult, BenchError> {
     use std::os::unix::fs::OpenOptionsExt;
     let (read_pct, access) = bench_pattern(rw)?;
     let f = std::fs::OpenOptions::new()
@@ -127,10 +152,16 @@ pub fn bench_worker(
         .write(true)
         .custom_flags(libc::O_DIRECT)
         .open(path)
-        .map_err(|e| format!("{}: opening with O_DIRECT failed: {e}", path.display()))?;
+        .map_err(|source| BenchError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
     let len = f
         .metadata()
-        .map_err(|e| format!("{}: {e}", path.display()))?
+        .map_err(|source| BenchError::Size {
+            path: path.to_path_buf(),
+            source,
+        })?
         .len();
     let job = JobSpec {
         name: format!("bench-{rw}"),
@@ -168,15 +199,12 @@ pub fn bench_worker(
         },
         tx,
     )
-    .map_err(|e| format!("spawning the worker failed: {e}"))?;
+    .map_err(BenchError::Spawn)?;
     let seen = consume_bench_reports(&rx, &back_tx, &stop, t0 + Duration::from_secs_f64(seconds));
     let secs = t0.elapsed().as_secs_f64();
-    let exit = h
-        .join()
-        .map_err(|_| "worker thread panicked".to_string())?
-        .map_err(|e| e.to_string())?;
+    let exit = h.join().map_err(|_| BenchError::WorkerPanicked)??;
     if let ExitReason::Fatal(m) = exit.reason {
-        return Err(m);
+        return Err(BenchError::Fatal(m));
     }
     let cpu = rusage_cpu_secs() - cpu0;
     let ops = seen.last_ops;

@@ -893,7 +893,7 @@ impl LoopState {
 mod bench;
 mod pieces;
 
-pub use bench::{BenchResult, bench_worker};
+pub use bench::{BenchError, BenchResult, bench_worker};
 pub use pieces::*;
 
 #[cfg(test)]

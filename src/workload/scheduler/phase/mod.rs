@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::state::PreconditionProgress;
 use crate::workload::results::SweepResult;
-use crate::workload::scheduler::{PrecondLive, Runner, precondition_job};
+use crate::workload::scheduler::{PrecondLive, RunError, Runner, precondition_job};
 use crate::workload::spec::PhaseSpec;
 
 pub mod precondition;
@@ -38,7 +38,7 @@ pub(crate) trait Phase {
         Published::default()
     }
     /// Run the phase to its end, a stop, or an error (which stops the target).
-    fn run(&mut self, r: &mut Runner) -> Result<(), String>;
+    fn run(&mut self, r: &mut Runner) -> Result<(), RunError>;
 }
 
 /// The runner of one configured phase.

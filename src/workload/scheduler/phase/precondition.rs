@@ -9,9 +9,9 @@ impl Runner {
         job: &JobSpec,
         passes: u32,
         live: Option<Arc<PrecondLive>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), RunError> {
         if live.as_ref().is_none_or(|l| !l.progress().is_complete()) {
-            let out = self.run_segment(
+            self.run_segment(
                 Segment {
                     job,
                     rate_iops: None,
@@ -21,9 +21,6 @@ impl Runner {
                 },
                 &mut |_, _| {},
             )?;
-            if let Some(f) = out.fatal {
-                return Err(f);
-            }
         }
         self.verify_pass()
     }
@@ -138,7 +135,7 @@ impl super::Phase for Precondition {
             sweep: None,
         }
     }
-    fn run(&mut self, r: &mut Runner) -> Result<(), String> {
+    fn run(&mut self, r: &mut Runner) -> Result<(), RunError> {
         r.precondition(&self.job, self.passes, self.live.clone())
     }
 }

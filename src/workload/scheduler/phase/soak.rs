@@ -10,9 +10,9 @@ impl Runner {
         duration: Option<Duration>,
         rotate: Option<Duration>,
         steady: &SteadyConfig,
-    ) -> Result<(), String> {
+    ) -> Result<(), RunError> {
         let start = Instant::now();
-        let resumed_history = read_snapshot(&self.snapshot).steady_history;
+        let resumed_history = self.snapshot.view(|s| s.steady_history.clone());
         let mut detectors: BTreeMap<String, (SteadyDetector, u64, Instant)> = BTreeMap::new();
         let mut idx = 0usize;
         loop {
@@ -61,7 +61,7 @@ impl Runner {
                     let st = det.0.push_round(iops, now_unix());
                     det.1 = 0;
                     det.2 = now;
-                    with_snapshot(&snapshot, |s| {
+                    snapshot.update(|s| {
                         s.jobs.entry(name.clone()).or_default().steady = Some(st);
                         s.steady_history.push(iops);
                         if s.steady_history.len() > STEADY_HISTORY_MAX {
@@ -79,17 +79,16 @@ impl Runner {
                     progress: None,
                 },
                 &mut on_interval,
-            )?;
-            if let Some(st) = read_snapshot(&self.snapshot)
-                .jobs
-                .get(&job.name)
-                .and_then(|j| j.steady.clone())
+            );
+            // The job's steady state so far is recorded even when the segment stopped the
+            // target.
+            if let Some(st) = self
+                .snapshot
+                .view(|s| s.jobs.get(&job.name).and_then(|j| j.steady.clone()))
             {
                 self.record_steady(&job.name, &st);
             }
-            if let Some(f) = o.fatal {
-                return Err(f);
-            }
+            o?;
             if job.read_pct < 100 {
                 self.verify_pass()?;
             }
@@ -136,7 +135,7 @@ impl super::Phase for Soak {
         self.left = super::remaining(self.duration, resume.done_secs);
         super::Published::default()
     }
-    fn run(&mut self, r: &mut Runner) -> Result<(), String> {
+    fn run(&mut self, r: &mut Runner) -> Result<(), RunError> {
         r.soak(&self.jobs, self.left, self.rotate, &self.steady)
     }
 }

@@ -30,7 +30,7 @@ impl Runner {
         point_duration: Duration,
         points: &[u32],
         resumed: Option<SweepResult>,
-    ) -> Result<(), String> {
+    ) -> Result<(), RunError> {
         let mut result;
         let max_iops;
         match resumed {
@@ -82,9 +82,6 @@ impl Runner {
                 },
                 &mut |_, _| {},
             )?;
-            if let Some(f) = o.fatal {
-                return Err(f);
-            }
             result.points.push(point_from(pct, target_iops, &o));
             self.publish_sweep(job, &result);
         }
@@ -97,7 +94,7 @@ impl Runner {
     }
 
     pub(crate) fn publish_sweep(&mut self, job: &JobSpec, result: &SweepResult) {
-        with_snapshot(&self.snapshot, |s| {
+        self.snapshot.update(|s| {
             s.jobs.entry(job.name.clone()).or_default().sweep = Some(result.clone());
             s.sweep_progress = Some(result.clone());
         });
@@ -120,7 +117,7 @@ impl Runner {
         &mut self,
         job: &JobSpec,
         duration: Duration,
-    ) -> Result<(SegmentOutcome, f64), String> {
+    ) -> Result<(SegmentOutcome, f64), RunError> {
         let uncontrolled = JobSpec {
             rate: None,
             ..job.clone()
@@ -135,16 +132,13 @@ impl Runner {
             },
             &mut |_, _| {},
         )?;
-        if let Some(f) = o.fatal {
-            return Err(f);
-        }
         let max_iops = o.ops as f64 / o.secs.max(1e-9);
         self.max_iops.insert(job.name.clone(), max_iops);
         Ok((o, max_iops))
     }
 
     /// Turn a job's rate limit into total IOPS for the job.
-    pub(crate) fn resolve_rate(&mut self, job: &JobSpec) -> Result<Option<f64>, String> {
+    pub(crate) fn resolve_rate(&mut self, job: &JobSpec) -> Result<Option<f64>, RunError> {
         Ok(match &job.rate {
             None => None,
             Some(RateLimit::Iops(v)) => Some(*v),
@@ -242,7 +236,7 @@ impl super::Phase for Sweep {
             sweep: self.resume.clone(),
         }
     }
-    fn run(&mut self, r: &mut Runner) -> Result<(), String> {
+    fn run(&mut self, r: &mut Runner) -> Result<(), RunError> {
         r.sweep(
             &self.job,
             self.max_duration,

@@ -1,0 +1,46 @@
+//! The I/O vocabulary shared by the engines, the workers, the statistics and the workload
+//! specs: what an I/O is ([`Op`]) and which engine runs it ([`EngineChoice`]). It sits below
+//! all of them so that `engine/` depends on nothing above it; `workload::spec` re-exports both.
+
+use serde::Serialize;
+
+/// Read or write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    Read,
+    Write,
+}
+
+impl Op {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Read => "read",
+            Op::Write => "write",
+        }
+    }
+}
+
+/// Which I/O engine a target's workers use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineChoice {
+    /// io_uring, falling back to psync (with a log line) when the kernel refuses io_uring.
+    Auto,
+    /// io_uring, and an error if it cannot be set up.
+    IoUring,
+    Psync,
+    /// Completes every I/O immediately without touching the target (tests the worker loop).
+    Null,
+}
+
+impl EngineChoice {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineChoice::Auto => "auto",
+            EngineChoice::IoUring => "io_uring",
+            EngineChoice::Psync => "psync",
+            EngineChoice::Null => "null",
+        }
+    }
+}
