@@ -217,7 +217,9 @@ def variables(with_device=True, with_target=True):
           "current": {}, "hide": 0, "refresh": 1}]
     v.append(q("instance", "Host", "label_values(nvsoak_build_info, instance)"))
     if with_device:
-        v.append(q("device", "Device", 'label_values(nvme_info{instance=~"$instance"}, device)'))
+        # NVMe controllers and SATA disks alike.
+        v.append(q("device", "Device",
+                   'label_values({__name__=~"nvme_info|ata_info", instance=~"$instance"}, device)'))
     if with_target:
         # The targets on the chosen drives (file targets have device="", matched by "All").
         tq = ('label_values(nvsoak_target_info{instance=~"$instance", device=~"$device"}, target)' if with_device
@@ -428,6 +430,8 @@ def device_detail():
         (f"nvsoak_write_amplification_ratio{{{D}}}", "{{device}} write amplification (OCP)"),
     ], thresholds=steps((1.05, "orange"), (1.2, "red")), desc="1.0 means the drive counted what was written; write amplification needs the OCP C0h log."))
 
+    sata_rows(lay, P)
+
     P.append(row(lay, "OCP C0h and health polling"))
     P.append(timeseries(lay, "Physical media (OCP)", [
         (f"rate(nvme_ocp_physical_media_written_bytes_total{{{D}}}[$__rate_interval])", "{{device}} NAND written"),
@@ -461,6 +465,42 @@ def device_detail():
                      "One drive and its soak targets: workload, latency, steady state, sweep, temperature, wear, errors.")
 
 
+def sata_rows(lay, P):
+    """The device dashboard's SATA (ATA) section: what ata_* families say."""
+    P.append(row(lay, "SATA (ATA) drives"))
+    P.append(table(lay, "SATA identity and SMART status", [
+        f"max by (instance, device, model, serial, firmware, wwn) (ata_info{{{D}}})",
+        f"max by (instance, device) (ata_smart_status_passed{{{D}}})",
+        f"max by (instance, device) (ata_up{{{D}}})",
+        f"max by (instance, device) (ata_percentage_used_ratio{{{D}}})",
+        f"max by (instance, device, source) (nvsoak_drive_lifetime_written_bytes_total{{{D}}})",
+    ], w=24, h=5, rename={"Value #B": "SMART passed", "Value #C": "up", "Value #D": "percentage used",
+                          "Value #E": "lifetime written"},
+        exclude=("Value #A",), units={"percentage used": "percentunit", "lifetime written": "bytes"},
+        desc="ata_info, SMART RETURN STATUS, and where the lifetime-writes figure comes from "
+             "(Device Statistics, else vendor attribute 241)."))
+    P.append(table(lay, "SMART attributes", [
+        f"max by (instance, device, id, name) (ata_smart_attribute_value{{{D}}})",
+        f"max by (instance, device, id, name) (ata_smart_attribute_worst{{{D}}})",
+        f"max by (instance, device, id, name) (ata_smart_attribute_threshold{{{D}}})",
+        f"max by (instance, device, id, name) (ata_smart_attribute_raw{{{D}}})",
+    ], w=24, h=10, rename={"Value #A": "value", "Value #B": "worst", "Value #C": "threshold", "Value #D": "raw"},
+        desc="The SMART attribute table as smartctl -A shows it; a value at or below a nonzero threshold is failing."))
+    P.append(timeseries(lay, "SATA temperature", [
+        (f"ata_temperature_celsius{{{D}}}", "{{device}} {{kind}}"),
+    ], unit="celsius", w=8, desc="Current (Device Statistics, else attribute 194/190), lifetime highest and lowest, specified maximum."))
+    P.append(timeseries(lay, "SATA host I/O (Device Statistics)", [
+        (f"rate(ata_written_bytes_total{{{D}}}[$__rate_interval])", "{{device}} written"),
+        (f"rate(ata_read_bytes_total{{{D}}}[$__rate_interval])", "{{device}} read"),
+        (f"rate(nvsoak_drive_lifetime_written_bytes_total{{{D}}}[$__rate_interval])", "{{device}} written ({{source}})"),
+    ], unit="Bps", w=8))
+    P.append(timeseries(lay, "SATA errors", [
+        (f"increase(ata_reported_uncorrectable_errors_total{{{D}}}[$__rate_interval])", "{{device}} reported uncorrectable"),
+        (f"increase(ata_interface_crc_errors_total{{{D}}}[$__rate_interval])", "{{device}} interface CRC"),
+        (f'ata_smart_attribute_raw{{{D}, id=~"5|187|196|198|199"}}', "{{device}} {{id}} {{name}}"),
+    ], w=8))
+
+
 def fleet():
     lay = Layout()
     P = []
@@ -473,6 +513,9 @@ def fleet():
                   w=4, thresholds=steps((1, "red"))))
     P.append(stat(lay, "Fleet IOPS", [f"sum(nvsoak:iops:rate1m{{{I}}})"], unit="iops", w=4))
     P.append(stat(lay, "Fleet bandwidth", [f"sum(nvsoak:bandwidth_bytes:rate1m{{{I}}})"], unit="Bps", w=4))
+    P.append(stat(lay, "SATA drives", [f"count(ata_info{{{I}}}) or vector(0)"], w=4))
+    P.append(stat(lay, "SATA drives failing SMART", [f"count(ata_smart_status_passed{{{I}}} == 0) or vector(0)"],
+                  w=4, thresholds=steps((1, "red"))))
 
     P.append(table(lay, "Drives and their soak targets, worst first", [
         f"nvme:fleet_badness:score{{{I}}}",
@@ -507,6 +550,19 @@ def fleet():
         exclude=("Value #B", "Value #C"),
         units={"percentage used": "percentunit", "TBW consumed": "percentunit", "hottest °C": "celsius",
                "read p99": "s", "write p99": "s", "IOPS": "iops"}))
+    P.append(table(lay, "SATA drives, worst first", [
+        f"max by (instance, device) (1 - ata_smart_status_passed{{{I}}}) + max by (instance, device) (1 - ata_up{{{I}}})",
+        f"max by (instance, device, model, serial, firmware) (ata_info{{{I}}})",
+        f"max by (instance, device) (ata_smart_status_passed{{{I}}})",
+        f"max by (instance, device) (ata_percentage_used_ratio{{{I}}})",
+        f"max by (instance, device) (nvsoak_endurance_consumed_ratio{{{I}}} and on (instance, device) ata_info)",
+        f'max by (instance, device) (ata_temperature_celsius{{{I}, kind="current"}})',
+        f"max by (instance, device) (ata_up{{{I}}})",
+    ], h=8, sort_by="badness",
+        desc="One row per SATA disk: SMART failed and down first (badness = failed + down).",
+        rename={"Value #A": "badness", "Value #C": "SMART passed", "Value #D": "percentage used",
+                "Value #E": "TBW consumed", "Value #F": "°C", "Value #G": "up"},
+        exclude=("Value #B",), units={"percentage used": "percentunit", "TBW consumed": "percentunit", "°C": "celsius"}))
     # Targets not on an NVMe namespace (files, other block devices) have no drive row.
     F = 'and on (instance, target) nvsoak_target_info{device=""}'
     P.append(table(lay, "File targets (no NVMe controller), worst first", [

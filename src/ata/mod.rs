@@ -6,19 +6,23 @@
 //! - [`cdb`] builds the pass-through CDB and reads the ATA registers back from sense data (both
 //!   the descriptor and the fixed format libata uses).
 //! - [`cmd`] builds the commands nvsoak sends and runs them through a transport.
-//! - [`identify`], [`smart`] and [`devstat`] are pure parsers from bytes to structs.
+//! - [`identify`], [`smart`] and [`devstat`] are pure parsers from bytes to structs;
+//!   [`vendor`] the family attribute names and which attributes carry lifetime writes.
+//! - [`discover`] lists the ATA disks in sysfs.
 //!
 //! Architecture Invariant: `ata::identify`, `ata::smart`, `ata::devstat` and `ata::cdb` never
 //! perform I/O, and `transport.rs` is the only file here with `unsafe` code.
 //!
-//! Not wired into the health poller, metrics or the daemon yet (issue 15).
+//! The health poller polls these disks (`health::ata`), `metrics::ata` exports them.
 
 pub mod cdb;
 pub mod cmd;
 pub mod devstat;
+pub mod discover;
 pub mod identify;
 pub mod smart;
 pub mod transport;
+pub mod vendor;
 
 pub use transport::AtaTransport;
 

@@ -1,6 +1,7 @@
 //! `nvsoak health [--json] [DEVICE...]`: the identify summary and SMART log of each
 //! controller, once. `--json` uses nvme-cli's `smart-log -o json` keys (and `sn`, `mn`, `fr`
-//! from `id-ctrl -o json`) so the output diffs field by field against nvme-cli.
+//! from `id-ctrl -o json`) so the output diffs field by field against nvme-cli. SATA disks
+//! (`sdX`) are listed too, with smartctl's keys (`cli::health_ata`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -9,6 +10,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 
+use super::health_ata;
 use crate::health::poller::{DeviceHealth, RatingContext, poll_once};
 use crate::nvme::discover::{self, Controller, Filter};
 use crate::nvme::ioctl::IoctlTransport;
@@ -22,9 +24,17 @@ pub fn main(json: bool, devices: &[String]) -> Result<ExitCode> {
     let root = std::env::var_os("NVSOAK_SYSFS_ROOT")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/sys"));
-    run(json, devices, &root, &mut std::io::stdout().lock(), &|c| {
-        IoctlTransport::open(&c.dev_path).map(|t| Box::new(t) as Box<dyn AdminTransport>)
-    })
+    run_with(
+        json,
+        devices,
+        &root,
+        &mut std::io::stdout().lock(),
+        &|c| IoctlTransport::open(&c.dev_path).map(|t| Box::new(t) as Box<dyn AdminTransport>),
+        &|d| {
+            crate::ata::transport::SgIo::open(&d.dev_path)
+                .map(|t| Box::new(t) as Box<dyn crate::ata::AtaTransport>)
+        },
+    )
 }
 
 /// Which controllers `devices` names: all discovered when empty. A `/dev/nvmeX` path that
@@ -104,7 +114,8 @@ fn direct_controller(d: &str) -> Option<Controller> {
 
 type OpenFn<'a> = &'a dyn Fn(&Controller) -> Result<Box<dyn AdminTransport>, NvmeError>;
 
-/// The command with its inputs injectable (tests use a fake sysfs and the replay transport).
+/// The command with its inputs injectable (tests use a fake sysfs and the replay transport);
+/// SATA disks are opened with `SG_IO`.
 pub fn run(
     json: bool,
     devices: &[String],
@@ -112,7 +123,35 @@ pub fn run(
     out: &mut dyn Write,
     open: OpenFn<'_>,
 ) -> Result<ExitCode> {
-    let ctrls = select(sysfs_root, devices)?;
+    run_with(json, devices, sysfs_root, out, open, &|d| {
+        crate::ata::transport::SgIo::open(&d.dev_path)
+            .map(|t| Box::new(t) as Box<dyn crate::ata::AtaTransport>)
+    })
+}
+
+/// [`run`] with the SATA disks' transport injectable too. With no `devices`, every NVMe
+/// controller and SATA disk; `sdX` names a SATA disk, anything else an NVMe controller.
+pub fn run_with(
+    json: bool,
+    devices: &[String],
+    sysfs_root: &Path,
+    out: &mut dyn Write,
+    open: OpenFn<'_>,
+    ata_open: health_ata::AtaOpenFn<'_>,
+) -> Result<ExitCode> {
+    let disks = health_ata::select(sysfs_root, devices, devices.is_empty())?;
+    let nvme_names: Vec<String> = devices
+        .iter()
+        .filter(|d| !health_ata::names_ata(d))
+        .cloned()
+        .collect();
+    let ctrls = if devices.is_empty() && !disks.is_empty() {
+        discover::discover(sysfs_root)?
+    } else if devices.is_empty() || !nvme_names.is_empty() {
+        select(sysfs_root, &nvme_names)?
+    } else {
+        Vec::new()
+    };
     let settings = crate::config::builtin_default().health;
     let ratings = RatingContext {
         table: RatingsTable::load(settings.ratings_file.as_deref())?,
@@ -134,9 +173,33 @@ pub fn run(
             Err(e) => failures.push(e.to_string()),
         }
     }
+    let mut ata = Vec::new();
+    for disk in &disks {
+        match ata_open(disk) {
+            Ok(t) => {
+                let d = crate::health::ata::poll_once(
+                    t.as_ref(),
+                    disk,
+                    &ratings,
+                    &crate::health::NoHostIo,
+                );
+                if !d.up {
+                    failures.push(d.last_error.clone().unwrap_or_else(|| {
+                        format!(
+                            "{}: the SMART data could not be read",
+                            disk.dev_path.display()
+                        )
+                    }));
+                }
+                ata.push(d);
+            }
+            Err(e) => failures.push(e.to_string()),
+        }
+    }
     if json {
-        let objs: Vec<Value> = results.iter().map(to_json).collect();
-        let v = if objs.len() == 1 && ctrls.len() == 1 {
+        let mut objs: Vec<Value> = results.iter().map(to_json).collect();
+        objs.extend(ata.iter().map(health_ata::to_json));
+        let v = if objs.len() == 1 && ctrls.len() + disks.len() == 1 {
             objs.into_iter().next().unwrap_or(Value::Null)
         } else {
             Value::Array(objs)
@@ -149,11 +212,17 @@ pub fn run(
             }
             write_text(out, d)?;
         }
+        for (i, d) in ata.iter().enumerate() {
+            if i > 0 || !results.is_empty() {
+                writeln!(out)?;
+            }
+            health_ata::write_text(out, d)?;
+        }
     }
     if failures.is_empty() {
         return Ok(ExitCode::SUCCESS);
     }
-    if results.iter().all(|d| !d.up) {
+    if results.iter().all(|d| !d.up) && ata.iter().all(|d| !d.up) {
         // Nothing useful printed: make the one plain message the error.
         bail!("{}", failures.join("\nnvsoak: "));
     }
@@ -165,7 +234,7 @@ pub fn run(
 
 /// 128-bit counters as JSON numbers when they fit in u64, else as decimal strings (nvme-cli
 /// 2.x prints both forms, depending on its version).
-fn n128(v: u128) -> Value {
+pub(crate) fn n128(v: u128) -> Value {
     match u64::try_from(v) {
         Ok(x) => json!(x),
         Err(_) => json!(v.to_string()),
@@ -322,7 +391,32 @@ fn human(b: u128) -> String {
     }
 }
 
+/// `  key<padded to 40> value`, the line every section uses.
+pub(crate) fn kv(out: &mut dyn Write, k: &str, v: String) -> std::io::Result<()> {
+    writeln!(out, "  {k:<40} {v}")
+}
+
 fn write_text(out: &mut dyn Write, d: &DeviceHealth) -> Result<()> {
+    write_identity(out, d)?;
+    let Some(s) = &d.smart else {
+        if let Some(e) = &d.last_error {
+            writeln!(out, "  SMART log unavailable: {e}")?;
+        }
+        return Ok(());
+    };
+    write_smart(out, s)?;
+    write_endurance(out, &d.derived)?;
+    if let Some(o) = &d.ocp {
+        write_ocp(out, o)?;
+    }
+    if let Some(e) = &d.last_error {
+        writeln!(out, "  (some pages failed; last: {e})")?;
+    }
+    Ok(())
+}
+
+/// Name, Identify Controller and the namespaces.
+fn write_identity(out: &mut dyn Write, d: &DeviceHealth) -> Result<()> {
     writeln!(out, "{} ({})", d.name, d.dev_path.display())?;
     writeln!(out, "  model        {}", d.model)?;
     writeln!(out, "  serial       {}", d.serial)?;
@@ -362,19 +456,17 @@ fn write_text(out: &mut dyn Write, d: &DeviceHealth) -> Result<()> {
             None => writeln!(out, "  namespace    {} (nsid {})", n.name, n.nsid)?,
         }
     }
-    let Some(s) = &d.smart else {
-        if let Some(e) = &d.last_error {
-            writeln!(out, "  SMART log unavailable: {e}")?;
-        }
-        return Ok(());
-    };
+    Ok(())
+}
+
+/// The SMART / Health Information log, nvme-cli's keys.
+fn write_smart(out: &mut dyn Write, s: &SmartLog) -> Result<()> {
     writeln!(out, "SMART/Health Information (log 02h)")?;
     let active: Vec<&str> = CRITICAL_WARNING_BITS
         .iter()
         .filter(|(b, _)| s.critical_warning & (1 << b) != 0)
         .map(|(_, n)| *n)
         .collect();
-    let kv = |out: &mut dyn Write, k: &str, v: String| writeln!(out, "  {k:<40} {v}");
     kv(
         out,
         "critical_warning",
@@ -472,8 +564,16 @@ fn write_text(out: &mut dyn Write, d: &DeviceHealth) -> Result<()> {
         "thm_temp2_total_time",
         format!("{} s", s.thm_temp2_total_time),
     )?;
+    Ok(())
+}
+
+/// The rated endurance and how much of it is consumed (NVMe and ATA drives alike).
+pub(crate) fn write_endurance(
+    out: &mut dyn Write,
+    x: &crate::health::poller::Derived,
+) -> Result<()> {
     writeln!(out, "Endurance")?;
-    match &d.derived.rated {
+    match &x.rated {
         Some(r) => {
             kv(
                 out,
@@ -490,7 +590,7 @@ fn write_text(out: &mut dyn Write, d: &DeviceHealth) -> Result<()> {
                     r.series.clone().unwrap_or_else(|| "from config".into())
                 ),
             )?;
-            if let Some(c) = d.derived.endurance_consumed_ratio {
+            if let Some(c) = x.endurance_consumed_ratio {
                 kv(out, "consumed", format!("{:.4}%", c * 100.0))?;
             }
         }
@@ -500,28 +600,27 @@ fn write_text(out: &mut dyn Write, d: &DeviceHealth) -> Result<()> {
             "unknown (add the drive to config/drives.toml or add a [[health.device]] entry to the config)".into(),
         )?,
     }
-    if let Some(o) = &d.ocp {
-        writeln!(out, "OCP SMART extended log (C0h)")?;
-        kv(
-            out,
-            "physical_media_units_written",
-            o.physical_media_units_written.to_string(),
-        )?;
-        kv(
-            out,
-            "physical_media_units_read",
-            o.physical_media_units_read.to_string(),
-        )?;
-        kv(
-            out,
-            "thermal_throttling_status",
-            o.thermal_throttling_status.to_string(),
-        )?;
-        kv(out, "endurance_estimate", o.endurance_estimate.to_string())?;
-    }
-    if let Some(e) = &d.last_error {
-        writeln!(out, "  (some pages failed; last: {e})")?;
-    }
+    Ok(())
+}
+
+fn write_ocp(out: &mut dyn Write, o: &crate::nvme::log::ocp::OcpSmartLog) -> Result<()> {
+    writeln!(out, "OCP SMART extended log (C0h)")?;
+    kv(
+        out,
+        "physical_media_units_written",
+        o.physical_media_units_written.to_string(),
+    )?;
+    kv(
+        out,
+        "physical_media_units_read",
+        o.physical_media_units_read.to_string(),
+    )?;
+    kv(
+        out,
+        "thermal_throttling_status",
+        o.thermal_throttling_status.to_string(),
+    )?;
+    kv(out, "endurance_estimate", o.endurance_estimate.to_string())?;
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! Subcommand implementations. `main.rs` parses arguments and calls into here.
 
 pub mod health;
+pub mod health_ata;
 pub mod profiles;
 pub mod report;
 pub mod run;

@@ -113,7 +113,7 @@ pub fn rated_endurance(
 pub const HISTORY_CAP: usize = 4096;
 
 /// The write history of one drive over the soak: the first sample, and the samples of the
-/// last 24 h (plus the one just before, so the window is covered).
+/// last 24 h (plus the one just before, so the window is covered). Kept in bytes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WriteHistory {
     first: Option<(f64, u128)>,
@@ -122,14 +122,24 @@ pub struct WriteHistory {
 }
 
 impl WriteHistory {
+    /// An NVMe sample: data units written (of 512 000 bytes) and percentage used.
     pub fn push(&mut self, t: f64, data_units_written: u128, percent_used: u8) {
+        self.push_bytes(
+            t,
+            data_units_written.saturating_mul(DATA_UNIT_BYTES as u128),
+            percent_used,
+        );
+    }
+
+    /// A sample in bytes written (ATA: Device Statistics or a vendor attribute).
+    pub fn push_bytes(&mut self, t: f64, bytes_written: u128, percent_used: u8) {
         if self.first.is_none() {
-            self.first = Some((t, data_units_written));
+            self.first = Some((t, bytes_written));
         }
         if self.pu_first.is_none() {
             self.pu_first = Some((t, percent_used));
         }
-        self.recent.push_back((t, data_units_written));
+        self.recent.push_back((t, bytes_written));
         // Keep one sample at or before t - 24h, drop older ones.
         while self.recent.len() >= 2 && self.recent[1].0 <= t - DAY_SECONDS {
             self.recent.pop_front();
@@ -166,7 +176,7 @@ impl WriteHistory {
         if dt <= 0.0 || capacity_bytes <= 0.0 {
             return None;
         }
-        let bytes = b.1.saturating_sub(a.1) as f64 * DATA_UNIT_BYTES;
+        let bytes = b.1.saturating_sub(a.1) as f64;
         Some(bytes / capacity_bytes / (dt / DAY_SECONDS))
     }
 
@@ -185,7 +195,7 @@ impl WriteHistory {
         let a = *self.recent.front()?;
         let b = self.latest()?;
         let dt = b.0 - a.0;
-        (dt > 0.0).then(|| b.1.saturating_sub(a.1) as f64 * DATA_UNIT_BYTES / (dt / DAY_SECONDS))
+        (dt > 0.0).then(|| b.1.saturating_sub(a.1) as f64 / (dt / DAY_SECONDS))
     }
 
     /// Days until percentage used reaches 100 at its slope since the first sample
@@ -227,17 +237,26 @@ pub struct AccountingTracker {
 }
 
 impl AccountingTracker {
+    /// An NVMe sample: the drive's figure in data units of 512 000 bytes.
     pub fn update(&mut self, host_written: u64, data_units_written: u128) -> Accounting {
+        self.update_bytes(
+            host_written,
+            data_units_written.saturating_mul(DATA_UNIT_BYTES as u128),
+        )
+    }
+
+    /// The drive's lifetime bytes written (ATA), against nvsoak's own.
+    pub fn update_bytes(&mut self, host_written: u64, drive_bytes_written: u128) -> Accounting {
         let (h0, d0) = match self.base {
-            Some(b) if host_written >= b.0 && data_units_written >= b.1 => b,
+            Some(b) if host_written >= b.0 && drive_bytes_written >= b.1 => b,
             _ => {
                 // First sample, or a counter went backwards (drive reset): start again.
-                self.base = Some((host_written, data_units_written));
-                (host_written, data_units_written)
+                self.base = Some((host_written, drive_bytes_written));
+                (host_written, drive_bytes_written)
             }
         };
         let host = (host_written - h0) as f64;
-        let drive = (data_units_written - d0) as f64 * DATA_UNIT_BYTES;
+        let drive = (drive_bytes_written - d0) as f64;
         Accounting {
             host_written_bytes: host,
             drive_written_bytes: drive,

@@ -41,6 +41,7 @@ impl HostIoSource for NoHostIo {
     }
 }
 
+pub mod ata;
 pub mod derive;
 pub mod poller;
 

@@ -216,6 +216,8 @@ fn ns_of(c: &Controller) -> Vec<NamespaceHealth> {
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct HealthSnapshot {
     pub devices: Vec<DeviceHealth>,
+    /// SATA disks (`ata_*` metrics), polled in the same pass.
+    pub ata: Vec<super::ata::AtaHealth>,
     /// Unix time at the end of the last poll.
     pub poll_timestamp_seconds: Option<f64>,
     pub poll_duration_seconds: Option<f64>,
@@ -461,6 +463,7 @@ pub struct Poller {
     last_timestamp: Option<f64>,
     last_duration: Option<f64>,
     setup_error: Option<String>,
+    ata: super::ata::AtaPoller,
 }
 
 impl Poller {
@@ -501,7 +504,14 @@ impl Poller {
             last_timestamp: None,
             last_duration: None,
             setup_error,
+            ata: super::ata::AtaPoller::new(super::ata::sgio_opener()),
         }
+    }
+
+    /// Reach ATA disks through `opener` instead of `SG_IO` (tests use the replay transport).
+    pub fn with_ata_opener(mut self, opener: super::ata::AtaOpener) -> Self {
+        self.ata = super::ata::AtaPoller::new(opener);
+        self
     }
 
     /// Walk sysfs: new controllers are added, vanished ones stay with `present = false`.
@@ -510,6 +520,7 @@ impl Poller {
         let Some(filter) = self.filter.as_ref() else {
             return; // a bad include/exclude rule polls nothing (see setup_error)
         };
+        self.ata.rescan(&self.sysfs_root, filter);
         let found = match discover::discover(&self.sysfs_root) {
             Ok(f) => f,
             Err(e) => {
@@ -607,6 +618,7 @@ impl Poller {
                 }
             }
         }
+        self.ata.poll(now, host, &self.ratings);
         self.polls += 1;
         self.last_duration = Some(start.elapsed().as_secs_f64());
         self.last_timestamp = Some(unix_now());
@@ -619,6 +631,7 @@ impl Poller {
     pub fn snapshot(&self) -> HealthSnapshot {
         HealthSnapshot {
             devices: self.devices.values().cloned().collect(),
+            ata: self.ata.snapshot(),
             poll_timestamp_seconds: self.last_timestamp,
             poll_duration_seconds: self.last_duration,
             polls: self.polls,
@@ -628,6 +641,10 @@ impl Poller {
 
     pub fn device(&self, name: &str) -> Option<&DeviceHealth> {
         self.devices.get(name)
+    }
+
+    pub fn ata_disk(&self, name: &str) -> Option<&super::ata::AtaHealth> {
+        self.ata.disk(name)
     }
 }
 

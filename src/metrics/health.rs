@@ -5,18 +5,20 @@
 use prometheus::proto::MetricFamily;
 
 use super::{Family, push};
-use crate::health::poller::{DeviceHealth, page};
+use crate::health::poller::{Derived, DeviceHealth, page};
 use crate::health::{HealthSnapshot, derive};
 use crate::nvme::log::smart::{CRITICAL_WARNING_BITS, SmartLog};
 
 const POLLED: &str = "As of the latest background health poll.";
 
+pub(super) const POLL_ERRORS_HELP: &str = "Failed admin commands by device and log page (NVMe: open, identify, identify_ns, smart, error, fw_slot, ocp, temp_threshold; ATA: open, identify, smart, smart_status, devstat); a failed page keeps its last values.";
+
 fn help(text: &str) -> String {
     format!("{text} {POLLED}")
 }
 
-/// One family per metric name, filled device by device.
-struct F {
+/// One family per metric name, filled device by device (NVMe and ATA alike).
+pub(super) struct F {
     fams: Vec<(String, Family)>,
 }
 
@@ -34,11 +36,11 @@ impl F {
         self.fams.push((name.to_string(), fam));
         self.fams.len() - 1
     }
-    fn gauge(&mut self, name: &str, help_text: &str, labels: &[(&str, &str)], v: f64) {
+    pub(super) fn gauge(&mut self, name: &str, help_text: &str, labels: &[(&str, &str)], v: f64) {
         let i = self.idx(name, help_text, false);
         self.fams[i].1.add(labels, v);
     }
-    fn counter(&mut self, name: &str, help_text: &str, labels: &[(&str, &str)], v: f64) {
+    pub(super) fn counter(&mut self, name: &str, help_text: &str, labels: &[(&str, &str)], v: f64) {
         let i = self.idx(name, help_text, true);
         self.fams[i].1.add(labels, v);
     }
@@ -69,6 +71,9 @@ pub fn families(snap: &HealthSnapshot) -> Vec<MetricFamily> {
     }
     for d in &snap.devices {
         device(&mut f, d);
+    }
+    for a in &snap.ata {
+        super::ata::disk(&mut f, a);
     }
     let mut out = Vec::new();
     for (_, fam) in f.fams {
@@ -109,7 +114,7 @@ fn device(f: &mut F, d: &DeviceHealth) {
     ] {
         f.counter(
             "nvsoak_health_poll_errors_total",
-            "Failed admin commands by device and log page (open, identify, identify_ns, smart, error, fw_slot, ocp, temp_threshold); a failed page keeps its last values.",
+            POLL_ERRORS_HELP,
             &[("device", dev), ("log", p)],
             d.poll_errors.get(p).copied().unwrap_or(0) as f64,
         );
@@ -202,7 +207,7 @@ fn device(f: &mut F, d: &DeviceHealth) {
     if let Some(o) = &d.ocp {
         ocp(f, dev, o);
     }
-    derived(f, dev, d);
+    derived(f, dev, &d.derived, d.smart.is_some());
 }
 
 fn smart(f: &mut F, dev: &str, s: &SmartLog) {
@@ -430,9 +435,10 @@ fn ocp(f: &mut F, dev: &str, o: &crate::nvme::log::ocp::OcpSmartLog) {
     }
 }
 
-fn derived(f: &mut F, dev: &str, d: &DeviceHealth) {
+/// The derived `nvsoak_*` figures, the same names for NVMe and ATA drives; `polled` says the
+/// drive's health page was read at least once (the throttling state means something).
+pub(super) fn derived(f: &mut F, dev: &str, x: &Derived, polled: bool) {
     let l = [("device", dev)];
-    let x = &d.derived;
     if let Some(r) = &x.rated {
         let source = match r.source {
             derive::RatingSource::Config => "config",
@@ -481,14 +487,14 @@ fn derived(f: &mut F, dev: &str, d: &DeviceHealth) {
     opt(
         f,
         "nvsoak_endurance_consumed_ratio",
-        "Lifetime host bytes written (SMART 02h bytes 48..63 x 512000) / rated endurance bytes.",
+        "Lifetime host bytes written (NVMe: SMART 02h bytes 48..63 x 512000; ATA: nvsoak_drive_lifetime_written_bytes) / rated endurance bytes.",
         &l,
         x.endurance_consumed_ratio,
     );
     opt(
         f,
         "nvsoak_observed_dwpd",
-        "Observed drive writes per day from data units written (SMART 02h bytes 48..63): window soak = since the poller started, 24h = the last 24 hours.",
+        "Observed drive writes per day from lifetime bytes written (NVMe: SMART 02h bytes 48..63; ATA: nvsoak_drive_lifetime_written_bytes): window soak = since the poller started, 24h = the last 24 hours.",
         &[("device", dev), ("window", "soak")],
         x.observed_dwpd_soak,
     );
@@ -502,7 +508,7 @@ fn derived(f: &mut F, dev: &str, d: &DeviceHealth) {
     opt(
         f,
         "nvsoak_projected_wearout_days",
-        "Projected days until wear-out: basis tbw = rated bytes at the last 24 h write rate; basis percentage_used = 100 % at the slope of SMART 02h byte 5 since the poller started.",
+        "Projected days until wear-out: basis tbw = rated bytes at the last 24 h write rate; basis percentage_used = 100 % at the slope of percentage used (NVMe: SMART 02h byte 5; ATA: Device Statistics 07h) since the poller started.",
         &[("device", dev), ("basis", "tbw")],
         x.projected_wearout_days_tbw,
     );
@@ -516,20 +522,20 @@ fn derived(f: &mut F, dev: &str, d: &DeviceHealth) {
     opt(
         f,
         "nvsoak_write_amplification_ratio",
-        "Lifetime write amplification: OCP C0h physical media written (bytes 0..15) / host bytes written (SMART 02h bytes 48..63 x 512000).",
+        "Lifetime write amplification: flash bytes written / host bytes written (NVMe: OCP C0h bytes 0..15 / SMART 02h bytes 48..63 x 512000; ATA IronWolf 110: attribute 233 / 241).",
         &l,
         x.write_amplification,
     );
     if let Some(a) = &x.accounting {
         f.gauge(
             "nvsoak_accounting_host_written_bytes",
-            "Bytes nvsoak itself wrote to this controller's namespaces since the first poll that saw both.",
+            "Bytes nvsoak itself wrote to this drive (an NVMe controller's namespaces, an ATA disk and its partitions) since the first poll that saw both.",
             &l,
             a.host_written_bytes,
         );
         f.gauge(
             "nvsoak_accounting_drive_written_bytes",
-            "The drive's data units written delta over the same period (SMART 02h bytes 48..63 x 512000; rounded up to 512000 bytes by the drive).",
+            "The drive's lifetime bytes written delta over the same period (NVMe: SMART 02h bytes 48..63 x 512000, rounded up to 512000 bytes by the drive; ATA: nvsoak_drive_lifetime_written_bytes).",
             &l,
             a.drive_written_bytes,
         );
@@ -541,11 +547,11 @@ fn derived(f: &mut F, dev: &str, d: &DeviceHealth) {
             a.ratio,
         );
     }
-    if d.smart.is_some() {
+    if polled {
         let t = &x.throttle;
         f.gauge(
             "nvsoak_thermal_throttling",
-            "1 while throttling: thermal management counts or times (SMART 02h bytes 216..231) rose since the previous poll, OCP C0h byte 97 is non-zero, or composite temperature >= WCTEMP.",
+            "1 while throttling: thermal management counts or times (NVMe SMART 02h bytes 216..231; ATA time over temperature, Device Statistics 05h) rose since the previous poll, OCP C0h byte 97 is non-zero, or the temperature >= WCTEMP (ATA: the specified maximum operating temperature).",
             &l,
             if t.throttling { 1.0 } else { 0.0 },
         );
@@ -633,6 +639,7 @@ mod tests {
             poll_duration_seconds: Some(0.25),
             polls: 1,
             setup_error: None,
+            ..Default::default()
         }
     }
 

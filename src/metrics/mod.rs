@@ -4,6 +4,7 @@
 //!
 //! Architecture Invariant: no other module knows a metric name.
 
+mod ata;
 pub mod health;
 pub mod state;
 pub mod workload;

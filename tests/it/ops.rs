@@ -953,7 +953,37 @@ fn needs_nvme(expr: &str, rule_exprs: &std::collections::BTreeMap<String, String
     false
 }
 
+/// Whether a query needs a SATA drive to return data (it names an `ata_*` series).
+fn needs_ata(expr: &str) -> bool {
+    metric_names(expr)
+        .iter()
+        .any(|n| ATA_ONLY.contains(&family(n)))
+}
+
 /// Names Prometheus itself provides.
+/// What SATA drives export (`metrics::ata`), beside the derived `nvsoak_*` names they share.
+const ATA_ONLY: &[&str] = &[
+    "ata_info",
+    "ata_up",
+    "ata_feature_supported",
+    "ata_capacity_bytes",
+    "ata_smart_status_passed",
+    "ata_smart_attribute_value",
+    "ata_smart_attribute_worst",
+    "ata_smart_attribute_threshold",
+    "ata_smart_attribute_raw",
+    "ata_written_bytes_total",
+    "ata_read_bytes_total",
+    "ata_power_on_seconds_total",
+    "ata_power_on_resets_total",
+    "ata_reported_uncorrectable_errors_total",
+    "ata_interface_crc_errors_total",
+    "ata_over_temperature_seconds_total",
+    "ata_temperature_celsius",
+    "ata_percentage_used_ratio",
+    "nvsoak_drive_lifetime_written_bytes_total",
+];
+
 const PROMETHEUS_BUILTIN: &[&str] = &["up"];
 
 fn repo() -> PathBuf {
@@ -1137,6 +1167,7 @@ fn dashboards_and_rules_name_only_agreed_metrics() {
     for f in [
         "dashboards/rules/nvsoak-recording.yml",
         "dashboards/rules/nvsoak-alerts.yml",
+        "dashboards/rules/nvsoak-ata-alerts.yml",
     ] {
         for (name, expr) in rules(f) {
             queries.push(Query {
@@ -1159,6 +1190,7 @@ fn dashboards_and_rules_name_only_agreed_metrics() {
             let f = family(&n);
             let known = AGREED_WORKLOAD.contains(&f)
                 || NVME_ONLY.contains(&f)
+                || ATA_ONLY.contains(&f)
                 || PROMETHEUS_BUILTIN.contains(&f)
                 || recorded.iter().any(|r| r == f);
             if !known {
@@ -1350,7 +1382,8 @@ steady_window = 3
         rules("dashboards/rules/nvsoak-recording.yml")
             .into_iter()
             .collect();
-    let nvme_only = |expr: &str| needs_nvme(expr, &rule_exprs);
+    // No SATA drive here either: queries on ata_* series return nothing.
+    let nvme_only = |expr: &str| needs_nvme(expr, &rule_exprs) || needs_ata(expr);
 
     // Wait (bounded) until every query that must return data does: the sweep has to finish,
     // the soak to run steady-state rounds, and rate() windows to fill.
@@ -1394,6 +1427,7 @@ steady_window = 3
             let f = family(&n);
             if !(exported.contains(f)
                 || NVME_ONLY.contains(&f)
+                || ATA_ONLY.contains(&f)
                 || CONDITIONAL.contains(&f)
                 || recorded.iter().any(|r| r == f))
             {
@@ -1525,7 +1559,7 @@ mod replayed_health {
     use nvsoak::nvme::AdminTransport;
     use nvsoak::nvme::discover::Controller;
 
-    use super::{Prometheus, Query, dashboard_queries, needs_nvme, rules};
+    use super::{Prometheus, Query, dashboard_queries, needs_ata, needs_nvme, rules};
 
     /// Queries that cannot return data from these fixtures, and why.
     const NOT_IN_FIXTURES: &[(&str, &str)] = &[(
@@ -1654,7 +1688,8 @@ mod replayed_health {
             rules("dashboards/rules/nvsoak-recording.yml")
                 .into_iter()
                 .collect();
-        let nvme_only = |expr: &str| needs_nvme(expr, &rule_exprs);
+        // Queries that also need a SATA drive return nothing here (no ATA disk is replayed).
+        let nvme_only = |expr: &str| needs_nvme(expr, &rule_exprs) && !needs_ata(expr);
         let mut queries: Vec<Query> = dashboard_queries()
             .into_iter()
             .filter(|q| nvme_only(&q.expr))

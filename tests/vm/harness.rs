@@ -18,11 +18,16 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Install command printed when a Debian package is missing.
-pub const APT_INSTALL: &str = "apt-get install -y qemu-system-x86 busybox-static cpio nvme-cli";
+pub const APT_INSTALL: &str =
+    "apt-get install -y qemu-system-x86 busybox-static cpio nvme-cli smartmontools";
 
 /// Kernel modules the guest loads (with their dependencies, resolved from each module's
 /// `.modinfo`), in addition to what the cloud kernel has built in (NVMe, ext4, devtmpfs).
 pub const GUEST_MODULES: &[&str] = &["virtio_net", "virtio_pci", "null_blk"];
+
+/// The SATA stack (`load_ata` in the guest, for [`VmSpec::ata`]): libata and ata_piix serve the
+/// `pc` machine's IDE controller (the cloud kernel has no AHCI driver), sd_mod the disk.
+pub const ATA_MODULES: &[&str] = &["ata_piix", "sd_mod"];
 
 /// Everything the harness needs from the host, located once per test process.
 #[derive(Debug)]
@@ -360,7 +365,8 @@ pub fn base_initramfs() -> Result<PathBuf, String> {
         std::fs::create_dir_all(&cache).map_err(|e| format!("mkdir {}: {e}", cache.display()))?;
         let key = format!(
             // v2: the archive holds nvsoak's dlopen'd libraries (libblkid) too.
-            "base-v2-{}-{}-{}.cpio",
+            // v3: the SATA modules and smartctl (when the host has it).
+            "base-v3-{}-{}-{}.cpio",
             mtime_key(&p.nvsoak),
             mtime_key(&p.nvme),
             mtime_key(&p.kernel)
@@ -409,6 +415,21 @@ pub fn base_initramfs() -> Result<PathBuf, String> {
         }
         std::fs::write(root.join("lib/modules/order"), load)
             .map_err(|e| format!("write order: {e}"))?;
+        let mut load = String::new();
+        for (name, path) in module_load_order(&p.modules, ATA_MODULES)? {
+            let dest = Path::new("/lib/modules").join(format!("{name}.ko"));
+            if !root.join(dest.strip_prefix("/").unwrap_or(&dest)).exists() {
+                install(root, &path, &dest)?;
+            }
+            load.push_str(&name);
+            load.push('\n');
+        }
+        std::fs::write(root.join("lib/modules/order.ata"), load)
+            .map_err(|e| format!("write order.ata: {e}"))?;
+        // smartctl, the SATA scenario's peer (it checks that it is there).
+        if let Some(smartctl) = which("smartctl") {
+            install_binary(root, &smartctl, Path::new("/usr/sbin/smartctl"))?;
+        }
         let tmp = cache.join(format!("base.{}.tmp", std::process::id()));
         pack_cpio(&p.cpio, root, &tmp)?;
         std::fs::rename(&tmp, &out).map_err(|e| format!("rename {}: {e}", out.display()))?;
@@ -486,6 +507,9 @@ wait_for() {
 load_modules() {
   while read -r m; do insmod /lib/modules/$m.ko || echo "insmod $m failed"; done < /lib/modules/order
 }
+load_ata() {
+  while read -r m; do insmod /lib/modules/$m.ko || echo "insmod $m failed"; done < /lib/modules/order.ata
+}
 net_up() {
   ip link set lo up
   wait_for /sys/class/net/eth0 10 || echo "@@NVSOAK-NO-ETH0"
@@ -521,6 +545,17 @@ impl Drive {
     }
 }
 
+/// One emulated ATA disk on the `pc` machine's first IDE bus (served by libata's ata_piix in
+/// the guest, so it is `/dev/sda`), with the identity QEMU reports in IDENTIFY DEVICE.
+#[derive(Clone, Debug)]
+pub struct AtaDrive {
+    pub serial: String,
+    pub model: String,
+    /// `0x5000c500a1b2c3d4`
+    pub wwn: String,
+    pub size: u64,
+}
+
 /// What to boot.
 #[derive(Clone, Debug)]
 pub struct VmSpec {
@@ -534,6 +569,8 @@ pub struct VmSpec {
     /// Extra files for the guest, path → contents (e.g. `/etc/nvsoak.toml`).
     pub files: BTreeMap<String, Vec<u8>>,
     pub memory_mb: u32,
+    /// An ATA disk as well (the guest script loads its drivers with `load_ata`).
+    pub ata: Option<AtaDrive>,
 }
 
 impl VmSpec {
@@ -545,6 +582,7 @@ impl VmSpec {
             script: script.to_string(),
             files: BTreeMap::new(),
             memory_mb: 1024,
+            ata: None,
         }
     }
 }
@@ -866,6 +904,23 @@ impl Vm {
             args.push("-device".into());
             args.push(format!("nvme,id={},serial={},drive={node}", d.id, d.serial));
             images.insert(d.id.clone(), img);
+        }
+        if let Some(a) = &spec.ata {
+            // The i440FX `pc` machine has the IDE controller ata_piix drives.
+            args.push("-M".into());
+            args.push("pc".into());
+            let img = dir.path().join("ata.img");
+            std::fs::File::create(&img)
+                .and_then(|f| f.set_len(a.size))
+                .map_err(|e| format!("create {}: {e}", img.display()))?;
+            args.push("-drive".into());
+            args.push(format!("file={},if=none,id=ds,format=raw", img.display()));
+            args.push("-device".into());
+            args.push(format!(
+                "ide-hd,bus=ide.0,drive=ds,serial={},model={},wwn={}",
+                a.serial, a.model, a.wwn
+            ));
+            images.insert("ata".to_string(), img);
         }
         let port = if spec.net {
             let port = free_port()?;
