@@ -272,6 +272,15 @@ fn rack_prometheus_remote_writes_drives_and_alerts_to_the_centre() {
         .collect();
     assert_eq!(devices, BTreeSet::from(["nvme0".into(), "nvme1".into()]));
 
+    // The rack has evaluated its recording rules and the centre holds their results.
+    central.wait(
+        Duration::from_secs(90),
+        "holding the rack's rule results",
+        || {
+            !rack.query("nvme:temperature_max:celsius").is_empty()
+                && central.query("nvme:temperature_max:celsius").len() == 2
+        },
+    );
     // Every fleet-dashboard query answers at the centre with the rack's series (plus the
     // external labels), once the recording rules' results have been sent.
     let queries = fleet_queries();

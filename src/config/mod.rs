@@ -402,11 +402,26 @@ mod tests {
         load_str(t, "test.toml", vec![])
     }
 
-    const FULL: &str = include_str!("../../config/nvsoak.toml");
+    /// The full demo (config/nvsoak.toml before the installed file became health-only).
+    const FULL: &str = include_str!("../../config/examples/demo.toml");
+    const INSTALLED: &str = include_str!("../../config/nvsoak.toml");
+
+    #[test]
+    fn installed_config_is_health_only_with_the_defaults() {
+        let s = load_toml(INSTALLED).expect("config/nvsoak.toml is valid");
+        let d = builtin_default();
+        assert!(s.targets.is_empty(), "{:?}", s.targets);
+        assert!(s.health.devices.is_empty(), "{:?}", s.health.devices);
+        assert!(s.health.enabled);
+        assert_eq!(s.exporter.listen, d.exporter.listen);
+        assert_eq!(s.health.poll_interval, d.health.poll_interval);
+        assert_eq!(s.stats.interval, d.stats.interval);
+        assert_eq!(s.state.checkpoint_interval, d.state.checkpoint_interval);
+    }
 
     #[test]
     fn shipped_reference_resolves_to_typed_values() {
-        let s = load_toml(FULL).expect("config/nvsoak.toml is valid");
+        let s = load_toml(FULL).expect("config/examples/demo.toml is valid");
         assert_eq!(s.exporter.listen, DEFAULT_LISTEN.parse().unwrap());
         assert_eq!(
             s.health.devices[0].rated_tbw_bytes,
