@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 use crate::config::Settings;
-use crate::state::{self, Checkpoint, TargetState};
+use crate::state::{self, Checkpoint, TargetState, Totals};
 
 fn resolve(config: Option<&Path>, dir: Option<&Path>) -> Result<(PathBuf, Option<Settings>)> {
     let settings = match config {
@@ -104,6 +104,16 @@ pub fn render(dir: &Path, cp: &Checkpoint, settings: Option<&Settings>) -> Strin
         format_unix(cp.saved_at),
         format_secs(now - cp.saved_at)
     );
+    render_plan(&mut o, cp, settings);
+    for t in &cp.targets {
+        render_target(&mut o, dir, t, settings);
+    }
+    o
+}
+
+/// The plan hash, and whether the config's plan matches it.
+fn render_plan(o: &mut String, cp: &Checkpoint, settings: Option<&Settings>) {
+    use std::fmt::Write;
     match settings {
         Some(s) => {
             let same = state::plan_hash(&s.targets) == cp.plan_hash;
@@ -122,128 +132,141 @@ pub fn render(dir: &Path, cp: &Checkpoint, settings: Option<&Settings>) -> Strin
             let _ = writeln!(o, "plan {}", &cp.plan_hash[..cp.plan_hash.len().min(16)]);
         }
     }
-    for t in &cp.targets {
+}
+
+/// One target's section: where it is in the plan, its progress, totals and saved state.
+fn render_target(o: &mut String, dir: &Path, t: &TargetState, settings: Option<&Settings>) {
+    use std::fmt::Write;
+    let _ = writeln!(
+        o,
+        "\ntarget {} ({}{})",
+        t.name,
+        t.path,
+        t.identity
+            .as_deref()
+            .map(|i| format!(", device {i}"))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(
+        o,
+        "  position     phase {}{}, {} into it, loop {}",
+        t.phase_index,
+        phase_name(settings, t),
+        format_secs(t.phase_elapsed_secs),
+        t.loop_count
+    );
+    render_progress(o, t, settings);
+    render_totals(o, &t.totals);
+    if !t.steady_history.is_empty() {
+        let last = t.steady_history.last().copied().unwrap_or(0.0);
         let _ = writeln!(
             o,
-            "\ntarget {} ({}{})",
-            t.name,
-            t.path,
-            t.identity
-                .as_deref()
-                .map(|i| format!(", device {i}"))
-                .unwrap_or_default()
+            "  steady state {} rounds, last {:.0} IOPS",
+            t.steady_history.len(),
+            last
         );
-        let _ = writeln!(
-            o,
-            "  position     phase {}{}, {} into it, loop {}",
-            t.phase_index,
-            phase_name(settings, t),
-            format_secs(t.phase_elapsed_secs),
-            t.loop_count
-        );
-        if let Some(p) = &t.precondition {
-            let offsets: Vec<String> = p.worker_offsets().iter().map(|o| o.to_string()).collect();
-            let _ = writeln!(
-                o,
-                "  precondition {}; worker offsets {}",
-                p.describe(),
-                offsets.join(", ")
-            );
+    }
+    let _ = writeln!(
+        o,
+        "  SMART        {}",
+        if t.smart_at_soak_start.is_some() {
+            "snapshot from soak start kept"
+        } else {
+            "no snapshot"
         }
-        if let Some(sw) = &t.sweep {
-            let done = sw.points.len().saturating_sub(1);
-            let of = sweep_points(settings, t)
-                .map(|n| format!(" of {n}"))
-                .unwrap_or_default();
-            let _ = writeln!(
-                o,
-                "  sweep        {}: {done}{of} points done, max {:.0} IOPS{}",
-                sw.profile,
-                sw.max_iops,
-                if sw.finished.is_some() {
-                    ", finished"
-                } else {
-                    ""
-                }
-            );
-        }
-        match t.soak_started {
-            Some(s) => {
-                let _ = writeln!(
-                    o,
-                    "  soak         started {}, running for {}",
-                    format_unix(s),
-                    format_secs(t.totals.soak_elapsed_secs)
-                );
-            }
-            None => {
-                let _ = writeln!(o, "  soak         not started");
-            }
-        }
-        let tt = &t.totals;
+    );
+    if let Some(g) = &t.genmap {
+        let status = match state::read_genmap(dir, g) {
+            Ok(_) => "intact".to_string(),
+            Err(e) => format!("UNUSABLE: {e}"),
+        };
         let _ = writeln!(
             o,
-            "  read         {} in {} ops",
-            crate::units::format_bytes(tt.read_bytes),
-            tt.read_ops
+            "  verify map   {} of {} 4K units written, {} ({}, {status})",
+            g.written_units,
+            g.units,
+            g.file,
+            crate::units::format_bytes(g.len)
         );
+    }
+}
+
+/// Precondition, sweep and soak progress of a target.
+fn render_progress(o: &mut String, t: &TargetState, settings: Option<&Settings>) {
+    use std::fmt::Write;
+    if let Some(p) = &t.precondition {
+        let offsets: Vec<String> = p.worker_offsets().iter().map(|o| o.to_string()).collect();
         let _ = writeln!(
             o,
-            "  written      {} in {} ops",
-            crate::units::format_bytes(tt.write_bytes),
-            tt.write_ops
+            "  precondition {}; worker offsets {}",
+            p.describe(),
+            offsets.join(", ")
         );
-        let by_kind: Vec<String> = tt
-            .verify_errors_by_kind
-            .iter()
-            .filter(|(_, n)| **n > 0)
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
+    }
+    if let Some(sw) = &t.sweep {
+        let done = sw.points.len().saturating_sub(1);
+        let of = sweep_points(settings, t)
+            .map(|n| format!(" of {n}"))
+            .unwrap_or_default();
         let _ = writeln!(
             o,
-            "  errors       {} I/O, {} verify{}",
-            tt.errors,
-            tt.verify_errors,
-            if by_kind.is_empty() {
-                String::new()
+            "  sweep        {}: {done}{of} points done, max {:.0} IOPS{}",
+            sw.profile,
+            sw.max_iops,
+            if sw.finished.is_some() {
+                ", finished"
             } else {
-                format!(" ({})", by_kind.join(", "))
+                ""
             }
         );
-        if !t.steady_history.is_empty() {
-            let last = t.steady_history.last().copied().unwrap_or(0.0);
+    }
+    match t.soak_started {
+        Some(s) => {
             let _ = writeln!(
                 o,
-                "  steady state {} rounds, last {:.0} IOPS",
-                t.steady_history.len(),
-                last
+                "  soak         started {}, running for {}",
+                format_unix(s),
+                format_secs(t.totals.soak_elapsed_secs)
             );
         }
-        let _ = writeln!(
-            o,
-            "  SMART        {}",
-            if t.smart_at_soak_start.is_some() {
-                "snapshot from soak start kept"
-            } else {
-                "no snapshot"
-            }
-        );
-        if let Some(g) = &t.genmap {
-            let status = match state::read_genmap(dir, g) {
-                Ok(_) => "intact".to_string(),
-                Err(e) => format!("UNUSABLE: {e}"),
-            };
-            let _ = writeln!(
-                o,
-                "  verify map   {} of {} 4K units written, {} ({}, {status})",
-                g.written_units,
-                g.units,
-                g.file,
-                crate::units::format_bytes(g.len)
-            );
+        None => {
+            let _ = writeln!(o, "  soak         not started");
         }
     }
-    o
+}
+
+/// Bytes, ops and errors of a target.
+fn render_totals(o: &mut String, tt: &Totals) {
+    use std::fmt::Write;
+    let _ = writeln!(
+        o,
+        "  read         {} in {} ops",
+        crate::units::format_bytes(tt.read_bytes),
+        tt.read_ops
+    );
+    let _ = writeln!(
+        o,
+        "  written      {} in {} ops",
+        crate::units::format_bytes(tt.write_bytes),
+        tt.write_ops
+    );
+    let by_kind: Vec<String> = tt
+        .verify_errors_by_kind
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    let _ = writeln!(
+        o,
+        "  errors       {} I/O, {} verify{}",
+        tt.errors,
+        tt.verify_errors,
+        if by_kind.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", by_kind.join(", "))
+        }
+    );
 }
 
 pub fn show(config: Option<&Path>, state_dir: Option<&Path>) -> Result<ExitCode> {

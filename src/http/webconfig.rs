@@ -318,14 +318,44 @@ fn build_tls(
     files: &mut Vec<PathBuf>,
 ) -> Result<rustls::ServerConfig, HttpError> {
     unsupported(ctx, "tls_server_config.", &raw.other)?;
+    let key_key = "tls_server_config.key_file";
+    let (certs, key) = cert_and_key(ctx, &raw, files)?;
+    let (auth_type, roots) = client_auth(ctx, &raw, files)?;
+    let provider = provider();
+    let verifier = client_verifier(ctx, auth_type, roots, &provider)?;
+    let versions = protocol_versions(ctx, &raw)?;
+
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|e| ctx.err("tls_server_config.min_version", format!("{e}")))?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)
+        .map_err(|e| {
+            ctx.err(
+                key_key,
+                format!("the key does not match the certificate, or is unusable: {e}"),
+            )
+        })?;
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(cfg)
+}
+
+/// The server certificate chain and private key (`cert_file`, `key_file`), both required.
+fn cert_and_key(
+    ctx: &Ctx<'_>,
+    raw: &RawTls,
+    files: &mut Vec<PathBuf>,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), HttpError> {
     let cert_key = "tls_server_config.cert_file";
     let key_key = "tls_server_config.key_file";
     let cert_file = raw
         .cert_file
+        .clone()
         .filter(|s| !s.is_empty())
         .ok_or_else(|| ctx.err(cert_key, "missing: TLS needs a certificate file (PEM)"))?;
     let key_file = raw
         .key_file
+        .clone()
         .filter(|s| !s.is_empty())
         .ok_or_else(|| ctx.err(key_key, "missing: TLS needs a private key file (PEM)"))?;
 
@@ -344,7 +374,15 @@ fn build_tls(
             ),
         )
     })?;
+    Ok((certs, key))
+}
 
+/// `client_auth_type` and the client CAs of `client_ca_file`.
+fn client_auth(
+    ctx: &Ctx<'_>,
+    raw: &RawTls,
+    files: &mut Vec<PathBuf>,
+) -> Result<(ClientAuthType, Option<Arc<RootCertStore>>), HttpError> {
     let auth_type_key = "tls_server_config.client_auth_type";
     let auth_type = match raw.client_auth_type.as_deref() {
         None => ClientAuthType::NoClientCert,
@@ -373,8 +411,18 @@ fn build_tls(
             Some(Arc::new(roots))
         }
     };
+    Ok((auth_type, roots))
+}
 
-    let provider = provider();
+/// The client certificate verifier for `auth_type`, refusing CAs without verification and
+/// verification without CAs.
+fn client_verifier(
+    ctx: &Ctx<'_>,
+    auth_type: ClientAuthType,
+    roots: Option<Arc<RootCertStore>>,
+    provider: &Arc<CryptoProvider>,
+) -> Result<Arc<dyn ClientCertVerifier>, HttpError> {
+    let ca_key = "tls_server_config.client_ca_file";
     let verifier: Arc<dyn ClientCertVerifier> = match (auth_type, roots) {
         (ClientAuthType::NoClientCert, Some(_)) => {
             return Err(ctx.err(
@@ -383,8 +431,8 @@ fn build_tls(
             ));
         }
         (ClientAuthType::NoClientCert, None) => Arc::new(rustls::server::NoClientAuth),
-        (ClientAuthType::RequestClientCert, _) => Arc::new(AnyClientCert::new(&provider, false)),
-        (ClientAuthType::RequireAnyClientCert, _) => Arc::new(AnyClientCert::new(&provider, true)),
+        (ClientAuthType::RequestClientCert, _) => Arc::new(AnyClientCert::new(provider, false)),
+        (ClientAuthType::RequireAnyClientCert, _) => Arc::new(AnyClientCert::new(provider, true)),
         (
             ClientAuthType::VerifyClientCertIfGiven | ClientAuthType::RequireAndVerifyClientCert,
             None,
@@ -406,7 +454,14 @@ fn build_tls(
             })?
         }
     };
+    Ok(verifier)
+}
 
+/// The protocol versions from `min_version` to `max_version` (default TLS12 to TLS13).
+fn protocol_versions(
+    ctx: &Ctx<'_>,
+    raw: &RawTls,
+) -> Result<Vec<&'static rustls::SupportedProtocolVersion>, HttpError> {
     let min = match raw.min_version.as_deref() {
         None | Some("") => &rustls::version::TLS12,
         Some(v) => tls_version(ctx, "tls_server_config.min_version", v)?,
@@ -434,20 +489,7 @@ fn build_tls(
             "min_version is above max_version; lower min_version or raise max_version",
         ));
     }
-
-    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&versions)
-        .map_err(|e| ctx.err("tls_server_config.min_version", format!("{e}")))?
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(certs, key)
-        .map_err(|e| {
-            ctx.err(
-                key_key,
-                format!("the key does not match the certificate, or is unusable: {e}"),
-            )
-        })?;
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(cfg)
+    Ok(versions)
 }
 
 fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {

@@ -41,20 +41,36 @@ pub fn families(
     d: &DaemonInfo,
 ) -> Vec<MetricFamily> {
     let mut out = Vec::new();
+    daemon_families(d, &mut out);
+    target_families(targets, &mut out);
+    for (op, name) in [(0usize, "read"), (1, "write")] {
+        op_families(targets, op, name, &mut out);
+    }
+    error_families(targets, &mut out);
+    steady_families(targets, &mut out);
+    sweep_families(targets, &mut out);
+    soak_families(soak, &mut out);
+    out
+}
 
+/// Build information, uptime and the HTTP server's auth counters.
+fn daemon_families(d: &DaemonInfo, out: &mut Vec<MetricFamily>) {
     let mut build = Family::gauge(
         "nvsoak_build_info",
         "nvsoak build information; value is always 1.",
     );
     build.add(&[("version", d.version), ("revision", d.revision)], 1.0);
-    push(&mut out, build);
+    push(out, build);
     let mut up = Family::gauge("nvsoak_uptime_seconds", "Seconds since the daemon started.");
     up.add(&[], d.uptime_secs);
-    push(&mut out, up);
+    push(out, up);
     if let Some(a) = &d.auth {
-        auth_families(a, &mut out);
+        auth_families(a, out);
     }
+}
 
+/// Per-target info and state: engine, phase, path/device, running, up.
+fn target_families(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {
     let mut engine = Family::gauge(
         "nvsoak_engine_info",
         "I/O engine the target's workers use (io_uring, psync or null); value is always 1.",
@@ -102,89 +118,93 @@ pub fn families(
         running.add(&[("target", &t.name)], if t.running { 1.0 } else { 0.0 });
         tup.add(&[("target", &t.name)], if t.up { 1.0 } else { 0.0 });
     }
-    push(&mut out, engine);
-    push(&mut out, phase);
-    push(&mut out, tinfo);
-    push(&mut out, running);
-    push(&mut out, tup);
+    push(out, engine);
+    push(out, phase);
+    push(out, tinfo);
+    push(out, running);
+    push(out, tup);
+}
 
-    for (op, name) in [(0usize, "read"), (1, "write")] {
-        let sel = |j: &crate::workload::scheduler::JobStats| -> OpCounters {
-            if op == 0 {
-                j.read.clone()
+/// The counters, latency histogram and summary, IOPS and bandwidth of one op (0 read, 1 write).
+fn op_families(targets: &[TargetSnapshot], op: usize, name: &str, out: &mut Vec<MetricFamily>) {
+    let sel = |j: &crate::workload::scheduler::JobStats| -> OpCounters {
+        if op == 0 {
+            j.read.clone()
+        } else {
+            j.write.clone()
+        }
+    };
+    let mut ops = Family::counter(
+        &format!("nvsoak_{name}_ops_total"),
+        &format!("Completed {name} I/Os."),
+    );
+    let mut bytes = Family::counter(
+        &format!("nvsoak_{name}_bytes_total"),
+        &format!("Bytes transferred by completed {name} I/Os."),
+    );
+    let mut lat = Family::histogram(
+        &format!("nvsoak_{name}_latency_seconds"),
+        &format!("Completion latency of {name} I/Os, submit to reap."),
+    );
+    let mut q = Family::summary(
+        &format!("nvsoak_{name}_latency_quantile_seconds"),
+        &format!(
+            "{name} latency quantiles over the last stats interval, from HDR histograms; _sum and _count are cumulative (quantiles absent when the interval had no {name}s)."
+        ),
+    );
+    let mut iops = Family::gauge(
+        &format!("nvsoak_{name}_iops"),
+        &format!(
+            "{name} I/Os per second over the last stats interval, by the workers' clocks (present while the workload runs)."
+        ),
+    );
+    let mut bw = Family::gauge(
+        &format!("nvsoak_{name}_bandwidth_bytes_per_second"),
+        &format!(
+            "{name} bytes per second over the last stats interval, by the workers' clocks (present while the workload runs)."
+        ),
+    );
+    for t in targets {
+        for (job, j) in &t.jobs {
+            let c = sel(j);
+            let l = [("target", t.name.as_str()), ("workload", job.as_str())];
+            ops.add(&l, c.ops as f64);
+            bytes.add(&l, c.bytes as f64);
+            lat.add_histogram(&l, &LAT_BUCKETS, &c.lat_buckets, c.lat_sum_ns as f64 / 1e9);
+            // A finished job's interval figures go away with it.
+            let qv = if !j.active {
+                None
+            } else if op == 0 {
+                j.read_q
             } else {
-                j.write.clone()
-            }
-        };
-        let mut ops = Family::counter(
-            &format!("nvsoak_{name}_ops_total"),
-            &format!("Completed {name} I/Os."),
-        );
-        let mut bytes = Family::counter(
-            &format!("nvsoak_{name}_bytes_total"),
-            &format!("Bytes transferred by completed {name} I/Os."),
-        );
-        let mut lat = Family::histogram(
-            &format!("nvsoak_{name}_latency_seconds"),
-            &format!("Completion latency of {name} I/Os, submit to reap."),
-        );
-        let mut q = Family::summary(
-            &format!("nvsoak_{name}_latency_quantile_seconds"),
-            &format!(
-                "{name} latency quantiles over the last stats interval, from HDR histograms; _sum and _count are cumulative (quantiles absent when the interval had no {name}s)."
-            ),
-        );
-        let mut iops = Family::gauge(
-            &format!("nvsoak_{name}_iops"),
-            &format!(
-                "{name} I/Os per second over the last stats interval, by the workers' clocks (present while the workload runs)."
-            ),
-        );
-        let mut bw = Family::gauge(
-            &format!("nvsoak_{name}_bandwidth_bytes_per_second"),
-            &format!(
-                "{name} bytes per second over the last stats interval, by the workers' clocks (present while the workload runs)."
-            ),
-        );
-        for t in targets {
-            for (job, j) in &t.jobs {
-                let c = sel(j);
-                let l = [("target", t.name.as_str()), ("workload", job.as_str())];
-                ops.add(&l, c.ops as f64);
-                bytes.add(&l, c.bytes as f64);
-                lat.add_histogram(&l, &LAT_BUCKETS, &c.lat_buckets, c.lat_sum_ns as f64 / 1e9);
-                // A finished job's interval figures go away with it.
-                let qv = if !j.active {
-                    None
-                } else if op == 0 {
-                    j.read_q
-                } else {
-                    j.write_q
-                };
-                let pairs: Vec<(f64, f64)> = match qv {
-                    Some(qv) => QUANTILES.iter().map(|(p, _)| *p).zip(qv).collect(),
-                    None => Vec::new(),
-                };
-                q.add_summary(&l, &pairs, c.ops, c.lat_sum_ns as f64 / 1e9);
-                let (i, b) = if op == 0 {
-                    (j.read_iops, j.read_bw)
-                } else {
-                    (j.write_iops, j.write_bw)
-                };
-                if j.active {
-                    iops.add(&l, i);
-                    bw.add(&l, b);
-                }
+                j.write_q
+            };
+            let pairs: Vec<(f64, f64)> = match qv {
+                Some(qv) => QUANTILES.iter().map(|(p, _)| *p).zip(qv).collect(),
+                None => Vec::new(),
+            };
+            q.add_summary(&l, &pairs, c.ops, c.lat_sum_ns as f64 / 1e9);
+            let (i, b) = if op == 0 {
+                (j.read_iops, j.read_bw)
+            } else {
+                (j.write_iops, j.write_bw)
+            };
+            if j.active {
+                iops.add(&l, i);
+                bw.add(&l, b);
             }
         }
-        push(&mut out, ops);
-        push(&mut out, bytes);
-        push(&mut out, lat);
-        push(&mut out, q);
-        push(&mut out, iops);
-        push(&mut out, bw);
     }
+    push(out, ops);
+    push(out, bytes);
+    push(out, lat);
+    push(out, q);
+    push(out, iops);
+    push(out, bw);
+}
 
+/// I/O errors by errno, and verification failures by kind.
+fn error_families(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {
     let mut errs = Family::counter(
         "nvsoak_io_errors_total",
         "Failed I/Os by op and errno; the workload continues unless max_errors is reached.",
@@ -207,7 +227,7 @@ pub fn families(
             }
         }
     }
-    push(&mut out, errs);
+    push(out, errs);
 
     let mut verr = Family::counter(
         "nvsoak_verify_errors_total",
@@ -220,11 +240,11 @@ pub fn families(
             }
         }
     }
-    push(&mut out, verr);
+    push(out, verr);
+}
 
-    steady_families(targets, &mut out);
-    sweep_families(targets, &mut out);
-
+/// Soak totals carried across restarts through the checkpoint.
+fn soak_families(soak: &[SoakTotals], out: &mut Vec<MetricFamily>) {
     let mut sr = Family::gauge(
         "nvsoak_soak_read_bytes",
         "Bytes read by the soak, carried across restarts through the checkpoint.",
@@ -248,11 +268,10 @@ pub fn families(
         se.add(&l, s.errors as f64);
         st.add(&l, s.elapsed_secs);
     }
-    push(&mut out, sr);
-    push(&mut out, sw);
-    push(&mut out, se);
-    push(&mut out, st);
-    out
+    push(out, sr);
+    push(out, sw);
+    push(out, se);
+    push(out, st);
 }
 
 fn auth_families(a: &crate::http::auth::GuardStats, out: &mut Vec<MetricFamily>) {

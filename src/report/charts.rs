@@ -119,26 +119,7 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
         .enumerate()
         .filter(|(_, s)| s.points.iter().any(|(x, y)| x.is_finite() && y.is_finite()))
         .collect();
-    let finite = |v: &f64| v.is_finite();
-    let xs = drawn
-        .iter()
-        .flat_map(|(_, s)| s.points.iter().map(|p| p.0))
-        .filter(finite);
-    let ys = drawn
-        .iter()
-        .flat_map(|(_, s)| s.points.iter().map(|p| p.1))
-        .filter(finite);
-    let max_x = xs.fold(0.0f64, f64::max);
-    let min_x = drawn
-        .iter()
-        .flat_map(|(_, s)| s.points.iter().map(|p| p.0))
-        .filter(finite)
-        .fold(0.0f64, f64::min);
-    let max_y = ys.fold(0.0f64, f64::max);
-    let (x0, x1) = c
-        .x_range
-        .unwrap_or((min_x, if max_x > 0.0 { max_x * 1.05 } else { 1.0 }));
-    let x1 = if x1 > x0 { x1 } else { x0 + 1.0 };
+    let (x0, x1, max_y) = bounds(c, &drawn);
     let reference = c.reference.as_ref().filter(|r| r.y <= max_y && r.y > 0.0);
     let y1 = if max_y > 0.0 { max_y * 1.1 } else { 1.0 };
 
@@ -218,6 +199,32 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
     }
     let names: Vec<&str> = drawn.iter().map(|(_, s)| s.name.as_str()).collect();
     Ok(tag_series(&out, c.title, &names))
+}
+
+/// The x range (the chart's own, else from the data, never empty) and the largest y of the
+/// drawn series.
+fn bounds(c: &LineChart<'_>, drawn: &[(usize, &Series)]) -> (f64, f64, f64) {
+    let finite = |v: &f64| v.is_finite();
+    let xs = drawn
+        .iter()
+        .flat_map(|(_, s)| s.points.iter().map(|p| p.0))
+        .filter(finite);
+    let ys = drawn
+        .iter()
+        .flat_map(|(_, s)| s.points.iter().map(|p| p.1))
+        .filter(finite);
+    let max_x = xs.fold(0.0f64, f64::max);
+    let min_x = drawn
+        .iter()
+        .flat_map(|(_, s)| s.points.iter().map(|p| p.0))
+        .filter(finite)
+        .fold(0.0f64, f64::min);
+    let max_y = ys.fold(0.0f64, f64::max);
+    let (x0, x1) = c
+        .x_range
+        .unwrap_or((min_x, if max_x > 0.0 { max_x * 1.05 } else { 1.0 }));
+    let x1 = if x1 > x0 { x1 } else { x0 + 1.0 };
+    (x0, x1, max_y)
 }
 
 /// Mark the series polylines (stroke width 2, in drawing order) and the root element.

@@ -388,14 +388,13 @@ pub fn drive_comparison<'a>(
 
 /// The rows of a drive's "Drive during the soak" table: (figure, value, whether it is bad).
 pub fn drive_rows(d: &DriveSoak) -> Vec<(&'static str, String, bool)> {
-    let secs = |s: Option<u64>| {
-        s.map(|s| fmt_elapsed(s as f64))
-            .unwrap_or_else(|| "-".into())
-    };
-    let plus = |c: Option<u64>| {
-        c.map(|c| format!("+{}", fmt_count(c as f64)))
-            .unwrap_or_else(|| "-".into())
-    };
+    let mut rows = traffic_rows(d);
+    rows.extend(health_rows(d));
+    rows
+}
+
+/// Period, data and commands, the drive's counts beside nvsoak's.
+fn traffic_rows(d: &DriveSoak) -> Vec<(&'static str, String, bool)> {
     vec![
         (
             "Period",
@@ -452,6 +451,20 @@ pub fn drive_rows(d: &DriveSoak) -> Vec<(&'static str, String, bool)> {
             ),
             false,
         ),
+    ]
+}
+
+/// Errors, wear, spare, temperature, throttling and DWPD.
+fn health_rows(d: &DriveSoak) -> Vec<(&'static str, String, bool)> {
+    let secs = |s: Option<u64>| {
+        s.map(|s| fmt_elapsed(s as f64))
+            .unwrap_or_else(|| "-".into())
+    };
+    let plus = |c: Option<u64>| {
+        c.map(|c| format!("+{}", fmt_count(c as f64)))
+            .unwrap_or_else(|| "-".into())
+    };
+    vec![
         ("Media errors", plus(d.media_errors), d.media_errors_rose()),
         (
             "Error log entries",

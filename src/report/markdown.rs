@@ -3,9 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
+use super::compute::SoakFigures;
 use super::compute::{fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us, fmt_pct, fmt_rate};
 use super::html::{Figure, figures, frontier_text, point_text, rated_text};
-use super::{Report, ReportError};
+use super::{Comparison, DriveReport, Report, ReportError};
 
 /// Escape text that comes from outside (host, target, profile and drive names) for Markdown:
 /// every character CommonMark could read as markup mid-line (emphasis, code, links and images,
@@ -50,7 +51,7 @@ pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, Strin
         report.nvsoak_version,
         report.frontier_basis
     ));
-    let soaks: Vec<(&str, &super::compute::SoakFigures)> = report
+    let soaks: Vec<(&str, &SoakFigures)> = report
         .drives
         .iter()
         .filter_map(|d| d.soak.as_ref().map(|s| (d.label.as_str(), s)))
@@ -60,86 +61,16 @@ pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, Strin
         md.push_str("## Comparison\n\n");
     }
     if soak_cmp {
-        md.push_str("### Drives during the soak\n\n| Drive |");
-        for c in super::compute::DRIVE_COMPARISON_HEADERS {
-            md.push_str(&format!(" {c} |"));
-        }
-        md.push_str(" Verdict |\n|---|");
-        md.push_str(&"---:|".repeat(super::compute::DRIVE_COMPARISON_HEADERS.len()));
-        md.push_str("---|\n");
-        for r in super::compute::drive_comparison(soaks.into_iter()) {
-            md.push_str(&format!("| {} |", cell(&r.drive)));
-            for c in &r.cells {
-                md.push_str(&format!(" {} |", cell(c)));
-            }
-            let verdict = if r.verdict.is_empty() {
-                "ok".to_string()
-            } else {
-                format!("**{}**", r.verdict.join(", "))
-            };
-            md.push_str(&format!(" {verdict} |\n"));
-        }
-        md.push('\n');
+        soak_comparison(&mut md, soaks);
     }
     for (c, f) in report.comparisons.iter().zip(&figs.comparisons) {
-        md.push_str(&format!("### {}\n\n", cell(&c.profile)));
-        image(&mut md, stem, f, &mut files);
-        md.push_str("| Rank | Drive | Peak IOPS | Average at peak | p99 at peak | Sub-1 ms IOPS |\n|---:|---|---:|---:|---:|---:|\n");
-        for e in &c.ranking {
-            md.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} |\n",
-                e.rank,
-                cell(&e.drive),
-                fmt_count(e.peak_iops),
-                fmt_latency_us(e.lat_avg_us_at_peak),
-                fmt_latency_us(e.lat_p99_us_at_peak),
-                opt(e.sub_ms_iops, fmt_count)
-            ));
-        }
-        md.push('\n');
-        for e in &c.ranking {
-            md.push_str(&format!("- {}: {}\n", cell(&e.drive), cell(&e.summary)));
-        }
-        md.push('\n');
+        comparison(&mut md, c, f, stem, &mut files);
     }
     for (d, fs) in report.drives.iter().zip(&figs.drives) {
         md.push_str(&format!("## {}\n\n", cell(&d.label)));
-        md.push_str("| | |\n|---|---|\n");
-        if let Some(a) = &d.archived {
-            md.push_str(&format!("| Archived run | {} |\n", cell(&a.describe())));
-        }
-        if let Some(dev) = &d.device {
-            md.push_str(&format!(
-                "| Model | {} |\n| Serial | {} |\n| Firmware | {} |\n| Capacity | {} |\n",
-                cell(&dev.model),
-                cell(&dev.serial),
-                cell(&dev.firmware),
-                fmt_bytes(dev.capacity_bytes as f64)
-            ));
-        }
-        md.push_str(&format!(
-            "| Host | {} |\n| Target | {} ({}) |\n| Rated figures | {} |\n\n",
-            cell(&d.host),
-            cell(&d.target),
-            cell(&d.path),
-            cell(&opt(d.rated.as_ref(), |r| r.source.clone()))
-        ));
+        drive_info(&mut md, d);
         if !d.sweeps.is_empty() {
-            md.push_str("| Profile | Peak IOPS | Average at peak | p99 at peak | Bandwidth at peak | Sub-1 ms (average) | Of rated |\n|---|---:|---:|---:|---:|---|---|\n");
-            for s in &d.sweeps {
-                let pk = s.peak.as_ref();
-                md.push_str(&format!(
-                    "| {} | {} | {} | {} | {} | {} | {} |\n",
-                    cell(&s.profile),
-                    opt(pk, |p| fmt_count(p.iops)),
-                    opt(pk, |p| fmt_latency_us(p.lat_avg_us)),
-                    opt(pk, |p| fmt_latency_us(p.lat_p99_us)),
-                    opt(pk, |p| fmt_rate(p.bytes_per_sec)),
-                    cell(&opt(s.sub_ms.as_ref(), point_text)),
-                    cell(&rated_text(s))
-                ));
-            }
-            md.push('\n');
+            sweep_table(&mut md, d);
         }
         for (s, (avg, p99)) in d.sweeps.iter().zip(fs) {
             md.push_str(&format!(
@@ -152,59 +83,165 @@ pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, Strin
             image(&mut md, stem, p99, &mut files);
         }
         if !d.steady.is_empty() {
-            md.push_str("### Steady state\n\n| Profile | Reached | Round | Window average | Range / average | Slope excursion / average |\n|---|---|---:|---:|---:|---:|\n");
-            for s in &d.steady {
+            steady_table(&mut md, d);
+        }
+        if let Some(s) = &d.soak {
+            soak_section(&mut md, s);
+        }
+    }
+    Ok((md, files))
+}
+
+/// The drives side by side over their soaks, with a verdict each.
+fn soak_comparison(md: &mut String, soaks: Vec<(&str, &SoakFigures)>) {
+    md.push_str("### Drives during the soak\n\n| Drive |");
+    for c in super::compute::DRIVE_COMPARISON_HEADERS {
+        md.push_str(&format!(" {c} |"));
+    }
+    md.push_str(" Verdict |\n|---|");
+    md.push_str(&"---:|".repeat(super::compute::DRIVE_COMPARISON_HEADERS.len()));
+    md.push_str("---|\n");
+    for r in super::compute::drive_comparison(soaks.into_iter()) {
+        md.push_str(&format!("| {} |", cell(&r.drive)));
+        for c in &r.cells {
+            md.push_str(&format!(" {} |", cell(c)));
+        }
+        let verdict = if r.verdict.is_empty() {
+            "ok".to_string()
+        } else {
+            format!("**{}**", r.verdict.join(", "))
+        };
+        md.push_str(&format!(" {verdict} |\n"));
+    }
+    md.push('\n');
+}
+
+/// One profile's comparison across drives: chart, ranking table and summaries.
+fn comparison(
+    md: &mut String,
+    c: &Comparison,
+    f: &Figure,
+    stem: &str,
+    files: &mut Vec<(String, String)>,
+) {
+    md.push_str(&format!("### {}\n\n", cell(&c.profile)));
+    image(md, stem, f, files);
+    md.push_str("| Rank | Drive | Peak IOPS | Average at peak | p99 at peak | Sub-1 ms IOPS |\n|---:|---|---:|---:|---:|---:|\n");
+    for e in &c.ranking {
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            e.rank,
+            cell(&e.drive),
+            fmt_count(e.peak_iops),
+            fmt_latency_us(e.lat_avg_us_at_peak),
+            fmt_latency_us(e.lat_p99_us_at_peak),
+            opt(e.sub_ms_iops, fmt_count)
+        ));
+    }
+    md.push('\n');
+    for e in &c.ranking {
+        md.push_str(&format!("- {}: {}\n", cell(&e.drive), cell(&e.summary)));
+    }
+    md.push('\n');
+}
+
+/// A drive's identity table: archived run, model, serial, firmware, capacity, host, target.
+fn drive_info(md: &mut String, d: &DriveReport) {
+    md.push_str("| | |\n|---|---|\n");
+    if let Some(a) = &d.archived {
+        md.push_str(&format!("| Archived run | {} |\n", cell(&a.describe())));
+    }
+    if let Some(dev) = &d.device {
+        md.push_str(&format!(
+            "| Model | {} |\n| Serial | {} |\n| Firmware | {} |\n| Capacity | {} |\n",
+            cell(&dev.model),
+            cell(&dev.serial),
+            cell(&dev.firmware),
+            fmt_bytes(dev.capacity_bytes as f64)
+        ));
+    }
+    md.push_str(&format!(
+        "| Host | {} |\n| Target | {} ({}) |\n| Rated figures | {} |\n\n",
+        cell(&d.host),
+        cell(&d.target),
+        cell(&d.path),
+        cell(&opt(d.rated.as_ref(), |r| r.source.clone()))
+    ));
+}
+
+/// A drive's sweeps, one row per profile.
+fn sweep_table(md: &mut String, d: &DriveReport) {
+    md.push_str("| Profile | Peak IOPS | Average at peak | p99 at peak | Bandwidth at peak | Sub-1 ms (average) | Of rated |\n|---|---:|---:|---:|---:|---|---|\n");
+    for s in &d.sweeps {
+        let pk = s.peak.as_ref();
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            cell(&s.profile),
+            opt(pk, |p| fmt_count(p.iops)),
+            opt(pk, |p| fmt_latency_us(p.lat_avg_us)),
+            opt(pk, |p| fmt_latency_us(p.lat_p99_us)),
+            opt(pk, |p| fmt_rate(p.bytes_per_sec)),
+            cell(&opt(s.sub_ms.as_ref(), point_text)),
+            cell(&rated_text(s))
+        ));
+    }
+    md.push('\n');
+}
+
+/// A drive's steady-state results, one row per profile.
+fn steady_table(md: &mut String, d: &DriveReport) {
+    md.push_str("### Steady state\n\n| Profile | Reached | Round | Window average | Range / average | Slope excursion / average |\n|---|---|---:|---:|---:|---:|\n");
+    for s in &d.steady {
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            cell(&s.profile),
+            if s.reached { "yes" } else { "no" },
+            opt(s.round, |r| r.to_string()),
+            fmt_count(s.average),
+            fmt_pct(s.range_ratio),
+            fmt_pct(s.slope_excursion_ratio)
+        ));
+    }
+    md.push('\n');
+}
+
+/// A drive's soak totals, then the drive-side figures over the soak.
+fn soak_section(md: &mut String, s: &SoakFigures) {
+    md.push_str(&format!(
+        "### Soak\n\n- Duration: {}\n- Written / read: {} / {}\n- Observed DWPD: {} (rated {})\n- Endurance consumed: {}\n- Throttled: {} ({} IOPS lost)\n- Errors: {}, verify errors: {}\n- Accounting (drive / host written): {}\n\n",
+        fmt_elapsed(s.elapsed_secs),
+        fmt_bytes(s.written_bytes as f64),
+        fmt_bytes(s.read_bytes as f64),
+        opt(s.observed_dwpd, |v| format!("{v:.2}")),
+        opt(s.rated_dwpd, |v| format!("{v}")),
+        opt(s.endurance_consumed_ratio, |r| format!("{:.3} %", r * 100.0)),
+        opt(s.throttled_secs, fmt_elapsed),
+        opt(s.throttle_iops_cost_ratio, fmt_pct),
+        s.errors,
+        s.verify_errors,
+        opt(s.accounting_ratio, |r| format!("{r:.3}"))
+    ));
+    md.push_str("### Drive during the soak\n\n");
+    match &s.drive {
+        None => md.push_str("No drive-side figures: not an NVMe namespace, health polling off, or no successful SMART poll during the soak.\n\n"),
+        Some(dr) => {
+            if s.callouts.is_empty() {
+                md.push_str("No media errors, accounting agrees, no throttling.\n\n");
+            }
+            for c in &s.callouts {
+                md.push_str(&format!("**{}**\n\n", cell(c)));
+            }
+            md.push_str("| Figure | Over the soak |\n|---|---|\n");
+            for (k, v, bad) in super::compute::drive_rows(dr) {
+                let v = cell(&v);
                 md.push_str(&format!(
-                    "| {} | {} | {} | {} | {} | {} |\n",
-                    cell(&s.profile),
-                    if s.reached { "yes" } else { "no" },
-                    opt(s.round, |r| r.to_string()),
-                    fmt_count(s.average),
-                    fmt_pct(s.range_ratio),
-                    fmt_pct(s.slope_excursion_ratio)
+                    "| {k} | {} |\n",
+                    if bad { format!("**{v}**") } else { v }
                 ));
             }
             md.push('\n');
         }
-        if let Some(s) = &d.soak {
-            md.push_str(&format!(
-                "### Soak\n\n- Duration: {}\n- Written / read: {} / {}\n- Observed DWPD: {} (rated {})\n- Endurance consumed: {}\n- Throttled: {} ({} IOPS lost)\n- Errors: {}, verify errors: {}\n- Accounting (drive / host written): {}\n\n",
-                fmt_elapsed(s.elapsed_secs),
-                fmt_bytes(s.written_bytes as f64),
-                fmt_bytes(s.read_bytes as f64),
-                opt(s.observed_dwpd, |v| format!("{v:.2}")),
-                opt(s.rated_dwpd, |v| format!("{v}")),
-                opt(s.endurance_consumed_ratio, |r| format!("{:.3} %", r * 100.0)),
-                opt(s.throttled_secs, fmt_elapsed),
-                opt(s.throttle_iops_cost_ratio, fmt_pct),
-                s.errors,
-                s.verify_errors,
-                opt(s.accounting_ratio, |r| format!("{r:.3}"))
-            ));
-            md.push_str("### Drive during the soak\n\n");
-            match &s.drive {
-                None => md.push_str("No drive-side figures: not an NVMe namespace, health polling off, or no successful SMART poll during the soak.\n\n"),
-                Some(dr) => {
-                    if s.callouts.is_empty() {
-                        md.push_str("No media errors, accounting agrees, no throttling.\n\n");
-                    }
-                    for c in &s.callouts {
-                        md.push_str(&format!("**{}**\n\n", cell(c)));
-                    }
-                    md.push_str("| Figure | Over the soak |\n|---|---|\n");
-                    for (k, v, bad) in super::compute::drive_rows(dr) {
-                        let v = cell(&v);
-                        md.push_str(&format!(
-                            "| {k} | {} |\n",
-                            if bad { format!("**{v}**") } else { v }
-                        ));
-                    }
-                    md.push('\n');
-                }
-            }
-        }
     }
-    Ok((md, files))
 }
 
 /// Write the Markdown report to `out` and its SVGs next to it; returns every path written.

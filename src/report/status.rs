@@ -7,7 +7,7 @@
 
 use super::charts::{self, LineChart, RefLine, Series, esc};
 use super::compute::{fmt_bytes, fmt_count, fmt_latency_us, fmt_pct, fmt_rate};
-use super::history::History;
+use super::history::{History, TargetSample};
 use crate::workload::scheduler::TargetSnapshot;
 
 /// Seconds between automatic reloads of the page.
@@ -270,8 +270,24 @@ pub fn render_status(
     let span = history.span_secs();
     let span_min = span / 60.0;
     let now = history.latest().unwrap_or(0.0);
-    let ago = |t: f64| (t - now) / 60.0;
     let mut h = String::new();
+    page_head(&mut h);
+    h.push_str("<h2>Targets</h2>\n");
+    if targets.is_empty() {
+        h.push_str("<p class=\"muted\">No targets configured.</p>\n");
+    } else {
+        h.push_str(&target_rows(targets));
+    }
+    for s in targets {
+        target_charts(&mut h, s, history, now, span_min);
+    }
+    drive_section(&mut h, drives, history, now, span_min);
+    h.push_str("</body></html>\n");
+    h
+}
+
+/// The document head (refresh, style) and the page title with its links.
+fn page_head(h: &mut String) {
     h.push_str("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n");
     h.push_str(&format!(
         "<meta http-equiv=\"refresh\" content=\"{REFRESH_SECS}\">\n"
@@ -287,58 +303,66 @@ pub fn render_status(
          <span class=\"muted\">reloads every {REFRESH_SECS} s</span></nav>\n",
         esc(env!("CARGO_PKG_VERSION"))
     ));
-    h.push_str("<h2>Targets</h2>\n");
-    if targets.is_empty() {
-        h.push_str("<p class=\"muted\">No targets configured.</p>\n");
-    } else {
-        h.push_str(&target_rows(targets));
-    }
-    for s in targets {
-        let q: Vec<_> = history
-            .target(&s.name)
-            .map(|q| q.iter().copied().collect())
-            .unwrap_or_default();
-        let win = window_minutes(q.first().map_or(0.0, |x| now - x.t), span_min);
-        h.push_str(&format!(
-            "<h3>{} — last {}</h3>\n<div class=\"charts\">",
-            esc(&s.name),
-            if win == 1.0 {
-                "minute".to_string()
-            } else {
-                format!("{win:.0} minutes")
-            }
-        ));
-        h.push_str(&spark(
-            &format!("{}: IOPS", s.name),
-            "IOPS",
-            &s.name,
-            q.iter().map(|x| (ago(x.t), x.iops)).collect(),
-            win,
-            None,
-        ));
-        h.push_str(&spark(
-            &format!("{}: bandwidth (B/s)", s.name),
-            "B/s",
-            &s.name,
-            q.iter().map(|x| (ago(x.t), x.bytes_per_sec)).collect(),
-            win,
-            None,
-        ));
-        h.push_str(&spark(
-            &format!("{}: p99 latency (µs)", s.name),
-            "µs",
-            &s.name,
-            q.iter()
-                .filter_map(|x| x.p99_secs.map(|p| (ago(x.t), p * 1e6)))
-                .collect(),
-            win,
-            Some(RefLine {
-                y: 1000.0,
-                label: "1 ms".into(),
-            }),
-        ));
-        h.push_str("</div>\n");
-    }
+}
+
+/// One target's IOPS, bandwidth and p99 charts over the history window.
+fn target_charts(h: &mut String, s: &TargetSnapshot, history: &History, now: f64, span_min: f64) {
+    let ago = |t: f64| (t - now) / 60.0;
+    let q: Vec<TargetSample> = history
+        .target(&s.name)
+        .map(|q| q.iter().copied().collect())
+        .unwrap_or_default();
+    let win = window_minutes(q.first().map_or(0.0, |x| now - x.t), span_min);
+    h.push_str(&format!(
+        "<h3>{} — last {}</h3>\n<div class=\"charts\">",
+        esc(&s.name),
+        if win == 1.0 {
+            "minute".to_string()
+        } else {
+            format!("{win:.0} minutes")
+        }
+    ));
+    h.push_str(&spark(
+        &format!("{}: IOPS", s.name),
+        "IOPS",
+        &s.name,
+        q.iter().map(|x| (ago(x.t), x.iops)).collect(),
+        win,
+        None,
+    ));
+    h.push_str(&spark(
+        &format!("{}: bandwidth (B/s)", s.name),
+        "B/s",
+        &s.name,
+        q.iter().map(|x| (ago(x.t), x.bytes_per_sec)).collect(),
+        win,
+        None,
+    ));
+    h.push_str(&spark(
+        &format!("{}: p99 latency (µs)", s.name),
+        "µs",
+        &s.name,
+        q.iter()
+            .filter_map(|x| x.p99_secs.map(|p| (ago(x.t), p * 1e6)))
+            .collect(),
+        win,
+        Some(RefLine {
+            y: 1000.0,
+            label: "1 ms".into(),
+        }),
+    ));
+    h.push_str("</div>\n");
+}
+
+/// The drives' table and temperature charts, or why there are none.
+fn drive_section(
+    h: &mut String,
+    drives: &[DriveStatus],
+    history: &History,
+    now: f64,
+    span_min: f64,
+) {
+    let ago = |t: f64| (t - now) / 60.0;
     h.push_str("<h2>Drives</h2>\n");
     if drives.is_empty() {
         h.push_str(
@@ -369,8 +393,6 @@ pub fn render_status(
         }
         h.push_str("</div>\n");
     }
-    h.push_str("</body></html>\n");
-    h
 }
 
 #[cfg(test)]

@@ -119,9 +119,6 @@ pub struct TargetState {
     /// Throttling episodes the poller saw on the target's drive during the soak so far.
     #[serde(default)]
     pub drive_throttle_episodes: u64,
-    /// Write sequence to resume from. Informational with per-unit generations; see
-    /// `workload::pattern`.
-    pub next_generation: u64,
     /// The verify writer seed of this soak (kept so a restart recognises its own blocks).
     #[serde(default)]
     pub verify_seed: Option<u64>,
@@ -268,7 +265,6 @@ impl TargetState {
             smart_at_soak_start: None,
             host_at_soak_start: None,
             drive_throttle_episodes: 0,
-            next_generation: 1,
             verify_seed: None,
             genmap: None,
             precondition: None,
@@ -855,7 +851,6 @@ mod tests {
         };
         t.steady_history = vec![100_000.0, 101_000.5, 99_000.0];
         t.smart_at_soak_start = Some(serde_json::json!({"data_units_written": 12345}));
-        t.next_generation = 77;
         t.verify_seed = Some(0xdead_beef);
         t.precondition = Some(PreconditionProgress {
             passes: 2,
@@ -965,6 +960,26 @@ mod tests {
         assert_eq!(t.precondition, None);
         assert_eq!(t.sweep, None);
         assert_eq!(t.totals.write_bytes, 5 << 30);
+    }
+
+    #[test]
+    fn checkpoint_with_the_removed_next_generation_still_loads() {
+        // Checkpoints saved before `next_generation` (never set) was dropped carry the key.
+        let d = tempfile::tempdir().unwrap();
+        let mut v = serde_json::to_value(sample()).unwrap();
+        for t in v["targets"].as_array_mut().unwrap() {
+            let t = t.as_object_mut().unwrap();
+            assert!(t.insert("next_generation".into(), 77.into()).is_none());
+        }
+        fs::write(
+            d.path().join(CHECKPOINT_FILE),
+            serde_json::to_vec(&v).unwrap(),
+        )
+        .unwrap();
+        let l = load(d.path(), "abc")
+            .unwrap()
+            .expect("a checkpoint with next_generation loads");
+        assert_eq!(l.checkpoint.targets[0], sample().targets[0]);
     }
 
     #[test]

@@ -480,9 +480,6 @@ impl GenMap {
     pub fn seed(&self) -> u64 {
         self.seed
     }
-    pub fn base(&self) -> u64 {
-        self.base
-    }
     pub fn units(&self) -> usize {
         self.gens.len()
     }
@@ -590,8 +587,8 @@ impl GenMap {
     }
 
     /// Stamp a write buffer for target offset `offset`, each unit with its next generation.
-    /// Call [`GenMap::complete_write`] when the write succeeds, [`GenMap::fail_write`] when it
-    /// fails. Allocation-free.
+    /// Call [`GenMap::complete_write`] when the write succeeds; a write recorded at submission
+    /// that fails is stepped back with [`GenMap::undo_write`]. Allocation-free.
     pub fn stamp_write(&self, buf: &mut [u8], offset: u64) {
         assert!(
             buf.len().is_multiple_of(VERIFY_UNIT),
@@ -608,14 +605,6 @@ impl GenMap {
         for u in 0..len / VERIFY_UNIT {
             let off = offset + (u * VERIFY_UNIT) as u64;
             self.set(off, self.next(off));
-        }
-    }
-
-    /// A write failed: the device may hold the old or the new blocks, so accept either once.
-    pub fn fail_write(&self, offset: u64, len: usize) {
-        for u in 0..len / VERIFY_UNIT {
-            let i = self.idx(offset + (u * VERIFY_UNIT) as u64);
-            self.recovered[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
         }
     }
 
@@ -740,14 +729,6 @@ impl GenMap {
         w.inner.write_all(&crc.to_le_bytes())
     }
 
-    /// Serialise into a vector. Tests only.
-    #[cfg(test)]
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = Vec::new();
-        self.write_to(&mut v).expect("writing to a Vec cannot fail");
-        v
-    }
-
     /// Parse a serialised map (see [`GenMap::write_to`]); units come back marked recovered.
     pub fn from_bytes(data: &[u8]) -> Result<GenMap, GenMapError> {
         let bad = |m: &str| GenMapError::Format(m.to_string());
@@ -818,9 +799,31 @@ impl GenMap {
         map.mark_all_recovered();
         Ok(map)
     }
+}
 
-    /// True if both maps record the same generations (ignoring recovered bits). Tests only.
-    #[cfg(test)]
+/// Accessors and helpers only the unit tests use.
+#[cfg(test)]
+impl GenMap {
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// A write failed: the device may hold the old or the new blocks, so accept either once.
+    pub fn fail_write(&self, offset: u64, len: usize) {
+        for u in 0..len / VERIFY_UNIT {
+            let i = self.idx(offset + (u * VERIFY_UNIT) as u64);
+            self.recovered[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
+        }
+    }
+
+    /// Serialise into a vector.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.write_to(&mut v).expect("writing to a Vec cannot fail");
+        v
+    }
+
+    /// True if both maps record the same generations (ignoring recovered bits).
     pub fn same_generations(&self, other: &GenMap) -> bool {
         self.base == other.base
             && self.seed == other.seed

@@ -163,6 +163,32 @@ pub fn sum(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> f64 {
     find(samples, name, want).iter().map(|s| s.value).sum()
 }
 
+/// Wait up to `timeout` for `child` to exit (past it: killed, reaped, then `panic!` with
+/// `on_timeout`); its exit status and what it wrote to its piped stderr.
+pub fn wait_exit(
+    child: &mut Child,
+    timeout: Duration,
+    on_timeout: &str,
+) -> (std::process::ExitStatus, String) {
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("waiting for nvsoak") {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{on_timeout}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    (status, err)
+}
+
 /// Runs `nvsoak ARGS` to completion (stdin closed, `RUST_LOG=rust_log`) and returns (exit code,
 /// stderr).
 pub fn run_nvsoak(args: &[&str], rust_log: &str) -> (Option<i32>, String) {

@@ -3,7 +3,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{bin, free_port, shm_dir};
+use crate::common::{bin, free_port, shm_dir, wait_exit};
 
 /// A soak whose target file is truncated under it: every read then hits EOF (counted as ENXIO),
 /// `max_errors` stops the target, and `--exit-when-done` exits non-zero naming the target and
@@ -67,22 +67,11 @@ duration = "10m"
         .open(&target)
         .and_then(|f| f.set_len(0))
         .expect("truncating the target file");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("waiting for nvsoak") {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("max_errors did not stop the target (the 10 min soak is still running)");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = std::io::Read::read_to_string(&mut e, &mut err);
-    }
+    let (status, err) = wait_exit(
+        &mut child,
+        Duration::from_secs(60),
+        "max_errors did not stop the target (the 10 min soak is still running)",
+    );
     assert_eq!(status.code(), Some(1), "expected exit 1:\n{err}");
     assert!(
         err.contains("--exit-when-done")

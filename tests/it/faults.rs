@@ -429,22 +429,11 @@ duration = "10s"
         .stderr(Stdio::piped())
         .spawn()
         .expect("starting nvsoak");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("waiting for nvsoak") {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("nvsoak kept running with a target that does not fit its file system");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        use std::io::Read;
-        let _ = e.read_to_string(&mut err);
-    }
+    let (status, err) = crate::common::wait_exit(
+        &mut child,
+        Duration::from_secs(20),
+        "nvsoak kept running with a target that does not fit its file system",
+    );
     assert!(!status.success(), "nvsoak exited 0:\n{err}");
     assert_eq!(status.code(), Some(1), "not a clean error exit:\n{err}");
     assert!(!err.contains("panicked"), "nvsoak panicked:\n{err}");

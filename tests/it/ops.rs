@@ -903,6 +903,7 @@ const NVME_ONLY: &[&str] = &[
     "nvsoak_health_poll_errors_total",
     "nvsoak_rated_endurance_bytes",
     "nvsoak_rated_dwpd",
+    "nvsoak_rated_info",
     "nvsoak_rated_warranty_seconds",
     "nvsoak_endurance_consumed_ratio",
     "nvsoak_observed_dwpd",

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{Daemon, bin, free_port, http_get, shm_dir, sum};
+use crate::common::{Daemon, bin, free_port, http_get, shm_dir, sum, wait_exit};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -341,22 +341,11 @@ fn run_to_completion(config: &str, timeout: Duration) -> tempfile::TempDir {
         .stderr(Stdio::piped())
         .spawn()
         .expect("starting nvsoak run");
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("waiting for nvsoak") {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("nvsoak run did not finish its plan within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = std::io::Read::read_to_string(&mut e, &mut err);
-    }
+    let (status, err) = wait_exit(
+        &mut child,
+        timeout,
+        &format!("nvsoak run did not finish its plan within {timeout:?}"),
+    );
     assert!(status.success(), "nvsoak run failed: {err}");
     dir
 }

@@ -1,0 +1,198 @@
+//! The whole document: `[exporter]`, `[state]`, `[stats]`, `[log]`, `[health]` and the
+//! targets (unique names and paths; the built-in default target when none is given).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::super::raw::{RawConfig, Scalar};
+use super::super::{
+    ConfigError, ExporterSettings, LogSettings, Settings, StateSettings, StatsSettings,
+    builtin_default,
+};
+use super::health::health;
+use super::scalar::{duration_in, integer, string};
+use super::target::{normalise, target};
+use super::{R, bad};
+use crate::workload::spec::TargetSpec;
+
+fn listen(key: &str, v: &Scalar) -> R<SocketAddr> {
+    let s = match v {
+        Scalar::Str(s) => s.clone(),
+        other => {
+            return bad(
+                key,
+                format!("{other} is not an address; write it as a string like \"127.0.0.1:9757\""),
+            );
+        }
+    };
+    let t = s.trim();
+    if let Some(port) = t.strip_prefix(':')
+        && let Ok(p) = port.parse::<u16>()
+    {
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), p));
+    }
+    if let Some(port) = t.strip_prefix("localhost:")
+        && let Ok(p) = port.parse::<u16>()
+    {
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), p));
+    }
+    t.parse::<SocketAddr>().map_err(|_| {
+        ConfigError::invalid(
+            key,
+            format!("\"{s}\" is not an address like \"127.0.0.1:9757\", \"[::1]:9757\" or \":9757\" (all interfaces)"),
+        )
+    })
+}
+
+pub(super) fn existing_file(key: &str, p: &Path) -> R<()> {
+    match std::fs::metadata(p) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(_) => bad(key, format!("{} is not a regular file", p.display())),
+        Err(e) => bad(key, format!("{}: {e}", p.display())),
+    }
+}
+
+pub fn settings(raw: &RawConfig) -> R<Settings> {
+    let def = builtin_default();
+    let exporter = exporter(raw, &def)?;
+    let state = state(raw, &def)?;
+    let interval = match &raw.stats.interval {
+        Some(v) => duration_in(
+            "stats.interval",
+            v,
+            Duration::from_millis(10),
+            Duration::from_secs(3600),
+        )?,
+        None => def.stats.interval,
+    };
+    let level = match &raw.log.level {
+        Some(v) => log_level(v)?,
+        None => def.log.level.clone(),
+    };
+    let health = health(&raw.health)?;
+    let targets = targets(raw, &def, &state.dir, interval)?;
+    Ok(Settings {
+        exporter,
+        state,
+        stats: StatsSettings { interval },
+        health,
+        log: LogSettings { level },
+        targets,
+    })
+}
+
+fn exporter(raw: &RawConfig, def: &Settings) -> R<ExporterSettings> {
+    let listen = match &raw.exporter.listen {
+        Some(v) => listen("exporter.listen", v)?,
+        None => def.exporter.listen,
+    };
+    if let Some(p) = &raw.exporter.web_config_file {
+        existing_file("exporter.web_config_file", p)?;
+    }
+    let max_connections = match &raw.exporter.max_connections {
+        Some(v) => integer(
+            "exporter.max_connections",
+            v,
+            1,
+            65536,
+            "concurrent HTTP connections",
+        )? as usize,
+        None => def.exporter.max_connections,
+    };
+    Ok(ExporterSettings {
+        listen,
+        web_config_file: raw.exporter.web_config_file.clone(),
+        max_connections,
+    })
+}
+
+fn state(raw: &RawConfig, def: &Settings) -> R<StateSettings> {
+    let dir = match &raw.state.dir {
+        Some(d) if d.as_os_str().is_empty() => return bad("state.dir", "empty path"),
+        Some(d) => d.clone(),
+        None => def.state.dir.clone(),
+    };
+    if let Ok(m) = std::fs::metadata(&dir)
+        && !m.is_dir()
+    {
+        return bad(
+            "state.dir",
+            format!("{} exists and is not a directory", dir.display()),
+        );
+    }
+    let checkpoint_interval = match &raw.state.checkpoint_interval {
+        Some(v) => duration_in(
+            "state.checkpoint_interval",
+            v,
+            Duration::from_millis(100),
+            Duration::from_secs(86400),
+        )?,
+        None => def.state.checkpoint_interval,
+    };
+    Ok(StateSettings {
+        dir,
+        checkpoint_interval,
+    })
+}
+
+/// `log.level`: a non-empty tracing filter.
+fn log_level(v: &Scalar) -> R<String> {
+    let s = string("log.level", v)?;
+    if s.trim().is_empty() {
+        return bad(
+            "log.level",
+            "empty; use e.g. \"info\", \"debug\" or \"nvsoak=debug,warn\"",
+        );
+    }
+    if let Err(e) = tracing_subscriber::EnvFilter::builder().parse(&s) {
+        return bad(
+            "log.level",
+            format!(
+                "\"{s}\" is not a log filter ({e}); use e.g. \"info\", \"debug\" or \"nvsoak=debug,warn\""
+            ),
+        );
+    }
+    Ok(s)
+}
+
+/// The `[[target]]`s, names and paths unique; with none, the built-in default target under the
+/// configured state directory, or no target at all with `default_target = false` (health
+/// polling only: the installed config's mode).
+fn targets(raw: &RawConfig, def: &Settings, dir: &Path, interval: Duration) -> R<Vec<TargetSpec>> {
+    if raw.target.is_empty() && raw.default_target == Some(false) {
+        return Ok(Vec::new());
+    }
+    if raw.target.is_empty() {
+        let mut t = def.targets[0].clone();
+        t.path = dir.join("default-target.dat");
+        return Ok(vec![t]);
+    }
+    let mut out: Vec<TargetSpec> = Vec::new();
+    let mut names: HashMap<String, usize> = HashMap::new();
+    let mut paths: HashMap<PathBuf, usize> = HashMap::new();
+    for (i, t) in raw.target.iter().enumerate() {
+        let spec = target(i, t, interval)?;
+        if let Some(j) = names.insert(spec.name.clone(), i) {
+            return bad(
+                format!("target[{i}].name"),
+                format!(
+                    "\"{}\" is already the name of target[{j}]; names must be unique",
+                    spec.name
+                ),
+            );
+        }
+        if let Some(j) = paths.insert(normalise(&spec.path), i) {
+            return bad(
+                format!("target[{i}].path"),
+                format!(
+                    "{} is already the path of target[{j}]; two targets cannot share a file or device",
+                    spec.path.display()
+                ),
+            );
+        }
+        out.push(spec);
+    }
+    Ok(out)
+}

@@ -1,0 +1,391 @@
+//! Targets: name, path (file or block device), size and region, engine, verification, the
+//! destroy opt-in, error budget and phases; plus where a not-yet-existing file would be created.
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use super::super::raw::RawTarget;
+use super::phase::phase;
+use super::scalar::{integer, name, one_of, percent, size};
+use super::{R, bad, join};
+use crate::units::format_size;
+use crate::workload::spec::{EngineChoice, PhaseSpec, Region, TargetSpec, VerifyMode};
+
+/// Lexically normalised absolute path, for duplicate detection.
+pub(super) fn normalise(p: &Path) -> PathBuf {
+    if let Ok(c) = std::fs::canonicalize(p) {
+        return c;
+    }
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(p)
+    };
+    let mut out = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+fn max_block(phases: &[PhaseSpec]) -> (u64, usize) {
+    let mut best = (0u64, 0usize);
+    for (j, p) in phases.iter().enumerate() {
+        let b = match p {
+            PhaseSpec::Precondition { block_size, .. } => *block_size as u64,
+            PhaseSpec::Sweep { job, .. } => job.bs.max() as u64,
+            PhaseSpec::Soak { jobs, .. } => {
+                jobs.iter().map(|j| j.bs.max() as u64).max().unwrap_or(0)
+            }
+        };
+        if b > best.0 {
+            best = (b, j);
+        }
+    }
+    best
+}
+
+pub(super) fn target(i: usize, t: &RawTarget, stats_interval: Duration) -> R<TargetSpec> {
+    let key = format!("target[{i}]");
+    let k = |s: &str| join(&key, s);
+    let tname = match &t.name {
+        Some(n) => name(&k("name"), n)?,
+        None => {
+            return bad(
+                k("name"),
+                "missing: every target needs a name (used as the `target` label)",
+            );
+        }
+    };
+    let path = match &t.path {
+        Some(p) if !p.as_os_str().is_empty() => p.clone(),
+        _ => {
+            return bad(
+                k("path"),
+                "missing: a file (created and preallocated to `size`) or a block device",
+            );
+        }
+    };
+    let is_block = is_block_device(&key, &path)?;
+    let size = file_size(&key, t, &path, is_block)?;
+    let region = region(&key, t)?;
+    let (engine, verify, verify_fatal) = engine_and_verify(&key, t)?;
+    let (allow_destroy, force) = destroy(&key, t)?;
+    let max_errors = match &t.max_errors {
+        Some(v) => Some(integer(
+            &k("max_errors"),
+            v,
+            1,
+            i64::MAX,
+            "I/O errors before the target stops",
+        )? as u64),
+        None => None,
+    };
+    let loop_phases = t.loop_phases.unwrap_or(false);
+    let phases = phases(&key, t, stats_interval, loop_phases)?;
+    if let Some(bytes) = size {
+        check_region_fits(&key, bytes, region, &phases)?;
+    }
+    Ok(TargetSpec {
+        name: tname,
+        path,
+        size,
+        region: Region(region),
+        engine,
+        allow_destroy,
+        force_overwrite_signatures: force,
+        direct: t.direct.unwrap_or(true),
+        verify,
+        verify_fatal,
+        max_errors,
+        phases,
+        loop_phases,
+    })
+}
+
+/// Whether `path` is a block device (else a regular file, existing or to be created). A missing
+/// path under /dev (other than /dev/shm) is refused: nvsoak does not create files there.
+fn is_block_device(key: &str, path: &Path) -> R<bool> {
+    let k = |s: &str| join(key, s);
+    match std::fs::metadata(path) {
+        Ok(m) if m.file_type().is_block_device() => Ok(true),
+        Ok(m) if m.is_file() => Ok(false),
+        Ok(m) if m.is_dir() => bad(
+            k("path"),
+            format!("{} is a directory; name a file inside it", path.display()),
+        ),
+        Ok(_) => bad(
+            k("path"),
+            format!(
+                "{} is neither a regular file nor a block device",
+                path.display()
+            ),
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // Judge where the file would really be created: `..` and symlinks (a dangling one
+            // included) resolved, not the path's spelling.
+            let real = resolve_for_create(path);
+            if real.starts_with("/dev") && !real.starts_with("/dev/shm") {
+                let via = if real != path {
+                    format!(" (it resolves to {})", real.display())
+                } else {
+                    String::new()
+                };
+                return bad(
+                    k("path"),
+                    format!(
+                        "{} does not exist{via}; a block device must be present, and nvsoak does not create files under /dev (use /dev/shm or another directory)",
+                        path.display()
+                    ),
+                );
+            }
+            Ok(false)
+        }
+        Err(e) => bad(k("path"), format!("cannot inspect {}: {e}", path.display())),
+    }
+}
+
+/// `size`: required for a file target (non-zero, sector-aligned), refused for a block device.
+fn file_size(key: &str, t: &RawTarget, path: &Path, is_block: bool) -> R<Option<u64>> {
+    let k = |s: &str| join(key, s);
+    match (&t.size, is_block) {
+        (Some(_), true) => bad(
+            k("size"),
+            format!(
+                "{} is a block device, which has its own size; remove size (use region to exercise part of it)",
+                path.display()
+            ),
+        ),
+        (None, false) => bad(
+            k("size"),
+            format!(
+                "missing: {} is a file target, which nvsoak creates and preallocates; give its size, e.g. size = \"1GiB\"",
+                path.display()
+            ),
+        ),
+        (None, true) => Ok(None),
+        (Some(v), false) => {
+            let b = size(&k("size"), v)?;
+            if b == 0 {
+                return bad(k("size"), "a file target of 0 bytes");
+            }
+            if b % 512 != 0 {
+                return bad(
+                    k("size"),
+                    format!("{b} bytes is not a multiple of 512 (O_DIRECT needs sector alignment)"),
+                );
+            }
+            Ok(Some(b))
+        }
+    }
+}
+
+/// `region` as a fraction of the target (1.0 when unset).
+fn region(key: &str, t: &RawTarget) -> R<f64> {
+    let Some(v) = &t.region else {
+        return Ok(1.0);
+    };
+    let k = join(key, "region");
+    let p = percent(&k, v)?;
+    if p <= 0.0 || p > 100.0 {
+        return bad(k, format!("{p}% is out of range (above 0%, at most 100%)"));
+    }
+    Ok(p / 100.0)
+}
+
+/// `engine`, `verify` and `verify_fatal`, and the combinations that make no sense.
+fn engine_and_verify(key: &str, t: &RawTarget) -> R<(EngineChoice, VerifyMode, bool)> {
+    let k = |s: &str| join(key, s);
+    let engine = match t.engine.as_deref() {
+        None => EngineChoice::Auto,
+        Some(e) => one_of(
+            &k("engine"),
+            e,
+            &[
+                ("auto", EngineChoice::Auto),
+                ("io_uring", EngineChoice::IoUring),
+                ("psync", EngineChoice::Psync),
+                ("null", EngineChoice::Null),
+            ],
+        )?,
+    };
+    let verify = match t.verify.as_deref() {
+        None => VerifyMode::Off,
+        Some(v) => one_of(
+            &k("verify"),
+            v,
+            &[
+                ("off", VerifyMode::Off),
+                ("inline", VerifyMode::Inline),
+                ("pass", VerifyMode::Pass),
+            ],
+        )?,
+    };
+    let verify_fatal = t.verify_fatal.unwrap_or(false);
+    if verify_fatal && verify == VerifyMode::Off {
+        return bad(
+            k("verify_fatal"),
+            "has no effect with verify = \"off\"; set verify = \"inline\" or \"pass\"",
+        );
+    }
+    if engine == EngineChoice::Null && verify != VerifyMode::Off {
+        return bad(
+            k("verify"),
+            "cannot be checked with engine = \"null\", which moves no data (every read would \
+             report a stale generation); set verify = \"off\" or use io_uring or psync",
+        );
+    }
+    Ok((engine, verify, verify_fatal))
+}
+
+/// `allow_destroy` (trimmed, never empty) and `force_overwrite_signatures`, which needs it.
+fn destroy(key: &str, t: &RawTarget) -> R<(Option<String>, bool)> {
+    let k = |s: &str| join(key, s);
+    let allow_destroy = match &t.allow_destroy {
+        Some(s) if s.trim().is_empty() => {
+            return bad(
+                k("allow_destroy"),
+                "empty; name the device's serial or WWN (or, for loop devices, its path)",
+            );
+        }
+        Some(s) => Some(s.trim().to_string()),
+        None => None,
+    };
+    let force = t.force_overwrite_signatures.unwrap_or(false);
+    if force && allow_destroy.is_none() {
+        return bad(
+            k("force_overwrite_signatures"),
+            "only takes effect together with allow_destroy naming the device; set allow_destroy first",
+        );
+    }
+    Ok((allow_destroy, force))
+}
+
+/// The target's phases; a soak without duration may only be the last, and never with `loop`.
+fn phases(
+    key: &str,
+    t: &RawTarget,
+    stats_interval: Duration,
+    loop_phases: bool,
+) -> R<Vec<PhaseSpec>> {
+    if t.phase.is_empty() {
+        return bad(
+            join(key, "phase"),
+            "no phases; add at least one [[target.phase]] (e.g. kind = \"soak\", profile = \"4k-random-read\")",
+        );
+    }
+    let mut phases = Vec::new();
+    for (j, p) in t.phase.iter().enumerate() {
+        phases.push(phase(&format!("{key}.phase[{j}]"), p, stats_interval)?);
+    }
+    let last = phases.len() - 1;
+    for (j, p) in phases.iter().enumerate() {
+        if let PhaseSpec::Soak { duration: None, .. } = p {
+            if j < last {
+                return bad(
+                    format!("{key}.phase[{j}].duration"),
+                    format!(
+                        "missing: a soak without duration runs until stopped, so phase[{}] would never run; give it a duration or make it the last phase",
+                        j + 1
+                    ),
+                );
+            }
+            if loop_phases {
+                return bad(
+                    join(key, "loop"),
+                    format!(
+                        "the last phase (phase[{j}]) is a soak without duration, which never ends, so the plan never loops; give it a duration or remove loop"
+                    ),
+                );
+            }
+        }
+    }
+    Ok(phases)
+}
+
+/// A file target's region must hold the largest block of any phase.
+fn check_region_fits(key: &str, bytes: u64, region: f64, phases: &[PhaseSpec]) -> R<()> {
+    let region_bytes = ((bytes as f64 * region) as u64) / 512 * 512;
+    let (mb, j) = max_block(phases);
+    if region_bytes >= mb {
+        return Ok(());
+    }
+    let (kk, what) = if region < 1.0 {
+        (
+            join(key, "region"),
+            format!(
+                "the region ({} of {})",
+                format_size(region_bytes),
+                format_size(bytes)
+            ),
+        )
+    } else {
+        (
+            join(key, "size"),
+            format!("the file ({})", format_size(bytes)),
+        )
+    };
+    bad(
+        kk,
+        format!(
+            "{what} is smaller than the {} blocks of phase[{j}]; make it larger",
+            format_size(mb)
+        ),
+    )
+}
+
+/// Where a file that does not exist yet would be created: symlinks followed (a dangling one to
+/// its target), the nearest existing ancestor canonicalised, and `..` in the rest applied, so
+/// `/dev/shm/../x.dat` is `/dev/x.dat`.
+pub(crate) fn resolve_for_create(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    // Follow a chain of (possibly dangling) symlinks at the last component, bounded like the
+    // kernel's own limit.
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => match std::fs::read_link(&p) {
+                Ok(t) if t.is_absolute() => p = t,
+                Ok(t) => p = p.parent().map(|d| d.join(&t)).unwrap_or(t),
+                Err(_) => break,
+            },
+            _ => break,
+        }
+    }
+    // The nearest existing ancestor, canonicalised, then the missing components lexically.
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    let mut base = p.clone();
+    let mut resolved = loop {
+        if let Ok(c) = std::fs::canonicalize(&base) {
+            break c;
+        }
+        match (base.file_name(), base.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_os_string());
+                base = parent.to_path_buf();
+            }
+            _ => break base.clone(),
+        }
+    };
+    for c in rest.iter().rev() {
+        resolved.push(c);
+    }
+    // `..` and `.` that follow a missing directory, applied lexically.
+    let mut out = PathBuf::new();
+    for c in resolved.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
