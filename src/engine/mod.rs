@@ -13,7 +13,8 @@ pub mod null;
 pub mod psync;
 pub mod uring;
 
-use std::os::fd::RawFd;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
 
 use thiserror::Error;
 
@@ -101,10 +102,11 @@ pub trait IoEngine: Send {
 }
 
 /// Everything an engine needs at setup.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct EngineSetup {
-    /// Open file descriptor of the target (the caller keeps it open for the engine's life).
-    pub fd: RawFd,
+    /// The target's open file descriptor, shared: the engine holds it open for its own life
+    /// (and its ring's registered file), whatever the caller does with its copy.
+    pub fd: Arc<OwnedFd>,
     /// Most I/Os the caller keeps in flight.
     pub iodepth: u32,
     /// Number of I/O buffers (at least `iodepth`; the worker uses `2 * iodepth` for mixed jobs
@@ -121,7 +123,7 @@ pub fn open(choice: EngineChoice, setup: EngineSetup) -> Result<Box<dyn IoEngine
         EngineChoice::Null => Ok(Box::new(null::NullEngine::new(setup)?)),
         EngineChoice::Psync => Ok(Box::new(psync::PsyncEngine::new(setup)?)),
         EngineChoice::IoUring => Ok(Box::new(uring::UringEngine::new(setup)?)),
-        EngineChoice::Auto => match uring::UringEngine::new(setup) {
+        EngineChoice::Auto => match uring::UringEngine::new(setup.clone()) {
             Ok(e) => Ok(Box::new(e)),
             Err(EngineError::UringRefused(err)) => {
                 tracing::warn!(error = %err, "io_uring refused by the kernel; falling back to psync");

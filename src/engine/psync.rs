@@ -1,13 +1,14 @@
 //! pread/pwrite engine: completes each I/O inside `queue` (fio `engines/sync.c`). The fallback
 //! where io_uring is refused.
 
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
 
 use super::{Caps, Completion, EngineError, EngineSetup, IoEngine, IoReq, buf::AlignedBufs};
 use crate::op::Op;
 
 pub struct PsyncEngine {
-    fd: RawFd,
+    fd: Arc<OwnedFd>,
     bufs: AlignedBufs,
     done: Vec<Completion>,
     depth: u32,
@@ -53,13 +54,13 @@ impl IoEngine for PsyncEngine {
         let n = unsafe {
             match req.op {
                 Op::Read => libc::pread(
-                    self.fd,
+                    self.fd.as_raw_fd(),
                     p.cast(),
                     req.len as usize,
                     req.offset as libc::off_t,
                 ),
                 Op::Write => libc::pwrite(
-                    self.fd,
+                    self.fd.as_raw_fd(),
                     p.cast(),
                     req.len as usize,
                     req.offset as libc::off_t,

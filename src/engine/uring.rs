@@ -13,7 +13,8 @@
 //! caller's preallocated vector only.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use io_uring::{IoUring, opcode, squeue, types};
@@ -35,7 +36,7 @@ pub struct UringEngine {
     buf_size: usize,
     /// Base pointer of buffer 0; buffers are contiguous, `buf_size` apart.
     base: *mut u8,
-    fd: RawFd,
+    fd: Arc<OwnedFd>,
     fixed_file: bool,
     fixed_bufs: bool,
     ext_arg: bool,
@@ -151,7 +152,7 @@ impl UringEngine {
         let buf_size = bufs.size();
 
         let fixed_file = opts.register_file
-            && match ring.submitter().register_files(&[s.fd]) {
+            && match ring.submitter().register_files(&[s.fd.as_raw_fd()]) {
                 Ok(()) => true,
                 Err(e) => {
                     tracing::info!(error = %e, "io_uring: registering the target fd failed; using it unregistered");
@@ -225,7 +226,7 @@ impl UringEngine {
         let e = if self.fixed_file {
             build!(types::Fixed(0))
         } else {
-            build!(types::Fd(self.fd))
+            build!(types::Fd(self.fd.as_raw_fd()))
         };
         e.user_data(req.user_data)
     }
@@ -393,7 +394,11 @@ impl Drop for UringEngine {
 mod tests {
     use super::*;
     use std::io::Write;
-    use std::os::fd::AsRawFd;
+
+    /// A shared descriptor of `f` for an [`EngineSetup`].
+    fn fd_of(f: &std::fs::File) -> Arc<OwnedFd> {
+        Arc::new(f.try_clone().expect("dup").into())
+    }
 
     fn scratch_file(len: usize) -> (tempfile::NamedTempFile, std::fs::File) {
         let mut f = tempfile::Builder::new()
@@ -412,7 +417,7 @@ mod tests {
     fn reads_and_writes_round_trip() {
         let (_t, f) = scratch_file(1 << 16);
         let mut e = UringEngine::new(EngineSetup {
-            fd: f.as_raw_fd(),
+            fd: fd_of(&f),
             iodepth: 4,
             buffers: 4,
             max_bs: 4096,
@@ -466,7 +471,7 @@ mod tests {
         let (_t, f) = scratch_file(1 << 16);
         let mut e = UringEngine::with_options(
             EngineSetup {
-                fd: f.as_raw_fd(),
+                fd: fd_of(&f),
                 iodepth: 2,
                 buffers: 2,
                 max_bs: 4096,
@@ -511,7 +516,7 @@ mod tests {
         let ro = std::fs::File::open(_t.path()).unwrap();
         drop(f);
         let mut e = UringEngine::new(EngineSetup {
-            fd: ro.as_raw_fd(),
+            fd: fd_of(&ro),
             iodepth: 2,
             buffers: 2,
             max_bs: 4096,
@@ -534,7 +539,7 @@ mod tests {
     fn reap_timeout_returns_when_idle() {
         let (_t, f) = scratch_file(4096);
         let mut e = UringEngine::new(EngineSetup {
-            fd: f.as_raw_fd(),
+            fd: fd_of(&f),
             iodepth: 2,
             buffers: 2,
             max_bs: 4096,
@@ -599,7 +604,7 @@ mod tests {
         // io_uring_disabled is 0 on the test machines and the kernel is recent.
         let (_t, f) = scratch_file(4096);
         let e = UringEngine::new(EngineSetup {
-            fd: f.as_raw_fd(),
+            fd: fd_of(&f),
             iodepth: 32,
             buffers: 32,
             max_bs: 4096,
@@ -617,7 +622,7 @@ mod tests {
     fn rejects_out_of_range_buffer() {
         let (_t, f) = scratch_file(4096);
         let mut e = UringEngine::new(EngineSetup {
-            fd: f.as_raw_fd(),
+            fd: fd_of(&f),
             iodepth: 2,
             buffers: 2,
             max_bs: 4096,

@@ -855,13 +855,13 @@ fn auto_falls_back_to_psync_when_io_uring_is_refused() {
     let t = std::thread::spawn(move || {
         refuse_io_uring_in_this_thread();
         let setup = EngineSetup {
-            fd: std::os::fd::AsRawFd::as_raw_fd(&*fd),
+            fd: fd.clone(),
             iodepth: 4,
             buffers: 4,
             max_bs: 4096,
         };
         // Explicit io_uring: an error that says what to do.
-        let e = engine::open(EngineChoice::IoUring, setup)
+        let e = engine::open(EngineChoice::IoUring, setup.clone())
             .err()
             .expect("io_uring refused");
         assert!(matches!(e, EngineError::UringRefused(_)), "{e}");

@@ -12,7 +12,7 @@
 //! common divisor of the block sizes. Every I/O satisfies
 //! `region_start <= offset && offset + len <= region_start + region_len`.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
@@ -480,7 +480,7 @@ impl Worker {
         let nbufs = if mixed { depth * 2 } else { depth };
         let max_bs = picker.sizes().iter().copied().max().unwrap_or(4096);
         let setup = EngineSetup {
-            fd: plan.fd.as_raw_fd(),
+            fd: plan.fd.clone(),
             iodepth: job.iodepth,
             buffers: nbufs as u32,
             max_bs,
