@@ -28,6 +28,8 @@ mod faults;
 mod figures;
 /// The health poller and `nvsoak health` on the replay transport.
 mod health;
+/// The journal: phase start and end lines with outcomes, finished against stopped.
+mod journal;
 /// Deployment: web config (TLS, basic auth), connection limits, systemd unit, promtool.
 mod ops;
 /// Records never overwritten: results files moved aside on each way a run starts over, report

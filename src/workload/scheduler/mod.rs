@@ -9,6 +9,7 @@
 mod error;
 mod open;
 mod phase;
+mod phaselog;
 mod recover;
 mod segment;
 mod snapshot;
@@ -535,6 +536,7 @@ impl Runner {
                 return;
             }
         }
+        let mut failed = false;
         'plan: loop {
             for (i, phase) in self.spec.phases.clone().iter().enumerate() {
                 if self.stopping() {
@@ -573,6 +575,7 @@ impl Runner {
                         s.steady_history.clear();
                     }
                 });
+                let started = self.phase_started(i, phase, done_secs);
                 let r = runner.run(self);
                 if let Err(reason) = r {
                     tracing::error!(target_name = %self.spec.name, %reason, "target stopped");
@@ -580,7 +583,11 @@ impl Runner {
                         s.up = false;
                         s.stop_reason = Some(reason.to_string());
                     });
+                    failed = true;
                     break 'plan;
+                }
+                if !self.stopping() {
+                    self.phase_ended(&started, phase);
                 }
             }
             if self.stopping() {
@@ -598,6 +605,7 @@ impl Runner {
             }
             tracing::info!(target_name = %self.spec.name, loop_count, "plan finished; looping");
         }
+        self.plan_ended(!self.stopping() && !failed, failed);
         self.finish();
     }
 
@@ -611,7 +619,7 @@ impl Runner {
             }
         });
         self.save_results();
-        tracing::info!(target_name = %self.spec.name, "target finished");
+        tracing::debug!(target_name = %self.spec.name, "target runner exited");
     }
 
     fn save_results(&mut self) {

@@ -166,7 +166,7 @@ pub struct VerifyCtx {
 pub(crate) const STEADY_HISTORY_MAX: usize = 256;
 
 /// Reads and writes summed over every job.
-fn job_totals(jobs: &BTreeMap<String, JobStats>) -> (OpCounters, OpCounters) {
+pub(crate) fn job_totals(jobs: &BTreeMap<String, JobStats>) -> (OpCounters, OpCounters) {
     let mut r = OpCounters::default();
     let mut w = OpCounters::default();
     for j in jobs.values() {

@@ -1,0 +1,205 @@
+//! The journal's story of a plan: one INFO line when each phase starts and one when it ends,
+//! with its outcome in that line (sweep: the maximum and the sub-1 ms frontier; soak: steady
+//! state reached or not, and in which round; every phase: duration and totals), and why a
+//! target's plan ended (finished, stopped on request, or stopped on an error).
+
+use std::time::Instant;
+
+use super::{Runner, TargetView};
+use crate::stats::OpCounters;
+use crate::workload::results::SweepResult;
+use crate::workload::spec::PhaseSpec;
+
+/// What a phase's end line is measured against: the totals when it started.
+pub(crate) struct PhaseStart {
+    index: usize,
+    at: Instant,
+    read: OpCounters,
+    write: OpCounters,
+}
+
+/// The job names a phase runs.
+fn job_names(phase: &PhaseSpec) -> Vec<String> {
+    match phase {
+        PhaseSpec::Precondition { .. } => vec!["precondition".to_string()],
+        PhaseSpec::Sweep { job, .. } => vec![job.name.clone()],
+        PhaseSpec::Soak { jobs, .. } => jobs.iter().map(|j| j.name.clone()).collect(),
+    }
+}
+
+/// `1.2 GiB`-style binary size.
+fn size(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// "max 12,345 IOPS; sub-1 ms frontier 9,876 IOPS at 80%" (or "no point under 1 ms").
+pub(crate) fn sweep_outcome(s: &SweepResult) -> String {
+    let best = s
+        .points
+        .iter()
+        .filter(|p| p.lat_avg_us > 0.0 && p.lat_avg_us < 1000.0)
+        .max_by(|a, b| a.iops.total_cmp(&b.iops));
+    let frontier = match best {
+        Some(p) if p.pct == 0 => format!(
+            "sub-1 ms frontier {} IOPS (the uncontrolled run)",
+            super::thousands(p.iops)
+        ),
+        Some(p) => format!(
+            "sub-1 ms frontier {} IOPS at {}%",
+            super::thousands(p.iops),
+            p.pct
+        ),
+        None => "no point under 1 ms average latency".to_string(),
+    };
+    format!("max {} IOPS; {frontier}", super::thousands(s.max_iops))
+}
+
+/// The outcome part of a phase's end line, from the scrape view.
+fn outcome(phase: &PhaseSpec, v: &TargetView) -> String {
+    let names = job_names(phase);
+    let jobs = names.iter().filter_map(|n| v.jobs.get(n).map(|j| (n, j)));
+    match phase {
+        PhaseSpec::Precondition { passes, .. } => {
+            let noun = if *passes == 1 { "pass" } else { "passes" };
+            format!("{passes} {noun} over the region")
+        }
+        PhaseSpec::Sweep { .. } => jobs
+            .filter_map(|(_, j)| j.sweep.as_ref())
+            .map(sweep_outcome)
+            .next()
+            .unwrap_or_else(|| "no sweep result".to_string()),
+        PhaseSpec::Soak { .. } => {
+            let parts: Vec<String> = jobs
+                .map(|(n, j)| match &j.steady {
+                    Some(st) if st.reached => format!(
+                        "{n}: steady state reached in round {} ({} IOPS window average)",
+                        st.since_round.unwrap_or(0),
+                        super::thousands(st.average)
+                    ),
+                    Some(st) => match st.first_round {
+                        Some(r) => {
+                            format!("{n}: steady state reached in round {r}, not held at the end")
+                        }
+                        None => format!("{n}: steady state not reached"),
+                    },
+                    None => format!("{n}: no steady-state rounds"),
+                })
+                .collect();
+            if parts.is_empty() {
+                "no job ran".to_string()
+            } else {
+                parts.join("; ")
+            }
+        }
+    }
+}
+
+impl Runner {
+    /// Logs the phase's start; returns what its end is measured against.
+    pub(crate) fn phase_started(&self, index: usize, phase: &PhaseSpec, done: f64) -> PhaseStart {
+        let (read, write) = self.snapshot.view(|v| super::snapshot::job_totals(&v.jobs));
+        let jobs = job_names(phase).join(", ");
+        if done > 0.0 {
+            tracing::info!(target_name = %self.spec.name, phase = index, kind = phase.kind(),
+                %jobs, done_secs = done, "phase {} ({}) resumed after {done:.0} s", index + 1,
+                phase.kind());
+        } else {
+            tracing::info!(target_name = %self.spec.name, phase = index, kind = phase.kind(),
+                %jobs, "phase {} ({}) started", index + 1, phase.kind());
+        }
+        PhaseStart {
+            index,
+            at: Instant::now(),
+            read,
+            write,
+        }
+    }
+
+    /// Logs the phase's end in one line: duration, totals and outcome.
+    pub(crate) fn phase_ended(&self, start: &PhaseStart, phase: &PhaseSpec) {
+        let (line, read_b, write_b, errors) = self.snapshot.view(|v| {
+            let (r, w) = super::snapshot::job_totals(&v.jobs);
+            let read_b = r.bytes.saturating_sub(start.read.bytes);
+            let write_b = w.bytes.saturating_sub(start.write.bytes);
+            let errors = (r.errors.total() + w.errors.total())
+                .saturating_sub(start.read.errors.total() + start.write.errors.total());
+            (outcome(phase, v), read_b, write_b, errors)
+        });
+        let secs = start.at.elapsed().as_secs_f64();
+        tracing::info!(target_name = %self.spec.name, phase = start.index, kind = phase.kind(),
+            secs, read_bytes = read_b, written_bytes = write_b, errors,
+            "phase {} ({}) finished in {secs:.0} s: read {}, wrote {}, {errors} I/O errors; {line}",
+            start.index + 1, phase.kind(), size(read_b), size(write_b));
+    }
+
+    /// Logs why the plan ended: `finished` (every phase ran), else a stop on request.
+    pub(crate) fn plan_ended(&self, finished: bool, failed: bool) {
+        if failed {
+            // The error was logged where it happened ("target stopped").
+        } else if finished {
+            tracing::info!(target_name = %self.spec.name, "plan finished");
+        } else {
+            tracing::info!(target_name = %self.spec.name,
+                "stopped by signal or reload before the end of its plan; the checkpoint resumes it");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::results::SweepPoint;
+
+    fn point(pct: u32, iops: f64, lat_avg_us: f64) -> SweepPoint {
+        SweepPoint {
+            pct,
+            target_iops: iops,
+            iops,
+            lat_avg_us,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn sweep_outcome_names_the_maximum_and_the_frontier() {
+        let mut s = SweepResult {
+            max_iops: 120_000.0,
+            points: vec![
+                point(0, 120_000.0, 2100.0),
+                point(50, 60_000.0, 400.0),
+                point(80, 95_000.0, 950.0),
+                point(90, 104_000.0, 1200.0),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            sweep_outcome(&s),
+            "max 120,000 IOPS; sub-1 ms frontier 95,000 IOPS at 80%"
+        );
+        for p in &mut s.points {
+            p.lat_avg_us += 2000.0;
+        }
+        assert_eq!(
+            sweep_outcome(&s),
+            "max 120,000 IOPS; no point under 1 ms average latency"
+        );
+    }
+
+    #[test]
+    fn sizes_read_as_binary_units() {
+        assert_eq!(size(512), "512 B");
+        assert_eq!(size(3 << 30), "3.0 GiB");
+        assert_eq!(size(1536 << 10), "1.5 MiB");
+    }
+}
