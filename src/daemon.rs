@@ -75,6 +75,12 @@ impl DaemonApp {
         slow: Duration,
     ) -> Result<(), crate::state::StateError> {
         self.update_drive_figures();
+        if let Some(h) = &self.health {
+            let known = h.snapshot().known();
+            if let Err(e) = crate::health::known::save(dir, &known) {
+                tracing::warn!(error = %e, "saving the list of known drives failed");
+            }
+        }
         let cp = crate::state::Checkpoint::new(
             plan_hash.to_string(),
             targets.iter().map(|s| s.to_state()).collect(),
@@ -403,6 +409,7 @@ fn pre_poll(settings: &Settings, wiring: &HealthWiring) -> Option<(crate::health
             &wiring.sysfs_root,
             wiring.opener.clone(),
         );
+        p.remember(&crate::health::known::load(&settings.state.dir));
         let zero: Vec<crate::health::HostIo> = settings
             .targets
             .iter()

@@ -43,6 +43,7 @@ impl HostIoSource for NoHostIo {
 
 pub mod ata;
 pub mod derive;
+pub mod known;
 pub mod poller;
 
 pub use poller::{

@@ -226,6 +226,21 @@ pub struct HealthSnapshot {
     pub setup_error: Option<String>,
 }
 
+impl HealthSnapshot {
+    /// The drives to remember for the next run: every controller known now.
+    pub fn known(&self) -> Vec<super::known::KnownDrive> {
+        self.devices
+            .iter()
+            .map(|d| super::known::KnownDrive {
+                name: d.name.clone(),
+                serial: d.serial.clone(),
+                model: d.model.clone(),
+                firmware: d.firmware.clone(),
+            })
+            .collect()
+    }
+}
+
 /// The ratings and overrides the derivations need.
 #[derive(Debug, Clone)]
 pub struct RatingContext {
@@ -512,6 +527,28 @@ impl Poller {
     pub fn with_ata_opener(mut self, opener: super::ata::AtaOpener) -> Self {
         self.ata = super::ata::AtaPoller::new(opener);
         self
+    }
+
+    /// Drives an earlier run knew (`health::known`): each not known yet is kept as vanished
+    /// (`present = false`, exported `nvme_up 0`) until a rescan finds it again.
+    pub fn remember(&mut self, drives: &[super::known::KnownDrive]) {
+        for k in drives {
+            if self.devices.contains_key(&k.name) {
+                continue;
+            }
+            let c = Controller {
+                name: k.name.clone(),
+                dev_path: PathBuf::from("/dev").join(&k.name),
+                serial: k.serial.clone(),
+                model: k.model.clone(),
+                firmware: k.firmware.clone(),
+                namespaces: Vec::new(),
+            };
+            let mut d = DeviceHealth::new(&c);
+            d.present = false;
+            d.last_error = Some("not found since the daemon restarted".to_string());
+            self.devices.insert(k.name.clone(), d);
+        }
     }
 
     /// Walk sysfs: new controllers are added, vanished ones stay with `present = false`.
@@ -1066,5 +1103,39 @@ mod tests {
         );
         assert!(p.device("nvme1").is_some_and(|d| d.present));
         assert_eq!(p.snapshot().devices.len(), 2);
+    }
+
+    #[test]
+    fn drives_an_earlier_run_knew_are_exported_down_until_found() {
+        let root = tempfile::tempdir().expect("tempdir");
+        fake::add_ctrl(root.path(), "nvme0", "SN-HANDBUILT-0001", "M", &[1]);
+        let mut first = replay_poller(root.path());
+        first.poll_at(0.0, &NoHostIo);
+        let mut known = first.snapshot().known();
+        known.push(super::super::known::KnownDrive {
+            name: "nvme7".into(),
+            serial: "GONE7".into(),
+            model: "OLD MODEL".into(),
+            firmware: "F7".into(),
+        });
+        // The next run: nvme7 is not in sysfs any more.
+        let mut p = replay_poller(root.path());
+        p.remember(&known);
+        p.poll_at(30.0, &NoHostIo);
+        let gone = p.device("nvme7").expect("remembered");
+        assert!(!gone.present && !gone.up);
+        assert!(p.device("nvme0").expect("found").up);
+        let text = crate::metrics::encode_text(&crate::metrics::health::families(&p.snapshot()))
+            .expect("encode");
+        assert!(text.contains("nvme_up{device=\"nvme7\"} 0"), "{text}");
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("nvme_info{") && l.contains("GONE7") && l.contains("nvme7")),
+            "{text}"
+        );
+        // It comes back: up again, under its name.
+        fake::add_ctrl(root.path(), "nvme7", "GONE7", "OLD MODEL", &[1]);
+        p.poll_at(60.0, &NoHostIo);
+        assert!(p.device("nvme7").expect("back").up);
     }
 }
