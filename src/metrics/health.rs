@@ -265,6 +265,12 @@ fn smart(f: &mut F, dev: &str, s: &SmartLog) {
         &l,
         f64::from(s.percent_used) / 100.0,
     );
+    smart_counters(f, dev, s);
+}
+
+/// The SMART log's counters (bytes 32..231), in base units.
+fn smart_counters(f: &mut F, dev: &str, s: &SmartLog) {
+    let l = [("device", dev)];
     let counters: [(&str, &str, f64); 10] = [
         (
             "nvme_data_read_bytes_total",
