@@ -59,7 +59,7 @@ fn each_phase_starts_and_ends_in_one_line_and_the_plan_says_it_finished() {
     }
     let pre = lines_with(&err, "phase 1 (precondition) finished")[0];
     assert!(
-        pre.contains("wrote 8.0 MiB") && pre.contains("1 pass over the region"),
+        pre.contains("wrote 8.00 MiB") && pre.contains("1 pass over the region"),
         "{pre}"
     );
     let sweep = lines_with(&err, "phase 2 (sweep) finished")[0];

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use super::{Runner, TargetView};
 use crate::stats::OpCounters;
+use crate::units::format_bytes;
 use crate::workload::results::SweepResult;
 use crate::workload::spec::PhaseSpec;
 
@@ -24,22 +25,6 @@ fn job_names(phase: &PhaseSpec) -> Vec<String> {
         PhaseSpec::Precondition { .. } => vec!["precondition".to_string()],
         PhaseSpec::Sweep { job, .. } => vec![job.name.clone()],
         PhaseSpec::Soak { jobs, .. } => jobs.iter().map(|j| j.name.clone()).collect(),
-    }
-}
-
-/// `1.2 GiB`-style binary size.
-fn size(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
     }
 }
 
@@ -140,7 +125,7 @@ impl Runner {
         tracing::info!(target_name = %self.spec.name, phase = start.index, kind = phase.kind(),
             secs, read_bytes = read_b, written_bytes = write_b, errors,
             "phase {} ({}) finished in {secs:.0} s: read {}, wrote {}, {errors} I/O errors; {line}",
-            start.index + 1, phase.kind(), size(read_b), size(write_b));
+            start.index + 1, phase.kind(), format_bytes(read_b), format_bytes(write_b));
     }
 
     /// Logs why the plan ended: `finished` (every phase ran), else a stop on request.
@@ -194,12 +179,5 @@ mod tests {
             sweep_outcome(&s),
             "max 120,000 IOPS; no point under 1 ms average latency"
         );
-    }
-
-    #[test]
-    fn sizes_read_as_binary_units() {
-        assert_eq!(size(512), "512 B");
-        assert_eq!(size(3 << 30), "3.0 GiB");
-        assert_eq!(size(1536 << 10), "1.5 MiB");
     }
 }
