@@ -69,6 +69,20 @@ pub fn curve(s: &SweepResult) -> Vec<CurvePoint> {
     pts
 }
 
+/// A paced point counts as short of its target when it got less than this share below it.
+pub const SHORT_OF_TARGET: f64 = 0.10;
+
+/// How far a paced point fell short of its target rate (0.57 = 57 % below), when by more than
+/// [`SHORT_OF_TARGET`]; `None` for the uncontrolled run, a point without a target, or one that
+/// came within 10 % of it.
+pub fn shortfall(p: &CurvePoint) -> Option<f64> {
+    if p.uncontrolled || !p.target_iops.is_finite() || p.target_iops <= 0.0 {
+        return None;
+    }
+    let short = 1.0 - p.iops / p.target_iops;
+    (short > SHORT_OF_TARGET).then_some(short)
+}
+
 /// The highest-IOPS point; ties go to the lower average latency.
 pub fn peak(curve: &[CurvePoint]) -> Option<&CurvePoint> {
     curve
@@ -769,6 +783,30 @@ mod tests {
             .iter()
             .find(|s| s.profile == profile)
             .expect("fixture has the profile")
+    }
+
+    #[test]
+    fn points_more_than_ten_percent_below_their_target_are_short() {
+        let p = |pct: u32, target: f64, iops: f64| CurvePoint {
+            pct,
+            uncontrolled: pct == 0,
+            target_iops: target,
+            iops,
+            bytes_per_sec: iops * 4096.0,
+            lat_avg_us: 100.0,
+            lat_p99_us: 200.0,
+            errors: 0,
+        };
+        let s = shortfall(&p(80, 7113.0, 3089.0)).expect("57 % short");
+        assert!((s - (1.0 - 3089.0 / 7113.0)).abs() < 1e-9, "{s}");
+        assert_eq!(
+            shortfall(&p(80, 1000.0, 910.0)),
+            None,
+            "9 % short is within tolerance"
+        );
+        assert!(shortfall(&p(80, 1000.0, 880.0)).is_some(), "12 % short");
+        assert_eq!(shortfall(&p(0, 0.0, 5000.0)), None, "uncontrolled run");
+        assert_eq!(shortfall(&p(50, 0.0, 5000.0)), None, "no target");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use super::charts::{self, LineChart, RefLine, Series, esc};
 use super::compute::{
-    CurvePoint, fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us, fmt_pct, fmt_rate,
+    self, CurvePoint, fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us, fmt_pct, fmt_rate,
 };
 use super::{DriveReport, Report, ReportError, SweepReport};
 
@@ -67,6 +67,12 @@ pub fn curve_figure(
         })
         .collect();
     let y_desc = format!("{} ({unit})", lat.name());
+    let flagged: Vec<(f64, f64)> = curves
+        .iter()
+        .flat_map(|(_, c)| c.iter())
+        .filter(|p| compute::shortfall(p).is_some())
+        .map(|p| (p.iops, lat.of(p) * scale))
+        .collect();
     let svg = charts::line_chart(&LineChart {
         title: &title,
         x_desc: "IOPS",
@@ -83,6 +89,8 @@ pub fn curve_figure(
         x_si: true,
         y_si: false,
         markers: true,
+        flagged: &flagged,
+        flag_label: "short of target rate by more than 10 %",
     })?;
     let n = series.iter().filter(|s| !s.points.is_empty()).count();
     Ok(Figure {
@@ -168,7 +176,7 @@ h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:2px solid #1f77b4;padding
 table{border-collapse:collapse;margin:.5em 0 1em}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}\
 th{background:#f2f5f9}td.num{text-align:right;font-variant-numeric:tabular-nums}\
 .charts{display:flex;flex-wrap:wrap;gap:12px}.charts figure{margin:0;border:1px solid #ddd;padding:4px;background:#fff}\
-svg.chart{display:block;max-width:100%;height:auto}.muted{color:#777}.ok{color:#2ca02c}.bad{color:#d62728;font-weight:600}\
+svg.chart{display:block;max-width:100%;height:auto}.muted{color:#777}.ok{color:#2ca02c}.bad{color:#d62728;font-weight:600}.short{color:#d62728}\
 details{margin:.5em 0}summary{cursor:pointer;color:#1f77b4}";
 
 fn row(cells: &[String]) -> String {
@@ -334,10 +342,19 @@ fn sweeps_table(d: &DriveReport) -> String {
     t
 }
 
+/// The shortfall cell of a point: "short 57 %" (flagged) when it fell more than 10 % below its
+/// target rate, else empty.
+fn short_cell(p: &CurvePoint) -> String {
+    match compute::shortfall(p) {
+        Some(f) => format!("<td class=\"num short\">short {}</td>", fmt_pct(f)),
+        None => "<td class=\"num\"></td>".into(),
+    }
+}
+
 fn points_table(s: &SweepReport) -> String {
     let mut t = format!(
         "<details><summary>{} measured points of {}</summary><table class=\"points\"><tr><th>Load</th><th>Target IOPS</th>\
-         <th>IOPS</th><th>Bandwidth</th><th>Average</th><th>p99</th><th>Errors</th></tr>\n",
+         <th>IOPS</th><th>Short of target</th><th>Bandwidth</th><th>Average</th><th>p99</th><th>Errors</th></tr>\n",
         s.curve.len(),
         esc(&s.profile)
     );
@@ -354,6 +371,7 @@ fn points_table(s: &SweepReport) -> String {
                 fmt_count(p.target_iops)
             }),
             num(&fmt_count(p.iops)),
+            short_cell(p),
             num(&fmt_rate(p.bytes_per_sec)),
             num(&fmt_latency_us(p.lat_avg_us)),
             num(&fmt_latency_us(p.lat_p99_us)),

@@ -91,6 +91,8 @@ fn spark(
         y_si: true,
         // A young history (a few samples) would be an invisible line: mark the points.
         markers: few,
+        flagged: &[],
+        flag_label: "",
     });
     match svg {
         Ok(s) => format!("<figure>{s}</figure>"),

@@ -919,3 +919,80 @@ fn markdown_escapes_names_from_results_files() {
     assert!(!md.contains("[x]("), "{md}");
     assert!(md.contains("\\`code\\` \\# h"), "{md}");
 }
+
+/// A paced sweep point that got more than 10 % below its target rate is flagged: in the
+/// Markdown sweep table, in the HTML points table, and with a ring on the sweep charts.
+#[test]
+fn sweep_points_short_of_their_target_are_flagged() {
+    let dir = shm_dir();
+    let text = std::fs::read_to_string(fixture("drive-a.json")).expect("fixture");
+    let mut v: serde_json::Value = serde_json::from_str(&text).expect("fixture JSON");
+    let points = v["sweeps"][0]["points"]
+        .as_array_mut()
+        .expect("the fixture's first sweep has points");
+    let p80 = points
+        .iter_mut()
+        .find(|p| p["pct"] == 80)
+        .expect("an 80 % point");
+    assert_eq!(p80["target_iops"], 80000);
+    p80["iops"] = 50000.into();
+    let from = dir.path().join("short.json");
+    std::fs::write(&from, serde_json::to_string(&v).expect("JSON")).expect("write");
+    let from_s = from.display().to_string();
+    let b = fixture("drive-b.json").display().to_string();
+
+    let md_path = dir.path().join("q.md");
+    let md_s = md_path.display().to_string();
+    let out = report(&["--from", &from_s, &b, "--format", "md", "--out", &md_s]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(&md_path).expect("markdown written");
+    assert!(md.contains("| Short of target (>10 %) |"), "{md}");
+    assert!(
+        md.contains("| 80 %: 50,000 of 80,000 IOPS (short 37.5 %) |"),
+        "{md}"
+    );
+    // Every other point, of both drives, came within 10 % of its target.
+    assert_eq!(md.matches("(short ").count(), 1, "{md}");
+
+    let html_path = dir.path().join("q.html");
+    let html_s = html_path.display().to_string();
+    let out = report(&["--from", &from_s, &b, "--format", "html", "--out", &html_s]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&html_path).expect("html written");
+    assert_eq!(
+        html.matches("<td class=\"num short\">short 37.5 %</td>")
+            .count(),
+        1,
+        "{html}"
+    );
+    // The average and p99 charts of that sweep, and the comparison chart of its profile, each
+    // ring the one short point.
+    assert_eq!(
+        html.matches("<circle class=\"flagged\"").count(),
+        3,
+        "{html}"
+    );
+    assert!(html.contains("short of target rate by more than 10 %"));
+
+    // The unmodified fixture flags nothing.
+    let plain_path = dir.path().join("plain.html");
+    let plain_s = plain_path.display().to_string();
+    let a = fixture("drive-a.json").display().to_string();
+    let out = report(&["--from", &a, "--format", "html", "--out", &plain_s]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plain = std::fs::read_to_string(&plain_path).expect("html written");
+    assert!(!plain.contains("class=\"flagged\""));
+    assert!(!plain.contains("num short"));
+}
