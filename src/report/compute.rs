@@ -318,6 +318,22 @@ pub struct DriveComparisonRow {
     pub cells: Vec<String>,
     /// Short flags ("media errors rose", ...); empty when nothing went wrong.
     pub verdict: Vec<&'static str>,
+    /// Whether the drive side was read at all (an NVMe drive with a successful SMART poll).
+    pub drive_data: bool,
+}
+
+impl DriveComparisonRow {
+    /// The verdict cell: (whether it is bad, text). Nothing flagged gives "ok" only when there
+    /// was drive data to judge; without it the verdict is "no drive data", never "ok".
+    pub fn verdict_text(&self) -> (bool, String) {
+        if !self.verdict.is_empty() {
+            (true, self.verdict.join(", "))
+        } else if self.drive_data {
+            (false, "ok".into())
+        } else {
+            (false, "no drive data".into())
+        }
+    }
 }
 
 /// Column headers of [`drive_comparison`].
@@ -395,6 +411,7 @@ pub fn drive_comparison<'a>(
                 drive: label.to_string(),
                 cells,
                 verdict,
+                drive_data: d.is_some(),
             }
         })
         .collect()
@@ -751,6 +768,15 @@ pub fn fmt_pct(ratio: f64) -> String {
     }
 }
 
+/// "1 round", "3 rounds": a count with its noun, singular for one.
+pub fn count_of(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// "1 d 02:03:04", "02:03:04".
 pub fn fmt_elapsed(secs: f64) -> String {
     if !secs.is_finite() || secs < 0.0 {
@@ -783,6 +809,36 @@ mod tests {
             .iter()
             .find(|s| s.profile == profile)
             .expect("fixture has the profile")
+    }
+
+    #[test]
+    fn a_drive_without_drive_data_is_not_judged_ok() {
+        let none = SoakFigures::default();
+        let with = SoakFigures {
+            drive: Some(DriveSoak::default()),
+            ..Default::default()
+        };
+        let bad = SoakFigures {
+            errors: 3,
+            ..Default::default()
+        };
+        let rows = drive_comparison([("file", &none), ("nvme", &with), ("eio", &bad)].into_iter());
+        let v: Vec<(bool, String)> = rows.iter().map(|r| r.verdict_text()).collect();
+        assert_eq!(
+            v,
+            vec![
+                (false, "no drive data".to_string()),
+                (false, "ok".to_string()),
+                (true, "I/O errors".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn one_round_is_singular() {
+        assert_eq!(count_of(1, "round"), "1 round");
+        assert_eq!(count_of(0, "round"), "0 rounds");
+        assert_eq!(count_of(7, "round"), "7 rounds");
     }
 
     #[test]
