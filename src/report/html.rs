@@ -255,6 +255,17 @@ pub fn rated_text(s: &SweepReport) -> String {
     }
 }
 
+/// What a target without NVMe identity is, from its path: a block device (a loop or SATA
+/// disk, under /dev but not /dev/shm) or a file. The report may be made on another host, so the path is all
+/// there is to go by.
+pub fn target_kind(path: &str) -> &'static str {
+    if path.starts_with("/dev/") && !path.starts_with("/dev/shm/") {
+        "a block device (not an NVMe namespace)"
+    } else {
+        "a file (not an NVMe namespace)"
+    }
+}
+
 fn identity_table(d: &DriveReport) -> String {
     let mut t = String::from("<table class=\"identity\">\n");
     let mut kv = |k: &str, v: String| t.push_str(&row(&[format!("<th>{}</th>", esc(k)), td(&v)]));
@@ -269,7 +280,7 @@ fn identity_table(d: &DriveReport) -> String {
             kv("Capacity", fmt_bytes(dev.capacity_bytes as f64));
             kv("Controller", dev.controller.clone());
         }
-        None => kv("Device", "not an NVMe namespace (file target)".into()),
+        None => kv("Device", target_kind(&d.path).into()),
     }
     kv("Host", d.host.clone());
     kv("Target", format!("{} ({})", d.target, d.path));
@@ -543,10 +554,10 @@ fn drive_comparison_table(report: &Report) -> String {
     for r in super::compute::drive_comparison(soaks.into_iter()) {
         let mut cells = vec![td(&r.drive)];
         cells.extend(r.cells.iter().map(|c| num(c)));
-        cells.push(if r.verdict.is_empty() {
-            "<td class=\"ok\">ok</td>".into()
-        } else {
-            format!("<td class=\"bad\">{}</td>", esc(&r.verdict.join(", ")))
+        cells.push(match r.verdict_text() {
+            (true, t) => format!("<td class=\"bad\">{}</td>", esc(&t)),
+            (false, t) if r.drive_data => format!("<td class=\"ok\">{}</td>", esc(&t)),
+            (false, t) => format!("<td class=\"muted\">{}</td>", esc(&t)),
         });
         t.push_str(&row(&cells));
     }
@@ -666,6 +677,26 @@ mod tests {
         // 2026-12-01 00:00:00 UTC = 1796083200.
         assert_eq!(fmt_time(1_796_083_200.0), "2026-12-01 00:00:00 UTC");
         assert_eq!(fmt_time(951_782_400.0 + 3661.0), "2000-02-29 01:01:01 UTC");
+    }
+
+    #[test]
+    fn a_loop_device_is_a_block_device_not_a_file() {
+        assert_eq!(
+            target_kind("/dev/loop3"),
+            "a block device (not an NVMe namespace)"
+        );
+        assert_eq!(
+            target_kind("/dev/sda"),
+            "a block device (not an NVMe namespace)"
+        );
+        assert_eq!(
+            target_kind("/dev/shm/t.img"),
+            "a file (not an NVMe namespace)"
+        );
+        assert_eq!(
+            target_kind("/var/tmp/t.img"),
+            "a file (not an NVMe namespace)"
+        );
     }
 
     #[test]

@@ -106,10 +106,9 @@ fn soak_comparison(md: &mut String, soaks: Vec<(&str, &SoakFigures)>) {
         for c in &r.cells {
             md.push_str(&format!(" {} |", cell(c)));
         }
-        let verdict = if r.verdict.is_empty() {
-            "ok".to_string()
-        } else {
-            format!("**{}**", r.verdict.join(", "))
+        let verdict = match r.verdict_text() {
+            (true, t) => format!("**{t}**"),
+            (false, t) => t,
         };
         md.push_str(&format!(" {verdict} |\n"));
     }

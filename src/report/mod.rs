@@ -395,6 +395,10 @@ fn build_inner(
             }
         }
     }
+    // A ranking needs two drives: a one-drive report has no "first place" and no comparison.
+    if drives.len() < 2 {
+        by_profile.clear();
+    }
     let comparisons = by_profile
         .into_iter()
         .map(|(profile, entries)| Comparison {
@@ -556,6 +560,22 @@ mod tests {
     }
 
     #[test]
+    fn a_one_drive_report_ranks_nothing_and_compares_nothing() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report");
+        let r = build(&load_files(&[dir.join("drive-a.json")]).expect("fixture"));
+        assert_eq!(r.drives.len(), 1);
+        assert!(r.comparisons.is_empty(), "{:?}", r.comparisons);
+        let page = html::render(&r).expect("html");
+        assert!(!page.contains("first place"), "{page}");
+        assert!(!page.contains("id=\"comparison\""), "{page}");
+        let (md, _) = markdown::render(&r, "q").expect("markdown");
+        assert!(!md.contains("## Comparison"), "{md}");
+        assert!(!md.contains("first place"), "{md}");
+        // Two drives still rank.
+        assert!(!build(&fixtures()).comparisons.is_empty());
+    }
+
+    #[test]
     fn build_compares_profiles_across_drives() {
         let r = build(&fixtures());
         assert_eq!(r.drives.len(), 2);
@@ -692,8 +712,8 @@ mod tests {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report/drive-b.json");
         std::fs::copy(fixture, results.join("nvme-b.json")).expect("copy");
         let page = report_page_html(dir.path());
-        // One drive, one profile: comparison + avg + p99 charts.
-        assert_eq!(page.matches("<svg class=\"chart\"").count(), 3);
+        // One drive, one profile: avg + p99 charts (one drive has no comparison, issue 14).
+        assert_eq!(page.matches("<svg class=\"chart\"").count(), 2);
     }
 
     fn with_drive(mut l: Loaded, d: crate::workload::results::DriveSoak) -> Loaded {
