@@ -244,13 +244,16 @@ pub struct SoakFigures {
     /// The drive's own counters over the soak, when the results file has them.
     #[serde(default)]
     pub drive: Option<DriveSoak>,
+    /// `None` (JSON `null`) when there is no drive data to tell: unknown, not "no".
     #[serde(default)]
-    pub media_errors_rose: bool,
-    /// The drive and nvsoak disagree on bytes written beyond the data units' rounding.
+    pub media_errors_rose: Option<bool>,
+    /// The drive and nvsoak disagree on bytes written beyond the data units' rounding; `None`
+    /// without drive data.
     #[serde(default)]
-    pub accounting_off: bool,
+    pub accounting_off: Option<bool>,
+    /// `None` without drive data.
     #[serde(default)]
-    pub throttled: bool,
+    pub throttled: Option<bool>,
     /// What an operator must not miss about the drive, one plain sentence each.
     #[serde(default)]
     pub callouts: Vec<String>,
@@ -359,13 +362,13 @@ pub fn drive_comparison<'a>(
             let d = s.drive.as_ref();
             let dash = || "-".to_string();
             let mut verdict = Vec::new();
-            if s.media_errors_rose {
+            if s.media_errors_rose == Some(true) {
                 verdict.push("media errors rose");
             }
-            if s.accounting_off {
+            if s.accounting_off == Some(true) {
                 verdict.push("accounting disagrees");
             }
-            if s.throttled {
+            if s.throttled == Some(true) {
                 verdict.push("throttled");
             }
             if s.errors > 0 {
@@ -622,9 +625,9 @@ pub fn soak_figures_with(
         throttle_iops_cost_ratio,
         smart_written_bytes_delta: s.smart_written_bytes_delta,
         accounting_ratio,
-        media_errors_rose: drive.as_ref().is_some_and(|d| d.media_errors_rose()),
-        accounting_off: drive.as_ref().is_some_and(|d| d.accounting_off()),
-        throttled: drive.as_ref().is_some_and(|d| d.throttled()),
+        media_errors_rose: drive.as_ref().map(|d| d.media_errors_rose()),
+        accounting_off: drive.as_ref().map(|d| d.accounting_off()),
+        throttled: drive.as_ref().map(|d| d.throttled()),
         callouts: drive.as_ref().map(drive_callouts).unwrap_or_default(),
         drive,
     }
@@ -809,6 +812,26 @@ mod tests {
             .iter()
             .find(|s| s.profile == profile)
             .expect("fixture has the profile")
+    }
+
+    #[test]
+    fn without_drive_data_the_drive_flags_are_unknown_not_false() {
+        let s = SoakSummary {
+            elapsed_secs: 60.0,
+            written_bytes: 1 << 30,
+            ..Default::default()
+        };
+        let f = soak_figures(&s, None, None);
+        let v = serde_json::to_value(&f).expect("JSON");
+        for k in ["media_errors_rose", "accounting_off", "throttled"] {
+            assert!(v[k].is_null(), "{k}: {v}");
+        }
+        // Results written before still load: a stored `false` stays a known "no".
+        let old: SoakFigures =
+            serde_json::from_str(r#"{"elapsed_secs":1,"read_bytes":0,"written_bytes":0,"errors":0,"verify_errors":0,"observed_dwpd":null,"rated_dwpd":null,"dwpd_ratio":null,"endurance_consumed_ratio":null,"throttled_secs":null,"throttled_ratio":null,"iops_throttled":null,"iops_unthrottled":null,"throttle_iops_cost_ratio":null,"smart_written_bytes_delta":null,"accounting_ratio":null,"throttled":false}"#)
+                .expect("old figures load");
+        assert_eq!(old.throttled, Some(false));
+        assert_eq!(old.media_errors_rose, None);
     }
 
     #[test]

@@ -499,7 +499,7 @@ fn soak_table(d: &DriveReport) -> String {
             ),
             _ => "-".into(),
         },
-        s.accounting_off,
+        s.accounting_off == Some(true),
     );
     t.push_str("</table>\n");
     t

@@ -765,10 +765,16 @@ mod tests {
         ];
         let r = build(&inputs);
         let a = r.drives[0].soak.as_ref().expect("soak a");
-        assert!(!a.media_errors_rose && !a.accounting_off && !a.throttled);
+        assert_eq!(
+            (a.media_errors_rose, a.accounting_off, a.throttled),
+            (Some(false), Some(false), Some(false))
+        );
         assert!(a.callouts.is_empty(), "{:?}", a.callouts);
         let b = r.drives[1].soak.as_ref().expect("soak b");
-        assert!(b.media_errors_rose && b.accounting_off && b.throttled);
+        assert_eq!(
+            (b.media_errors_rose, b.accounting_off, b.throttled),
+            (Some(true), Some(true), Some(true))
+        );
         assert_eq!(b.callouts.len(), 3, "{:?}", b.callouts);
         assert!(b.callouts[0].starts_with("Media errors rose during the soak: +4"));
         assert!(
