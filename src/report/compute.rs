@@ -257,6 +257,10 @@ pub struct SoakFigures {
     /// What an operator must not miss about the drive, one plain sentence each.
     #[serde(default)]
     pub callouts: Vec<String>,
+    /// The soak phases themselves (the figures above run from the soak's start to the end of
+    /// the plan); empty for results files written before they were recorded.
+    #[serde(default)]
+    pub phases: Vec<crate::workload::results::SoakPhase>,
 }
 
 /// The plain sentences the report puts above a drive's soak figures.
@@ -630,7 +634,28 @@ pub fn soak_figures_with(
         throttled: drive.as_ref().map(|d| d.throttled()),
         callouts: drive.as_ref().map(drive_callouts).unwrap_or_default(),
         drive,
+        phases: s.phases.clone(),
     }
+}
+
+/// One line per soak phase: "phase 2, 4k-random-write: 00:01:00, wrote 1.07 GB, read 0 B,
+/// 262,144 ops, 0 I/O errors".
+pub fn soak_phase_lines(s: &SoakFigures) -> Vec<String> {
+    s.phases
+        .iter()
+        .map(|p| {
+            format!(
+                "phase {}, {}: {}, wrote {}, read {}, {} ops, {} I/O errors",
+                p.phase,
+                p.profile,
+                fmt_elapsed(p.elapsed_secs),
+                fmt_bytes(p.written_bytes as f64),
+                fmt_bytes(p.read_bytes as f64),
+                fmt_count((p.read_ops + p.write_ops) as f64),
+                p.errors
+            )
+        })
+        .collect()
 }
 
 /// One drive's standing in a workload.

@@ -436,6 +436,9 @@ fn soak_table(d: &DriveReport) -> String {
             ),
         ]))
     };
+    for (i, l) in compute::soak_phase_lines(s).into_iter().enumerate() {
+        kv(if i == 0 { "Soak phases" } else { "" }, l, false);
+    }
     kv("Duration", fmt_elapsed(s.elapsed_secs), false);
     kv(
         "Written / read",

@@ -229,7 +229,7 @@ fn steady_table(md: &mut String, d: &DriveReport) {
     md.push('\n');
 }
 
-/// A drive's soak totals, then the drive-side figures over the soak.
+/// A drive's soak totals, each soak phase's own, then the drive-side figures over the soak.
 fn soak_section(md: &mut String, s: &SoakFigures) {
     md.push_str(&format!(
         "### Soak\n\n- Duration: {}\n- Written / read: {} / {}\n- Observed DWPD: {} (rated {})\n- Endurance consumed: {}\n- Throttled: {} ({} IOPS lost)\n- Errors: {}, verify errors: {}\n- Accounting (drive / host written): {}\n\n",
@@ -245,6 +245,14 @@ fn soak_section(md: &mut String, s: &SoakFigures) {
         s.verify_errors,
         opt(s.accounting_ratio, |r| format!("{r:.3}"))
     ));
+    let phases = super::compute::soak_phase_lines(s);
+    if !phases.is_empty() {
+        md.push_str("Soak phases:\n\n");
+        for l in phases {
+            md.push_str(&format!("- {}\n", cell(&l)));
+        }
+        md.push('\n');
+    }
     md.push_str("### Drive during the soak\n\n");
     match &s.drive {
         None => md.push_str("No drive-side figures: not an NVMe namespace, health polling off, or no successful SMART poll during the soak.\n\n"),

@@ -560,6 +560,31 @@ mod tests {
     }
 
     #[test]
+    fn the_soak_section_names_each_soak_phase_with_its_own_totals() {
+        let mut f = fixtures();
+        let soak = f[0].results.soak.get_or_insert_with(Default::default);
+        soak.phases.push(crate::workload::results::SoakPhase {
+            phase: 2,
+            profile: "4k-random-write".into(),
+            started: 1_700_000_000.0,
+            elapsed_secs: 60.0,
+            written_bytes: 1 << 30,
+            write_ops: 262_144,
+            ..Default::default()
+        });
+        let r = build(&f);
+        let want = "phase 2, 4k-random-write: 00:01:00, wrote 1.07 GB, read 0 B, 262,144 ops, 0 I/O errors";
+        let page = html::render(&r).expect("html");
+        assert!(page.contains("Soak phases"), "{page}");
+        assert!(page.contains(want), "{want} in {page}");
+        let (md, _) = markdown::render(&r, "q").expect("markdown");
+        assert!(md.contains(&format!("- {want}")), "{md}");
+        // A results file without phases (written before) says nothing of them.
+        let plain = html::render(&build(&fixtures())).expect("html");
+        assert!(!plain.contains("Soak phases"));
+    }
+
+    #[test]
     fn a_one_drive_report_ranks_nothing_and_compares_nothing() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report");
         let r = build(&load_files(&[dir.join("drive-a.json")]).expect("fixture"));

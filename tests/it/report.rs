@@ -997,3 +997,58 @@ fn sweep_points_short_of_their_target_are_flagged() {
     assert!(!plain.contains("class=\"flagged\""));
     assert!(!plain.contains("num short"));
 }
+
+const PRECONDITION_SOAK_CONFIG: &str = r#"
+[state]
+dir = "{dir}/state"
+[health]
+enabled = false
+[[target]]
+name = "shm"
+path = "{dir}/shm.dat"
+size = "16MiB"
+engine = "psync"
+[[target.phase]]
+kind = "precondition"
+passes = 1
+block_size = "64k"
+[[target.phase]]
+kind = "soak"
+profile = "4k-random-read"
+iodepth = 1
+rate = "500iops"
+duration = "2s"
+"#;
+
+/// The results file keeps each soak phase's own totals (the precondition's 16 MiB of writes
+/// are not the soak's: a read soak wrote nothing), and the report names the phase with its
+/// profile.
+#[test]
+fn the_soak_phase_is_recorded_apart_from_the_precondition() {
+    let dir = run_to_completion(PRECONDITION_SOAK_CONFIG, Duration::from_secs(120));
+    let state = dir.path().join("state");
+    let results: Value = serde_json::from_str(
+        &std::fs::read_to_string(state.join("results/shm.json")).expect("results file"),
+    )
+    .expect("results JSON");
+    let phases = results["soak"]["phases"].as_array().expect("soak phases");
+    assert_eq!(phases.len(), 1, "{results}");
+    let p = &phases[0];
+    assert_eq!(p["phase"], 2);
+    assert_eq!(p["profile"], "4k-random-read");
+    assert_eq!(p["written_bytes"], 0, "a read soak writes nothing: {p}");
+    assert!(p["read_ops"].as_u64().is_some_and(|n| n > 0), "{p}");
+    let secs = p["elapsed_secs"].as_f64().unwrap_or(0.0);
+    assert!((1.5..60.0).contains(&secs), "{p}");
+    let ss = state.display().to_string();
+    let md_path = dir.path().join("r.md");
+    let md_s = md_path.display().to_string();
+    let out = report(&["--state", &ss, "--format", "md", "--out", &md_s]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(&md_path).expect("markdown");
+    assert!(md.contains("- phase 2, 4k-random-read: "), "{md}");
+}
