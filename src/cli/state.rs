@@ -91,8 +91,21 @@ fn sweep_points(settings: Option<&Settings>, t: &TargetState) -> Option<usize> {
     }
 }
 
-/// The human-readable rendering of a checkpoint.
-pub fn render(dir: &Path, cp: &Checkpoint, settings: Option<&Settings>) -> String {
+/// Whether a daemon holds the state directory's lock now (it holds it for its whole life).
+/// Probed with a shared, non-blocking lock, released at once; no lock file means none ran.
+pub fn daemon_running(dir: &Path) -> bool {
+    let Ok(f) = std::fs::File::open(dir.join("lock")) else {
+        return false;
+    };
+    matches!(
+        nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockSharedNonblock),
+        Err((_, nix::errno::Errno::EWOULDBLOCK))
+    )
+}
+
+/// The human-readable rendering of a checkpoint; `running`: whether a daemon has the state
+/// directory now (else the soak is shown as stopped, with or without the config).
+pub fn render(dir: &Path, cp: &Checkpoint, settings: Option<&Settings>, running: bool) -> String {
     use std::fmt::Write;
     let mut o = String::new();
     let now = state::now_unix();
@@ -106,7 +119,7 @@ pub fn render(dir: &Path, cp: &Checkpoint, settings: Option<&Settings>) -> Strin
     );
     render_plan(&mut o, cp, settings);
     for t in &cp.targets {
-        render_target(&mut o, dir, t, settings);
+        render_target(&mut o, dir, t, settings, running);
     }
     o
 }
@@ -135,7 +148,13 @@ fn render_plan(o: &mut String, cp: &Checkpoint, settings: Option<&Settings>) {
 }
 
 /// One target's section: where it is in the plan, its progress, totals and saved state.
-fn render_target(o: &mut String, dir: &Path, t: &TargetState, settings: Option<&Settings>) {
+fn render_target(
+    o: &mut String,
+    dir: &Path,
+    t: &TargetState,
+    settings: Option<&Settings>,
+    running: bool,
+) {
     use std::fmt::Write;
     let _ = writeln!(
         o,
@@ -155,14 +174,14 @@ fn render_target(o: &mut String, dir: &Path, t: &TargetState, settings: Option<&
         format_secs(t.phase_elapsed_secs),
         t.loop_count
     );
-    render_progress(o, t, settings);
+    render_progress(o, t, settings, running);
     render_totals(o, &t.totals);
     if !t.steady_history.is_empty() {
         let last = t.steady_history.last().copied().unwrap_or(0.0);
         let _ = writeln!(
             o,
-            "  steady state {} rounds, last {:.0} IOPS",
-            t.steady_history.len(),
+            "  steady state {}, last {:.0} IOPS",
+            crate::report::compute::count_of(t.steady_history.len() as u64, "round"),
             last
         );
     }
@@ -192,7 +211,7 @@ fn render_target(o: &mut String, dir: &Path, t: &TargetState, settings: Option<&
 }
 
 /// Precondition, sweep and soak progress of a target.
-fn render_progress(o: &mut String, t: &TargetState, settings: Option<&Settings>) {
+fn render_progress(o: &mut String, t: &TargetState, settings: Option<&Settings>, running: bool) {
     use std::fmt::Write;
     if let Some(p) = &t.precondition {
         let offsets: Vec<String> = p.worker_offsets().iter().map(|o| o.to_string()).collect();
@@ -222,9 +241,14 @@ fn render_progress(o: &mut String, t: &TargetState, settings: Option<&Settings>)
     }
     match t.soak_started {
         Some(s) => {
+            let (verb, after) = if running {
+                ("running for", "")
+            } else {
+                ("ran for", ", stopped (no nvsoak has this state directory)")
+            };
             let _ = writeln!(
                 o,
-                "  soak         started {}, running for {}",
+                "  soak         started {}, {verb} {}{after}",
                 format_unix(s),
                 format_secs(t.totals.soak_elapsed_secs)
             );
@@ -280,7 +304,8 @@ pub fn show(config: Option<&Path>, state_dir: Option<&Path>) -> Result<ExitCode>
             Ok(ExitCode::SUCCESS)
         }
         Some(cp) => {
-            super::out(&render(&dir, &cp, settings.as_ref()))?;
+            let running = daemon_running(&dir);
+            super::out(&render(&dir, &cp, settings.as_ref(), running))?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -312,6 +337,26 @@ pub fn reset(config: Option<&Path>, state_dir: Option<&Path>) -> Result<ExitCode
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_soak_no_daemon_holds_is_stopped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(!daemon_running(dir.path()), "no lock file");
+        let mut t = TargetState::new("t0", "/dev/shm/t0.dat");
+        t.soak_started = Some(1_764_573_300.0);
+        t.totals.soak_elapsed_secs = 61.0;
+        let cp = Checkpoint::new("h".into(), vec![t]);
+        let stopped = render(dir.path(), &cp, None, daemon_running(dir.path()));
+        assert!(stopped.contains("ran for 1m 1s, stopped"), "{stopped}");
+        assert!(!stopped.contains("running for"), "{stopped}");
+        {
+            let _held = state::lock(dir.path()).expect("lock");
+            assert!(daemon_running(dir.path()));
+            let live = render(dir.path(), &cp, None, daemon_running(dir.path()));
+            assert!(live.contains("running for 1m 1s\n"), "{live}");
+        }
+        assert!(!daemon_running(dir.path()), "the lock file stays, unlocked");
+    }
 
     #[test]
     fn formats() {

@@ -49,6 +49,10 @@ pub struct LineChart<'a> {
     pub y_si: bool,
     /// Draw a marker per point (off for dense time series).
     pub markers: bool,
+    /// Points to flag with a distinct marker (a red ring, `class="flagged"`), e.g. sweep points
+    /// that fell short of their target rate; `flag_label` is their legend text.
+    pub flagged: &'a [(f64, f64)],
+    pub flag_label: &'a str,
 }
 
 /// Series colours (Tableau 10), assigned in order.
@@ -124,6 +128,7 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
     let y1 = if max_y > 0.0 { max_y * 1.1 } else { 1.0 };
 
     let mut out = String::new();
+    let mut flagged_px: Vec<(i32, i32)> = Vec::new();
     {
         let root = SVGBackend::with_string(&mut out, (c.width, c.height)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| err(&e))?;
@@ -186,6 +191,13 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
                     .map_err(|e| err(&e))?;
             }
         }
+        for p in c
+            .flagged
+            .iter()
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+        {
+            flagged_px.push(chart.backend_coord(p));
+        }
         if c.legend && !drawn.is_empty() {
             chart
                 .configure_series_labels()
@@ -198,7 +210,39 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
         root.present().map_err(|e| err(&e))?;
     }
     let names: Vec<&str> = drawn.iter().map(|(_, s)| s.name.as_str()).collect();
-    Ok(tag_series(&out, c.title, &names))
+    Ok(flag_points(
+        &tag_series(&out, c.title, &names),
+        &flagged_px,
+        c.flag_label,
+    ))
+}
+
+/// Ring each flagged point (pixel coordinates) in red, with one legend line at the bottom
+/// right; the SVG is unchanged when none is flagged.
+fn flag_points(svg: &str, px: &[(i32, i32)], label: &str) -> String {
+    if px.is_empty() {
+        return svg.to_string();
+    }
+    let Some(end) = svg.rfind("</svg>") else {
+        return svg.to_string();
+    };
+    let mut g = format!(
+        "<g class=\"flagged\" data-flagged-count=\"{}\">\n",
+        px.len()
+    );
+    for (x, y) in px {
+        g.push_str(&format!(
+            "<circle class=\"flagged\" cx=\"{x}\" cy=\"{y}\" r=\"7\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"1.5\"/>\n"
+        ));
+    }
+    if !label.is_empty() {
+        g.push_str(&format!(
+            "<text class=\"flag-label\" x=\"98%\" y=\"97%\" text-anchor=\"end\" font-family=\"sans-serif\" font-size=\"11\" fill=\"#d62728\">\u{25ef} {}</text>\n",
+            esc(label)
+        ));
+    }
+    g.push_str("</g>\n");
+    format!("{}{}{}", &svg[..end], g, &svg[end..])
 }
 
 /// The x range (the chart's own, else from the data, never empty) and the largest y of the
@@ -293,8 +337,54 @@ mod tests {
             x_si: true,
             y_si: false,
             markers: true,
+            flagged: &[],
+            flag_label: "",
         })
         .expect("chart")
+    }
+
+    #[test]
+    fn flagged_points_get_a_ring_each_and_a_legend_line() {
+        let series = [Series {
+            name: "drive a".into(),
+            points: vec![(1000.0, 100.0), (3000.0, 300.0), (9000.0, 900.0)],
+        }];
+        let flagged = [(3000.0, 300.0)];
+        let svg = line_chart(&LineChart {
+            title: "t",
+            x_desc: "IOPS",
+            y_desc: "latency (µs)",
+            width: 640,
+            height: 360,
+            series: &series,
+            x_range: None,
+            reference: None,
+            legend: true,
+            x_si: true,
+            y_si: false,
+            markers: true,
+            flagged: &flagged,
+            flag_label: "short of target",
+        })
+        .expect("chart");
+        assert_eq!(svg.matches("<circle class=\"flagged\"").count(), 1, "{svg}");
+        assert!(svg.contains("data-flagged-count=\"1\""), "{svg}");
+        assert!(svg.contains("short of target"), "{svg}");
+        // The ring sits where the point's own marker is.
+        let ring = svg.find("<circle class=\"flagged\"").expect("ring");
+        let cx = svg[ring..]
+            .split("cx=\"")
+            .nth(1)
+            .and_then(|t| t.split('"').next())
+            .expect("cx");
+        assert!(
+            svg[..ring].contains(&format!("cx=\"{cx}\"")),
+            "{cx} in {svg}"
+        );
+        assert!(svg.trim_end().ends_with("</svg>"));
+        // None flagged: no ring, no label.
+        let plain = chart(&series, None);
+        assert!(!plain.contains("flagged"), "{plain}");
     }
 
     #[test]

@@ -69,6 +69,20 @@ pub fn curve(s: &SweepResult) -> Vec<CurvePoint> {
     pts
 }
 
+/// A paced point counts as short of its target when it got less than this share below it.
+pub const SHORT_OF_TARGET: f64 = 0.10;
+
+/// How far a paced point fell short of its target rate (0.57 = 57 % below), when by more than
+/// [`SHORT_OF_TARGET`]; `None` for the uncontrolled run, a point without a target, or one that
+/// came within 10 % of it.
+pub fn shortfall(p: &CurvePoint) -> Option<f64> {
+    if p.uncontrolled || !p.target_iops.is_finite() || p.target_iops <= 0.0 {
+        return None;
+    }
+    let short = 1.0 - p.iops / p.target_iops;
+    (short > SHORT_OF_TARGET).then_some(short)
+}
+
 /// The highest-IOPS point; ties go to the lower average latency.
 pub fn peak(curve: &[CurvePoint]) -> Option<&CurvePoint> {
     curve
@@ -230,16 +244,23 @@ pub struct SoakFigures {
     /// The drive's own counters over the soak, when the results file has them.
     #[serde(default)]
     pub drive: Option<DriveSoak>,
+    /// `None` (JSON `null`) when there is no drive data to tell: unknown, not "no".
     #[serde(default)]
-    pub media_errors_rose: bool,
-    /// The drive and nvsoak disagree on bytes written beyond the data units' rounding.
+    pub media_errors_rose: Option<bool>,
+    /// The drive and nvsoak disagree on bytes written beyond the data units' rounding; `None`
+    /// without drive data.
     #[serde(default)]
-    pub accounting_off: bool,
+    pub accounting_off: Option<bool>,
+    /// `None` without drive data.
     #[serde(default)]
-    pub throttled: bool,
+    pub throttled: Option<bool>,
     /// What an operator must not miss about the drive, one plain sentence each.
     #[serde(default)]
     pub callouts: Vec<String>,
+    /// The soak phases themselves (the figures above run from the soak's start to the end of
+    /// the plan); empty for results files written before they were recorded.
+    #[serde(default)]
+    pub phases: Vec<crate::workload::results::SoakPhase>,
 }
 
 /// The plain sentences the report puts above a drive's soak figures.
@@ -304,6 +325,22 @@ pub struct DriveComparisonRow {
     pub cells: Vec<String>,
     /// Short flags ("media errors rose", ...); empty when nothing went wrong.
     pub verdict: Vec<&'static str>,
+    /// Whether the drive side was read at all (an NVMe drive with a successful SMART poll).
+    pub drive_data: bool,
+}
+
+impl DriveComparisonRow {
+    /// The verdict cell: (whether it is bad, text). Nothing flagged gives "ok" only when there
+    /// was drive data to judge; without it the verdict is "no drive data", never "ok".
+    pub fn verdict_text(&self) -> (bool, String) {
+        if !self.verdict.is_empty() {
+            (true, self.verdict.join(", "))
+        } else if self.drive_data {
+            (false, "ok".into())
+        } else {
+            (false, "no drive data".into())
+        }
+    }
 }
 
 /// Column headers of [`drive_comparison`].
@@ -329,13 +366,13 @@ pub fn drive_comparison<'a>(
             let d = s.drive.as_ref();
             let dash = || "-".to_string();
             let mut verdict = Vec::new();
-            if s.media_errors_rose {
+            if s.media_errors_rose == Some(true) {
                 verdict.push("media errors rose");
             }
-            if s.accounting_off {
+            if s.accounting_off == Some(true) {
                 verdict.push("accounting disagrees");
             }
-            if s.throttled {
+            if s.throttled == Some(true) {
                 verdict.push("throttled");
             }
             if s.errors > 0 {
@@ -381,6 +418,7 @@ pub fn drive_comparison<'a>(
                 drive: label.to_string(),
                 cells,
                 verdict,
+                drive_data: d.is_some(),
             }
         })
         .collect()
@@ -591,12 +629,33 @@ pub fn soak_figures_with(
         throttle_iops_cost_ratio,
         smart_written_bytes_delta: s.smart_written_bytes_delta,
         accounting_ratio,
-        media_errors_rose: drive.as_ref().is_some_and(|d| d.media_errors_rose()),
-        accounting_off: drive.as_ref().is_some_and(|d| d.accounting_off()),
-        throttled: drive.as_ref().is_some_and(|d| d.throttled()),
+        media_errors_rose: drive.as_ref().map(|d| d.media_errors_rose()),
+        accounting_off: drive.as_ref().map(|d| d.accounting_off()),
+        throttled: drive.as_ref().map(|d| d.throttled()),
         callouts: drive.as_ref().map(drive_callouts).unwrap_or_default(),
         drive,
+        phases: s.phases.clone(),
     }
+}
+
+/// One line per soak phase: "phase 2, 4k-random-write: 00:01:00, wrote 1.07 GB, read 0 B,
+/// 262,144 ops, 0 I/O errors".
+pub fn soak_phase_lines(s: &SoakFigures) -> Vec<String> {
+    s.phases
+        .iter()
+        .map(|p| {
+            format!(
+                "phase {}, {}: {}, wrote {}, read {}, {} ops, {} I/O errors",
+                p.phase,
+                p.profile,
+                fmt_elapsed(p.elapsed_secs),
+                fmt_bytes(p.written_bytes as f64),
+                fmt_bytes(p.read_bytes as f64),
+                fmt_count((p.read_ops + p.write_ops) as f64),
+                p.errors
+            )
+        })
+        .collect()
 }
 
 /// One drive's standing in a workload.
@@ -737,6 +796,15 @@ pub fn fmt_pct(ratio: f64) -> String {
     }
 }
 
+/// "1 round", "3 rounds": a count with its noun, singular for one.
+pub fn count_of(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// "1 d 02:03:04", "02:03:04".
 pub fn fmt_elapsed(secs: f64) -> String {
     if !secs.is_finite() || secs < 0.0 {
@@ -769,6 +837,80 @@ mod tests {
             .iter()
             .find(|s| s.profile == profile)
             .expect("fixture has the profile")
+    }
+
+    #[test]
+    fn without_drive_data_the_drive_flags_are_unknown_not_false() {
+        let s = SoakSummary {
+            elapsed_secs: 60.0,
+            written_bytes: 1 << 30,
+            ..Default::default()
+        };
+        let f = soak_figures(&s, None, None);
+        let v = serde_json::to_value(&f).expect("JSON");
+        for k in ["media_errors_rose", "accounting_off", "throttled"] {
+            assert!(v[k].is_null(), "{k}: {v}");
+        }
+        // Results written before still load: a stored `false` stays a known "no".
+        let old: SoakFigures =
+            serde_json::from_str(r#"{"elapsed_secs":1,"read_bytes":0,"written_bytes":0,"errors":0,"verify_errors":0,"observed_dwpd":null,"rated_dwpd":null,"dwpd_ratio":null,"endurance_consumed_ratio":null,"throttled_secs":null,"throttled_ratio":null,"iops_throttled":null,"iops_unthrottled":null,"throttle_iops_cost_ratio":null,"smart_written_bytes_delta":null,"accounting_ratio":null,"throttled":false}"#)
+                .expect("old figures load");
+        assert_eq!(old.throttled, Some(false));
+        assert_eq!(old.media_errors_rose, None);
+    }
+
+    #[test]
+    fn a_drive_without_drive_data_is_not_judged_ok() {
+        let none = SoakFigures::default();
+        let with = SoakFigures {
+            drive: Some(DriveSoak::default()),
+            ..Default::default()
+        };
+        let bad = SoakFigures {
+            errors: 3,
+            ..Default::default()
+        };
+        let rows = drive_comparison([("file", &none), ("nvme", &with), ("eio", &bad)].into_iter());
+        let v: Vec<(bool, String)> = rows.iter().map(|r| r.verdict_text()).collect();
+        assert_eq!(
+            v,
+            vec![
+                (false, "no drive data".to_string()),
+                (false, "ok".to_string()),
+                (true, "I/O errors".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn one_round_is_singular() {
+        assert_eq!(count_of(1, "round"), "1 round");
+        assert_eq!(count_of(0, "round"), "0 rounds");
+        assert_eq!(count_of(7, "round"), "7 rounds");
+    }
+
+    #[test]
+    fn points_more_than_ten_percent_below_their_target_are_short() {
+        let p = |pct: u32, target: f64, iops: f64| CurvePoint {
+            pct,
+            uncontrolled: pct == 0,
+            target_iops: target,
+            iops,
+            bytes_per_sec: iops * 4096.0,
+            lat_avg_us: 100.0,
+            lat_p99_us: 200.0,
+            errors: 0,
+        };
+        let s = shortfall(&p(80, 7113.0, 3089.0)).expect("57 % short");
+        assert!((s - (1.0 - 3089.0 / 7113.0)).abs() < 1e-9, "{s}");
+        assert_eq!(
+            shortfall(&p(80, 1000.0, 910.0)),
+            None,
+            "9 % short is within tolerance"
+        );
+        assert!(shortfall(&p(80, 1000.0, 880.0)).is_some(), "12 % short");
+        assert_eq!(shortfall(&p(0, 0.0, 5000.0)), None, "uncontrolled run");
+        assert_eq!(shortfall(&p(50, 0.0, 5000.0)), None, "no target");
     }
 
     #[test]

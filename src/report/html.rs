@@ -3,7 +3,7 @@
 
 use super::charts::{self, LineChart, RefLine, Series, esc};
 use super::compute::{
-    CurvePoint, fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us, fmt_pct, fmt_rate,
+    self, CurvePoint, fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us, fmt_pct, fmt_rate,
 };
 use super::{DriveReport, Report, ReportError, SweepReport};
 
@@ -67,6 +67,12 @@ pub fn curve_figure(
         })
         .collect();
     let y_desc = format!("{} ({unit})", lat.name());
+    let flagged: Vec<(f64, f64)> = curves
+        .iter()
+        .flat_map(|(_, c)| c.iter())
+        .filter(|p| compute::shortfall(p).is_some())
+        .map(|p| (p.iops, lat.of(p) * scale))
+        .collect();
     let svg = charts::line_chart(&LineChart {
         title: &title,
         x_desc: "IOPS",
@@ -83,6 +89,8 @@ pub fn curve_figure(
         x_si: true,
         y_si: false,
         markers: true,
+        flagged: &flagged,
+        flag_label: "short of target rate by more than 10 %",
     })?;
     let n = series.iter().filter(|s| !s.points.is_empty()).count();
     Ok(Figure {
@@ -168,7 +176,7 @@ h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:2px solid #1f77b4;padding
 table{border-collapse:collapse;margin:.5em 0 1em}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}\
 th{background:#f2f5f9}td.num{text-align:right;font-variant-numeric:tabular-nums}\
 .charts{display:flex;flex-wrap:wrap;gap:12px}.charts figure{margin:0;border:1px solid #ddd;padding:4px;background:#fff}\
-svg.chart{display:block;max-width:100%;height:auto}.muted{color:#777}.ok{color:#2ca02c}.bad{color:#d62728;font-weight:600}\
+svg.chart{display:block;max-width:100%;height:auto}.muted{color:#777}.ok{color:#2ca02c}.bad{color:#d62728;font-weight:600}.short{color:#d62728}\
 details{margin:.5em 0}summary{cursor:pointer;color:#1f77b4}";
 
 fn row(cells: &[String]) -> String {
@@ -247,6 +255,17 @@ pub fn rated_text(s: &SweepReport) -> String {
     }
 }
 
+/// What a target without NVMe identity is, from its path: a block device (a loop or SATA
+/// disk, under /dev but not /dev/shm) or a file. The report may be made on another host, so the path is all
+/// there is to go by.
+pub fn target_kind(path: &str) -> &'static str {
+    if path.starts_with("/dev/") && !path.starts_with("/dev/shm/") {
+        "a block device (not an NVMe namespace)"
+    } else {
+        "a file (not an NVMe namespace)"
+    }
+}
+
 fn identity_table(d: &DriveReport) -> String {
     let mut t = String::from("<table class=\"identity\">\n");
     let mut kv = |k: &str, v: String| t.push_str(&row(&[format!("<th>{}</th>", esc(k)), td(&v)]));
@@ -261,7 +280,7 @@ fn identity_table(d: &DriveReport) -> String {
             kv("Capacity", fmt_bytes(dev.capacity_bytes as f64));
             kv("Controller", dev.controller.clone());
         }
-        None => kv("Device", "not an NVMe namespace (file target)".into()),
+        None => kv("Device", target_kind(&d.path).into()),
     }
     kv("Host", d.host.clone());
     kv("Target", format!("{} ({})", d.target, d.path));
@@ -334,10 +353,19 @@ fn sweeps_table(d: &DriveReport) -> String {
     t
 }
 
+/// The shortfall cell of a point: "short 57 %" (flagged) when it fell more than 10 % below its
+/// target rate, else empty.
+fn short_cell(p: &CurvePoint) -> String {
+    match compute::shortfall(p) {
+        Some(f) => format!("<td class=\"num short\">short {}</td>", fmt_pct(f)),
+        None => "<td class=\"num\"></td>".into(),
+    }
+}
+
 fn points_table(s: &SweepReport) -> String {
     let mut t = format!(
         "<details><summary>{} measured points of {}</summary><table class=\"points\"><tr><th>Load</th><th>Target IOPS</th>\
-         <th>IOPS</th><th>Bandwidth</th><th>Average</th><th>p99</th><th>Errors</th></tr>\n",
+         <th>IOPS</th><th>Short of target</th><th>Bandwidth</th><th>Average</th><th>p99</th><th>Errors</th></tr>\n",
         s.curve.len(),
         esc(&s.profile)
     );
@@ -354,6 +382,7 @@ fn points_table(s: &SweepReport) -> String {
                 fmt_count(p.target_iops)
             }),
             num(&fmt_count(p.iops)),
+            short_cell(p),
             num(&fmt_rate(p.bytes_per_sec)),
             num(&fmt_latency_us(p.lat_avg_us)),
             num(&fmt_latency_us(p.lat_p99_us)),
@@ -407,6 +436,9 @@ fn soak_table(d: &DriveReport) -> String {
             ),
         ]))
     };
+    for (i, l) in compute::soak_phase_lines(s).into_iter().enumerate() {
+        kv(if i == 0 { "Soak phases" } else { "" }, l, false);
+    }
     kv("Duration", fmt_elapsed(s.elapsed_secs), false);
     kv(
         "Written / read",
@@ -470,7 +502,7 @@ fn soak_table(d: &DriveReport) -> String {
             ),
             _ => "-".into(),
         },
-        s.accounting_off,
+        s.accounting_off == Some(true),
     );
     t.push_str("</table>\n");
     t
@@ -525,10 +557,10 @@ fn drive_comparison_table(report: &Report) -> String {
     for r in super::compute::drive_comparison(soaks.into_iter()) {
         let mut cells = vec![td(&r.drive)];
         cells.extend(r.cells.iter().map(|c| num(c)));
-        cells.push(if r.verdict.is_empty() {
-            "<td class=\"ok\">ok</td>".into()
-        } else {
-            format!("<td class=\"bad\">{}</td>", esc(&r.verdict.join(", ")))
+        cells.push(match r.verdict_text() {
+            (true, t) => format!("<td class=\"bad\">{}</td>", esc(&t)),
+            (false, t) if r.drive_data => format!("<td class=\"ok\">{}</td>", esc(&t)),
+            (false, t) => format!("<td class=\"muted\">{}</td>", esc(&t)),
         });
         t.push_str(&row(&cells));
     }
@@ -648,6 +680,26 @@ mod tests {
         // 2026-12-01 00:00:00 UTC = 1796083200.
         assert_eq!(fmt_time(1_796_083_200.0), "2026-12-01 00:00:00 UTC");
         assert_eq!(fmt_time(951_782_400.0 + 3661.0), "2000-02-29 01:01:01 UTC");
+    }
+
+    #[test]
+    fn a_loop_device_is_a_block_device_not_a_file() {
+        assert_eq!(
+            target_kind("/dev/loop3"),
+            "a block device (not an NVMe namespace)"
+        );
+        assert_eq!(
+            target_kind("/dev/sda"),
+            "a block device (not an NVMe namespace)"
+        );
+        assert_eq!(
+            target_kind("/dev/shm/t.img"),
+            "a file (not an NVMe namespace)"
+        );
+        assert_eq!(
+            target_kind("/var/tmp/t.img"),
+            "a file (not an NVMe namespace)"
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::compute::SoakFigures;
+use super::compute::{CurvePoint, SoakFigures, shortfall};
 use super::compute::{fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us, fmt_pct, fmt_rate};
 use super::html::{Figure, figures, frontier_text, point_text, rated_text};
 use super::{Comparison, DriveReport, Report, ReportError};
@@ -106,10 +106,9 @@ fn soak_comparison(md: &mut String, soaks: Vec<(&str, &SoakFigures)>) {
         for c in &r.cells {
             md.push_str(&format!(" {} |", cell(c)));
         }
-        let verdict = if r.verdict.is_empty() {
-            "ok".to_string()
-        } else {
-            format!("**{}**", r.verdict.join(", "))
+        let verdict = match r.verdict_text() {
+            (true, t) => format!("**{t}**"),
+            (false, t) => t,
         };
         md.push_str(&format!(" {verdict} |\n"));
     }
@@ -171,21 +170,46 @@ fn drive_info(md: &mut String, d: &DriveReport) {
 
 /// A drive's sweeps, one row per profile.
 fn sweep_table(md: &mut String, d: &DriveReport) {
-    md.push_str("| Profile | Peak IOPS | Average at peak | p99 at peak | Bandwidth at peak | Sub-1 ms (average) | Of rated |\n|---|---:|---:|---:|---:|---|---|\n");
+    md.push_str("| Profile | Peak IOPS | Average at peak | p99 at peak | Bandwidth at peak | Sub-1 ms (average) | Of rated | Short of target (>10 %) |\n|---|---:|---:|---:|---:|---|---|---|\n");
     for s in &d.sweeps {
         let pk = s.peak.as_ref();
         md.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
             cell(&s.profile),
             opt(pk, |p| fmt_count(p.iops)),
             opt(pk, |p| fmt_latency_us(p.lat_avg_us)),
             opt(pk, |p| fmt_latency_us(p.lat_p99_us)),
             opt(pk, |p| fmt_rate(p.bytes_per_sec)),
             cell(&opt(s.sub_ms.as_ref(), point_text)),
-            cell(&rated_text(s))
+            cell(&rated_text(s)),
+            short_points(&s.curve)
         ));
     }
     md.push('\n');
+}
+
+/// The paced points that fell more than 10 % short of their target rate, "80 %: 3,089 of 7,113
+/// IOPS (short 56.6 %)", joined by "; "; "none" when every point came within 10 %.
+fn short_points(curve: &[CurvePoint]) -> String {
+    let short: Vec<String> = curve
+        .iter()
+        .filter_map(|p| {
+            shortfall(p).map(|f| {
+                format!(
+                    "{} %: {} of {} IOPS (short {})",
+                    p.pct,
+                    fmt_count(p.iops),
+                    fmt_count(p.target_iops),
+                    fmt_pct(f)
+                )
+            })
+        })
+        .collect();
+    if short.is_empty() {
+        "none".into()
+    } else {
+        short.join("; ")
+    }
 }
 
 /// A drive's steady-state results, one row per profile.
@@ -205,7 +229,7 @@ fn steady_table(md: &mut String, d: &DriveReport) {
     md.push('\n');
 }
 
-/// A drive's soak totals, then the drive-side figures over the soak.
+/// A drive's soak totals, each soak phase's own, then the drive-side figures over the soak.
 fn soak_section(md: &mut String, s: &SoakFigures) {
     md.push_str(&format!(
         "### Soak\n\n- Duration: {}\n- Written / read: {} / {}\n- Observed DWPD: {} (rated {})\n- Endurance consumed: {}\n- Throttled: {} ({} IOPS lost)\n- Errors: {}, verify errors: {}\n- Accounting (drive / host written): {}\n\n",
@@ -221,6 +245,14 @@ fn soak_section(md: &mut String, s: &SoakFigures) {
         s.verify_errors,
         opt(s.accounting_ratio, |r| format!("{r:.3}"))
     ));
+    let phases = super::compute::soak_phase_lines(s);
+    if !phases.is_empty() {
+        md.push_str("Soak phases:\n\n");
+        for l in phases {
+            md.push_str(&format!("- {}\n", cell(&l)));
+        }
+        md.push('\n');
+    }
     md.push_str("### Drive during the soak\n\n");
     match &s.drive {
         None => md.push_str("No drive-side figures: not an NVMe namespace, health polling off, or no successful SMART poll during the soak.\n\n"),

@@ -395,6 +395,10 @@ fn build_inner(
             }
         }
     }
+    // A ranking needs two drives: a one-drive report has no "first place" and no comparison.
+    if drives.len() < 2 {
+        by_profile.clear();
+    }
     let comparisons = by_profile
         .into_iter()
         .map(|(profile, entries)| Comparison {
@@ -556,6 +560,47 @@ mod tests {
     }
 
     #[test]
+    fn the_soak_section_names_each_soak_phase_with_its_own_totals() {
+        let mut f = fixtures();
+        let soak = f[0].results.soak.get_or_insert_with(Default::default);
+        soak.phases.push(crate::workload::results::SoakPhase {
+            phase: 2,
+            profile: "4k-random-write".into(),
+            started: 1_700_000_000.0,
+            elapsed_secs: 60.0,
+            written_bytes: 1 << 30,
+            write_ops: 262_144,
+            ..Default::default()
+        });
+        let r = build(&f);
+        let want = "phase 2, 4k-random-write: 00:01:00, wrote 1.07 GB, read 0 B, 262,144 ops, 0 I/O errors";
+        let page = html::render(&r).expect("html");
+        assert!(page.contains("Soak phases"), "{page}");
+        assert!(page.contains(want), "{want} in {page}");
+        let (md, _) = markdown::render(&r, "q").expect("markdown");
+        assert!(md.contains(&format!("- {want}")), "{md}");
+        // A results file without phases (written before) says nothing of them.
+        let plain = html::render(&build(&fixtures())).expect("html");
+        assert!(!plain.contains("Soak phases"));
+    }
+
+    #[test]
+    fn a_one_drive_report_ranks_nothing_and_compares_nothing() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report");
+        let r = build(&load_files(&[dir.join("drive-a.json")]).expect("fixture"));
+        assert_eq!(r.drives.len(), 1);
+        assert!(r.comparisons.is_empty(), "{:?}", r.comparisons);
+        let page = html::render(&r).expect("html");
+        assert!(!page.contains("first place"), "{page}");
+        assert!(!page.contains("id=\"comparison\""), "{page}");
+        let (md, _) = markdown::render(&r, "q").expect("markdown");
+        assert!(!md.contains("## Comparison"), "{md}");
+        assert!(!md.contains("first place"), "{md}");
+        // Two drives still rank.
+        assert!(!build(&fixtures()).comparisons.is_empty());
+    }
+
+    #[test]
     fn build_compares_profiles_across_drives() {
         let r = build(&fixtures());
         assert_eq!(r.drives.len(), 2);
@@ -692,8 +737,8 @@ mod tests {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report/drive-b.json");
         std::fs::copy(fixture, results.join("nvme-b.json")).expect("copy");
         let page = report_page_html(dir.path());
-        // One drive, one profile: comparison + avg + p99 charts.
-        assert_eq!(page.matches("<svg class=\"chart\"").count(), 3);
+        // One drive, one profile: avg + p99 charts (one drive has no comparison, issue 14).
+        assert_eq!(page.matches("<svg class=\"chart\"").count(), 2);
     }
 
     fn with_drive(mut l: Loaded, d: crate::workload::results::DriveSoak) -> Loaded {
@@ -745,10 +790,16 @@ mod tests {
         ];
         let r = build(&inputs);
         let a = r.drives[0].soak.as_ref().expect("soak a");
-        assert!(!a.media_errors_rose && !a.accounting_off && !a.throttled);
+        assert_eq!(
+            (a.media_errors_rose, a.accounting_off, a.throttled),
+            (Some(false), Some(false), Some(false))
+        );
         assert!(a.callouts.is_empty(), "{:?}", a.callouts);
         let b = r.drives[1].soak.as_ref().expect("soak b");
-        assert!(b.media_errors_rose && b.accounting_off && b.throttled);
+        assert_eq!(
+            (b.media_errors_rose, b.accounting_off, b.throttled),
+            (Some(true), Some(true), Some(true))
+        );
         assert_eq!(b.callouts.len(), 3, "{:?}", b.callouts);
         assert!(b.callouts[0].starts_with("Media errors rose during the soak: +4"));
         assert!(

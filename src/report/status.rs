@@ -6,7 +6,7 @@
 //! the poller's internals.
 
 use super::charts::{self, LineChart, RefLine, Series, esc};
-use super::compute::{fmt_bytes, fmt_count, fmt_latency_us, fmt_pct, fmt_rate};
+use super::compute::{count_of, fmt_bytes, fmt_count, fmt_latency_us, fmt_pct, fmt_rate};
 use super::history::{History, TargetSample};
 use crate::workload::scheduler::TargetSnapshot;
 
@@ -91,6 +91,8 @@ fn spark(
         y_si: true,
         // A young history (a few samples) would be an invisible line: mark the points.
         markers: few,
+        flagged: &[],
+        flag_label: "",
     });
     match svg {
         Ok(s) => format!("<figure>{s}</figure>"),
@@ -128,15 +130,15 @@ fn target_rows(targets: &[TargetSnapshot]) -> String {
             Some(st) if st.reached => cls(
                 "ok",
                 &format!(
-                    "reached at round {} (range {}, {} rounds)",
+                    "reached at round {} (range {}, {})",
                     opt(st.since_round, |r| r.to_string()),
                     fmt_pct(st.range_ratio),
-                    st.rounds
+                    count_of(st.rounds, "round")
                 ),
             ),
             Some(st) => td(&format!(
-                "not yet ({} rounds, range {})",
-                st.rounds,
+                "not yet ({}, range {})",
+                count_of(st.rounds, "round"),
                 fmt_pct(st.range_ratio)
             )),
             None => td("-"),
@@ -155,7 +157,7 @@ fn target_rows(targets: &[TargetSnapshot]) -> String {
             td(&s.path),
             td(s.engine.as_deref().unwrap_or("-")),
             state,
-            td(&format!("{} (#{})", s.phase, s.phase_index + 1)),
+            td(&phase_cell(s)),
             td(&s.profile),
             steady,
             num(&fmt_count(s.iops)),
@@ -395,6 +397,16 @@ fn drive_section(
     }
 }
 
+/// The phase a target is at, "soak (#2)"; "finished" once its plan ran to its end (the runner
+/// then points past the last phase, so the last phase's name would be a wrong "#n+1").
+fn phase_cell(s: &TargetSnapshot) -> String {
+    if s.up && !s.running && s.stop_reason.is_none() {
+        "finished".into()
+    } else {
+        format!("{} (#{})", s.phase, s.phase_index + 1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -449,6 +461,27 @@ mod tests {
         assert_eq!(page.matches("class=\"series\"").count(), 4);
         assert_eq!(page.matches("<td class=\"bad\">2</td>").count(), 1);
         assert!(!page.contains("<script"));
+    }
+
+    #[test]
+    fn a_finished_plan_is_finished_not_a_phase_past_the_end() {
+        let done = TargetSnapshot {
+            name: "t".into(),
+            phase: "soak".into(),
+            phase_index: 1,
+            running: false,
+            up: true,
+            ..Default::default()
+        };
+        let running = TargetSnapshot {
+            running: true,
+            phase_index: 0,
+            ..done.clone()
+        };
+        let page = render_status(&[done, running], &[], &History::default());
+        assert!(!page.contains("soak (#2)"), "{page}");
+        assert!(page.contains("<td>finished</td>"), "{page}");
+        assert!(page.contains("<td>soak (#1)</td>"), "{page}");
     }
 
     #[test]

@@ -120,6 +120,27 @@ pub struct SoakSummary {
     /// The drive's own counters over the soak (format version 2).
     #[serde(default)]
     pub drive: Option<DriveSoak>,
+    /// Each soak phase that ran to its end, with its own totals (the figures above cover the
+    /// whole plan from the soak's start); files written before have none.
+    #[serde(default)]
+    pub phases: Vec<SoakPhase>,
+}
+
+/// One soak phase's own figures, recorded when the phase ends.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SoakPhase {
+    /// 1-based position in the plan.
+    pub phase: usize,
+    /// The phase's job names, joined by " + ".
+    pub profile: String,
+    pub started: f64,
+    pub elapsed_secs: f64,
+    pub read_bytes: u64,
+    pub written_bytes: u64,
+    pub read_ops: u64,
+    pub write_ops: u64,
+    pub errors: u64,
 }
 
 impl SoakSummary {

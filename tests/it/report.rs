@@ -432,15 +432,16 @@ fn report_from_a_real_sweep_matches_the_results_file() {
         f(c25, "iops"),
         f(c25, "target_iops")
     );
-    assert_eq!(v["comparisons"][0]["ranking"][0]["drive"], "shm");
+    // One drive: no ranking, no comparison (issue 14).
+    assert_eq!(v["comparisons"], serde_json::json!([]), "{v}");
 
-    // The HTML report of the same state directory: per-drive charts plus the comparison.
+    // The HTML report of the same state directory: the per-drive charts, no comparison.
     let html_path = dir.path().join("r.html");
     let hs = html_path.display().to_string();
     let out = report(&["--state", &ss, "--out", &hs]);
     assert!(out.status.success());
     let html = std::fs::read_to_string(&html_path).expect("html");
-    assert_eq!(drawn_series(&html), vec![1, 1, 1]);
+    assert_eq!(drawn_series(&html), vec![1, 1]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -918,4 +919,136 @@ fn markdown_escapes_names_from_results_files() {
     assert!(md.contains("t\\|\\*bold\\*\\_\\[x\\](http://e)"), "{md}");
     assert!(!md.contains("[x]("), "{md}");
     assert!(md.contains("\\`code\\` \\# h"), "{md}");
+}
+
+/// A paced sweep point that got more than 10 % below its target rate is flagged: in the
+/// Markdown sweep table, in the HTML points table, and with a ring on the sweep charts.
+#[test]
+fn sweep_points_short_of_their_target_are_flagged() {
+    let dir = shm_dir();
+    let text = std::fs::read_to_string(fixture("drive-a.json")).expect("fixture");
+    let mut v: serde_json::Value = serde_json::from_str(&text).expect("fixture JSON");
+    let points = v["sweeps"][0]["points"]
+        .as_array_mut()
+        .expect("the fixture's first sweep has points");
+    let p80 = points
+        .iter_mut()
+        .find(|p| p["pct"] == 80)
+        .expect("an 80 % point");
+    assert_eq!(p80["target_iops"], 80000);
+    p80["iops"] = 50000.into();
+    let from = dir.path().join("short.json");
+    std::fs::write(&from, serde_json::to_string(&v).expect("JSON")).expect("write");
+    let from_s = from.display().to_string();
+    let b = fixture("drive-b.json").display().to_string();
+
+    let md_path = dir.path().join("q.md");
+    let md_s = md_path.display().to_string();
+    let out = report(&["--from", &from_s, &b, "--format", "md", "--out", &md_s]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(&md_path).expect("markdown written");
+    assert!(md.contains("| Short of target (>10 %) |"), "{md}");
+    assert!(
+        md.contains("| 80 %: 50,000 of 80,000 IOPS (short 37.5 %) |"),
+        "{md}"
+    );
+    // Every other point, of both drives, came within 10 % of its target.
+    assert_eq!(md.matches("(short ").count(), 1, "{md}");
+
+    let html_path = dir.path().join("q.html");
+    let html_s = html_path.display().to_string();
+    let out = report(&["--from", &from_s, &b, "--format", "html", "--out", &html_s]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&html_path).expect("html written");
+    assert_eq!(
+        html.matches("<td class=\"num short\">short 37.5 %</td>")
+            .count(),
+        1,
+        "{html}"
+    );
+    // The average and p99 charts of that sweep, and the comparison chart of its profile, each
+    // ring the one short point.
+    assert_eq!(
+        html.matches("<circle class=\"flagged\"").count(),
+        3,
+        "{html}"
+    );
+    assert!(html.contains("short of target rate by more than 10 %"));
+
+    // The unmodified fixture flags nothing.
+    let plain_path = dir.path().join("plain.html");
+    let plain_s = plain_path.display().to_string();
+    let a = fixture("drive-a.json").display().to_string();
+    let out = report(&["--from", &a, "--format", "html", "--out", &plain_s]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plain = std::fs::read_to_string(&plain_path).expect("html written");
+    assert!(!plain.contains("class=\"flagged\""));
+    assert!(!plain.contains("num short"));
+}
+
+const PRECONDITION_SOAK_CONFIG: &str = r#"
+[state]
+dir = "{dir}/state"
+[health]
+enabled = false
+[[target]]
+name = "shm"
+path = "{dir}/shm.dat"
+size = "16MiB"
+engine = "psync"
+[[target.phase]]
+kind = "precondition"
+passes = 1
+block_size = "64k"
+[[target.phase]]
+kind = "soak"
+profile = "4k-random-read"
+iodepth = 1
+rate = "500iops"
+duration = "2s"
+"#;
+
+/// The results file keeps each soak phase's own totals (the precondition's 16 MiB of writes
+/// are not the soak's: a read soak wrote nothing), and the report names the phase with its
+/// profile.
+#[test]
+fn the_soak_phase_is_recorded_apart_from_the_precondition() {
+    let dir = run_to_completion(PRECONDITION_SOAK_CONFIG, Duration::from_secs(120));
+    let state = dir.path().join("state");
+    let results: Value = serde_json::from_str(
+        &std::fs::read_to_string(state.join("results/shm.json")).expect("results file"),
+    )
+    .expect("results JSON");
+    let phases = results["soak"]["phases"].as_array().expect("soak phases");
+    assert_eq!(phases.len(), 1, "{results}");
+    let p = &phases[0];
+    assert_eq!(p["phase"], 2);
+    assert_eq!(p["profile"], "4k-random-read");
+    assert_eq!(p["written_bytes"], 0, "a read soak writes nothing: {p}");
+    assert!(p["read_ops"].as_u64().is_some_and(|n| n > 0), "{p}");
+    let secs = p["elapsed_secs"].as_f64().unwrap_or(0.0);
+    assert!((1.5..60.0).contains(&secs), "{p}");
+    let ss = state.display().to_string();
+    let md_path = dir.path().join("r.md");
+    let md_s = md_path.display().to_string();
+    let out = report(&["--state", &ss, "--format", "md", "--out", &md_s]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(&md_path).expect("markdown");
+    assert!(md.contains("- phase 2, 4k-random-read: "), "{md}");
 }

@@ -580,7 +580,8 @@ fn state_show_and_reset_cli() {
     for want in [
         "target t0 (/dev/shm/t0.dat)",
         "phase 1, 1h 2m into it",
-        "started 2025-12-01 07:15:00 UTC, running for 1d 1h",
+        // No daemon holds the directory: the soak is stopped, not "running" (issue 14).
+        "started 2025-12-01 07:15:00 UTC, ran for 1d 1h, stopped (no nvsoak has this state directory)",
         "read         3.00 GiB in 786432 ops",
         "written      1.00 GiB in 262144 ops",
         "errors       2 I/O, 1 verify (stale_generation 1)",

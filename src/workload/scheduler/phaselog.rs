@@ -112,16 +112,40 @@ impl Runner {
     }
 
     /// Logs the phase's end in one line: duration, totals and outcome.
-    pub(crate) fn phase_ended(&self, start: &PhaseStart, phase: &PhaseSpec) {
-        let (line, read_b, write_b, errors) = self.snapshot.view(|v| {
+    /// Logs the phase's end; a soak phase's own totals are also kept in the results file.
+    pub(crate) fn phase_ended(&mut self, start: &PhaseStart, phase: &PhaseSpec) {
+        let (line, read_b, write_b, errors, ops) = self.snapshot.view(|v| {
             let (r, w) = super::snapshot::job_totals(&v.jobs);
             let read_b = r.bytes.saturating_sub(start.read.bytes);
             let write_b = w.bytes.saturating_sub(start.write.bytes);
             let errors = (r.errors.total() + w.errors.total())
                 .saturating_sub(start.read.errors.total() + start.write.errors.total());
-            (outcome(phase, v), read_b, write_b, errors)
+            let ops = (
+                r.ops.saturating_sub(start.read.ops),
+                w.ops.saturating_sub(start.write.ops),
+            );
+            (outcome(phase, v), read_b, write_b, errors, ops)
         });
         let secs = start.at.elapsed().as_secs_f64();
+        if matches!(phase, PhaseSpec::Soak { .. }) {
+            let rec = crate::workload::results::SoakPhase {
+                phase: start.index + 1,
+                profile: job_names(phase).join(" + "),
+                started: super::now_unix() - secs,
+                elapsed_secs: secs,
+                read_bytes: read_b,
+                written_bytes: write_b,
+                read_ops: ops.0,
+                write_ops: ops.1,
+                errors,
+            };
+            self.results
+                .soak
+                .get_or_insert_with(Default::default)
+                .phases
+                .push(rec);
+            self.save_results();
+        }
         tracing::info!(target_name = %self.spec.name, phase = start.index, kind = phase.kind(),
             secs, read_bytes = read_b, written_bytes = write_b, errors,
             "phase {} ({}) finished in {secs:.0} s: read {}, wrote {}, {errors} I/O errors; {line}",
