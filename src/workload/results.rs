@@ -367,6 +367,55 @@ pub fn drive_soak(
 pub use crate::workload::drive::DriveTracking;
 
 /// `<state_dir>/results/<target>.json`.
+/// The results file an earlier run of this plan wrote for `target`, if it is readable. One that
+/// does not parse, or names another target, is moved aside (`.corrupt-` / `.foreign-<ts>`),
+/// never overwritten.
+pub fn load(state_dir: &Path, target: &str) -> Option<TargetResults> {
+    let path = results_path(state_dir, target);
+    let data = match std::fs::read(&path) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e,
+                "reading the earlier results failed; this run's results file starts empty");
+            return None;
+        }
+    };
+    let why = match serde_json::from_slice::<TargetResults>(&data) {
+        Ok(r) if r.target == target => return Some(r),
+        Ok(r) => {
+            tracing::warn!(path = %path.display(), found = %r.target,
+                "the results file names another target");
+            "foreign"
+        }
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e,
+                "the earlier results file does not parse");
+            "corrupt"
+        }
+    };
+    archive(state_dir, target, why);
+    None
+}
+
+/// Writes `r` as its target's results file (atomically, the directory created when missing);
+/// a failure is logged and reported as `false`, and the run goes on.
+pub fn save(state_dir: &Path, r: &TargetResults) -> bool {
+    let path = results_path(state_dir, &r.target);
+    let res = (|| -> std::io::Result<()> {
+        std::fs::create_dir_all(state_dir.join("results"))?;
+        let data = serde_json::to_vec_pretty(r)?;
+        crate::util::write_atomic(&path, &data)
+    })();
+    match res {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "writing results failed");
+            false
+        }
+    }
+}
+
 pub fn results_path(state_dir: &Path, target: &str) -> PathBuf {
     state_dir.join("results").join(format!("{target}.json"))
 }

@@ -206,7 +206,7 @@ fn resumed_results(
         // A run that starts over never overwrites an earlier record. The daemon has normally
         // moved it aside already, naming why; this catches any other way here.
         crate::workload::results::archive(&opts.state_dir, &spec.name, "orphan");
-    } else if let Some(prev) = load_results(&opts.state_dir, &spec.name) {
+    } else if let Some(prev) = crate::workload::results::load(&opts.state_dir, &spec.name) {
         // A resumed plan keeps what its earlier runs measured (sweeps, steady state), and the
         // maxima they found, as a run without the restart would have.
         for sw in prev.sweeps.iter().filter(|sw| !sw.points.is_empty()) {
@@ -367,7 +367,7 @@ pub fn refresh_results_drive(state_dir: &Path, target: &TargetShared) -> bool {
         return false;
     };
     let name = &target.fixed.name;
-    let Some(mut r) = load_results(state_dir, name) else {
+    let Some(mut r) = crate::workload::results::load(state_dir, name) else {
         return false;
     };
     let Some(soak) = r.soak.as_mut() else {
@@ -377,51 +377,7 @@ pub fn refresh_results_drive(state_dir: &Path, target: &TargetShared) -> bool {
     if let Some(id) = identity {
         r.device = Some(id);
     }
-    let path = state_dir.join("results").join(format!("{name}.json"));
-    match serde_json::to_vec_pretty(&r).map_err(std::io::Error::from) {
-        Ok(data) => match write_atomic(&path, &data) {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "writing results failed");
-                false
-            }
-        },
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "encoding results failed");
-            false
-        }
-    }
-}
-
-/// The results file an earlier run of this plan wrote for `target`, if it is readable. One that
-/// does not parse, or names another target, is moved aside (`.corrupt-` / `.foreign-<ts>`),
-/// never overwritten.
-fn load_results(state_dir: &Path, target: &str) -> Option<TargetResults> {
-    let path = crate::workload::results::results_path(state_dir, target);
-    let data = match std::fs::read(&path) {
-        Ok(d) => d,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e,
-                "reading the earlier results failed; this run's results file starts empty");
-            return None;
-        }
-    };
-    let why = match serde_json::from_slice::<TargetResults>(&data) {
-        Ok(r) if r.target == target => return Some(r),
-        Ok(r) => {
-            tracing::warn!(path = %path.display(), found = %r.target,
-                "the results file names another target");
-            "foreign"
-        }
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e,
-                "the earlier results file does not parse");
-            "corrupt"
-        }
-    };
-    crate::workload::results::archive(state_dir, target, why);
-    None
+    crate::workload::results::save(state_dir, &r)
 }
 
 pub fn hostname() -> String {
@@ -654,16 +610,7 @@ impl Runner {
             self.results.device = Some(id);
         }
         self.last_results_save = Instant::now();
-        let dir = self.opts.state_dir.join("results");
-        let path = dir.join(format!("{}.json", self.spec.name));
-        let r = (|| -> std::io::Result<()> {
-            std::fs::create_dir_all(&dir)?;
-            let data = serde_json::to_vec_pretty(&self.results)?;
-            write_atomic(&path, &data)
-        })();
-        if let Err(e) = r {
-            tracing::warn!(path = %path.display(), error = %e, "writing results failed");
-        }
+        crate::workload::results::save(&self.opts.state_dir, &self.results);
     }
 }
 
