@@ -23,7 +23,24 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A free port on 127.0.0.1 (bound and released; good enough for tests that start at once).
+/// A port on 127.0.0.1 that is free now, below the kernel's ephemeral range (32768 and up):
+/// a port handed out by `bind(0)` is an ephemeral one, which any outgoing connection of a
+/// parallel test may take as its local port before the daemon binds it ("Address already in
+/// use"). Each call in this process tries the next port of its own sequence.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let base = 20_000 + (std::process::id() % 97) * 128;
+    for _ in 0..12_000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 20_000 + (base - 20_000 + n) % 12_000;
+        let Ok(port) = u16::try_from(port) else {
+            continue;
+        };
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     let l = TcpListener::bind("127.0.0.1:0").expect("binding an ephemeral port");
     l.local_addr().expect("local addr").port()
 }
