@@ -419,7 +419,7 @@ fn pre_poll(settings: &Settings, wiring: &HealthWiring) -> Option<(crate::health
                 ..Default::default()
             })
             .collect();
-        p.poll(&zero);
+        p.poll(std::sync::Arc::new(zero));
         (p, at)
     })
 }

@@ -808,13 +808,13 @@ mod tests {
         let mut p =
             crate::health::Poller::new(s, root.path(), crate::health::poller::ioctl_opener())
                 .with_ata_opener(opener);
-        p.poll_at(0.0, &NoHostIo);
+        p.poll_at(0.0, Arc::new(NoHostIo));
         let snap = p.snapshot();
         assert_eq!(snap.ata.len(), 1, "the USB-bridged disk is not listed");
         assert!(snap.ata[0].up);
         assert!(snap.devices.is_empty());
         std::fs::remove_dir_all(root.path().join("block/sda")).expect("unplug");
-        p.poll_at(30.0, &NoHostIo);
+        p.poll_at(30.0, Arc::new(NoHostIo));
         let d = p.ata_disk("sda").expect("still listed");
         assert!(!d.present && !d.up);
         assert!(d.attributes.is_some(), "last values kept");

@@ -43,6 +43,7 @@ impl HostIoSource for NoHostIo {
 
 pub mod ata;
 pub mod derive;
+mod inflight;
 pub mod known;
 pub mod poller;
 

@@ -33,6 +33,8 @@ pub mod page {
     pub const FW_SLOT: &str = "fw_slot";
     pub const OCP: &str = "ocp";
     pub const TEMP_THRESHOLD: &str = "temp_threshold";
+    /// The controller did not answer a poll within its deadline (still in flight).
+    pub const TIMEOUT: &str = "timeout";
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -114,6 +116,11 @@ pub struct DeviceHealth {
     pub poll_errors: BTreeMap<&'static str, u64>,
     /// The last failure's message, for logs and `nvsoak health`.
     pub last_error: Option<String>,
+    /// How long this controller's latest poll took, or, while one is still running past its
+    /// deadline, how long it has been running.
+    pub poll_duration_seconds: Option<f64>,
+    /// Polls of this controller that completed (each page answered or failed).
+    pub polls: u64,
     pub derived: Derived,
     /// The first successful SMART read of this poller (since the daemon started, or since
     /// another drive took the name) and the latest one, with the host figures of that instant.
@@ -155,6 +162,8 @@ impl DeviceHealth {
             ocp: None,
             poll_errors: BTreeMap::new(),
             last_error: None,
+            poll_duration_seconds: None,
+            polls: 0,
             derived: Derived::default(),
             first_sample: None,
             last_sample: None,
@@ -182,10 +191,18 @@ impl DeviceHealth {
         u64::try_from(cap).unwrap_or(u64::MAX)
     }
 
-    fn fail(&mut self, page: &'static str, e: &NvmeError) {
+    pub(super) fn fail(&mut self, page: &'static str, e: &NvmeError) {
+        self.failed(page, e.to_string(), e.is_permission());
+    }
+
+    /// A failure that is not an NVMe error (a poll that timed out).
+    pub(super) fn fail_with(&mut self, page: &'static str, msg: String) {
+        self.failed(page, msg, false);
+    }
+
+    fn failed(&mut self, page: &'static str, msg: String, permission: bool) {
         *self.poll_errors.entry(page).or_insert(0) += 1;
-        let msg = e.to_string();
-        if e.is_permission() {
+        if permission {
             // Once per device: the workload keeps running, the health pages stay empty.
             if !self.permission_warned {
                 tracing::warn!("{msg}");
@@ -470,8 +487,9 @@ pub struct Poller {
     sysfs_root: PathBuf,
     opener: Opener,
     filter: Option<Filter>,
-    ratings: RatingContext,
+    ratings: Arc<RatingContext>,
     devices: BTreeMap<String, DeviceHealth>,
+    inflight: super::inflight::InFlight,
     controllers: BTreeMap<String, Controller>,
     last_rescan: Option<Instant>,
     polls: u64,
@@ -504,10 +522,11 @@ impl Poller {
             tracing::error!("health: {e}");
         }
         Poller {
-            ratings: RatingContext {
+            ratings: Arc::new(RatingContext {
                 table,
                 overrides: settings.devices.clone(),
-            },
+            }),
+            inflight: Default::default(),
             settings,
             sysfs_root: sysfs_root.to_path_buf(),
             opener,
@@ -634,35 +653,35 @@ impl Poller {
     }
 
     /// One poll of every present device (rescanning first when due), at Unix time `now`.
-    pub fn poll_at(&mut self, now: f64, host: &dyn HostIoSource) {
+    /// Controllers are polled concurrently, each on its own thread; one that has not answered
+    /// within half the poll interval is left running and reported (`health::inflight`).
+    pub fn poll_at(&mut self, now: f64, host: Arc<dyn HostIoSource>) {
         let start = Instant::now();
         if self.rescan_due() {
             self.rescan();
         }
-        for (name, d) in self.devices.iter_mut() {
-            if !d.present {
-                d.up = false;
-                continue;
-            }
-            let Some(c) = self.controllers.get(name) else {
-                continue;
-            };
-            match (self.opener)(c) {
-                Ok(t) => poll_device(t.as_ref(), d, now, host, &self.ratings),
-                Err(e) => {
-                    d.up = false;
-                    d.fail(page::OPEN, &e);
-                }
-            }
-        }
-        self.ata.poll(now, host, &self.ratings);
+        let deadline = start + super::inflight::deadline_for(self.settings.poll_interval);
+        let ctx = super::inflight::PollContext {
+            opener: self.opener.clone(),
+            host: host.clone(),
+            ratings: self.ratings.clone(),
+            now,
+        };
+        self.inflight
+            .dispatch(&mut self.devices, &self.controllers, &ctx, deadline);
+        self.ata.poll(now, host.as_ref(), &self.ratings);
         self.polls += 1;
         self.last_duration = Some(start.elapsed().as_secs_f64());
         self.last_timestamp = Some(unix_now());
     }
 
-    pub fn poll(&mut self, host: &dyn HostIoSource) {
+    pub fn poll(&mut self, host: Arc<dyn HostIoSource>) {
         self.poll_at(unix_now(), host);
+    }
+
+    /// Whether controller `name` has a poll still running past its deadline.
+    pub fn is_polling(&self, name: &str) -> bool {
+        self.inflight.is_pending(name)
     }
 
     pub fn snapshot(&self) -> HealthSnapshot {
@@ -780,8 +799,9 @@ pub fn spawn_prepared(
             }
             let Some(mut p) = poller.take() else { break };
             let src = host.clone();
+            let began = Instant::now();
             let joined = tokio::task::spawn_blocking(move || {
-                p.poll(src.as_ref());
+                p.poll(src);
                 let snap = p.snapshot();
                 (p, snap)
             })
@@ -798,8 +818,10 @@ pub fn spawn_prepared(
                     break;
                 }
             }
+            // Polls start an interval apart, however long this one took.
+            let rest = interval.saturating_sub(began.elapsed());
             tokio::select! {
-                _ = tokio::time::sleep(interval) => {}
+                _ = tokio::time::sleep(rest) => {}
                 _ = h.kick.notified() => {}
                 r = stop.changed() => { if r.is_err() { break; } }
             }
@@ -1056,22 +1078,131 @@ mod tests {
         Poller::new(s, root, opener)
     }
 
+    /// A controller whose admin commands block until the test opens the gate: a hung ioctl.
+    struct Hung {
+        inner: Arc<ReplayTransport>,
+        open: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    }
+
+    impl AdminTransport for Hung {
+        fn device(&self) -> String {
+            self.inner.device()
+        }
+        fn admin(&self, cmd: &crate::nvme::AdminCmd, data: &mut [u8]) -> Result<u32, NvmeError> {
+            let (lock, cv) = &*self.open;
+            let mut open = lock.lock().unwrap_or_else(|e| e.into_inner());
+            while !*open {
+                open = cv.wait(open).unwrap_or_else(|e| e.into_inner());
+            }
+            drop(open);
+            self.inner.admin(cmd, data)
+        }
+    }
+
+    /// One hung controller among several: the others are polled at every poll, the hung one is
+    /// reported (down, `timeout` errors, a growing poll duration) and not polled twice at once,
+    /// and its late answer is taken once it comes.
+    #[test]
+    fn a_hung_controller_does_not_hold_up_the_others() {
+        let root = tempfile::tempdir().expect("tempdir");
+        for i in 0..6 {
+            fake::add_ctrl(
+                root.path(),
+                &format!("nvme{i}"),
+                &format!("S{i}"),
+                "M",
+                &[1],
+            );
+        }
+        let good: Arc<ReplayTransport> = Arc::new(full_replay("/dev/nvme0"));
+        let open = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let opened_hung = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let (g, o, n) = (good.clone(), open.clone(), opened_hung.clone());
+        let opener: Opener = Arc::new(move |c: &Controller| {
+            if c.name == "nvme3" {
+                n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let inner = Arc::new(full_replay("/dev/nvme3"));
+                let open = o.clone();
+                return Ok(Box::new(Hung { inner, open }) as Box<dyn AdminTransport>);
+            }
+            Ok(Box::new(Arc::clone(&g)) as Box<dyn AdminTransport>)
+        });
+        let mut s = crate::config::builtin_default().health;
+        s.poll_interval = Duration::from_millis(400); // deadline 200 ms
+        let mut p = Poller::new(s, root.path(), opener);
+        for round in 1..=3u64 {
+            p.poll_at(round as f64, Arc::new(NoHostIo));
+            for i in [0, 1, 2, 4, 5] {
+                let d = p.device(&format!("nvme{i}")).expect("listed");
+                assert_eq!(d.polls, round, "nvme{i} polled every round");
+                assert!(d.up, "nvme{i} up");
+                assert_eq!(d.poll_errors.get(page::TIMEOUT), None);
+            }
+            let h = p.device("nvme3").expect("listed");
+            assert!(!h.up, "the hung controller is down");
+            assert_eq!(h.polls, 0);
+            assert_eq!(h.poll_errors.get(page::TIMEOUT).copied(), Some(round));
+            assert!(h.poll_duration_seconds.unwrap_or(0.0) > 0.0);
+            assert!(p.is_polling("nvme3"));
+        }
+        assert_eq!(
+            opened_hung.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "no second poll piles up behind the hung one"
+        );
+        let stuck_for = p.device("nvme3").and_then(|d| d.poll_duration_seconds);
+        // Release it: its thread finishes, and the next poll takes the answer first.
+        {
+            let (lock, cv) = &*open;
+            *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            cv.notify_all();
+        }
+        let mut rounds = 0;
+        while p.is_polling("nvme3") || p.device("nvme3").is_some_and(|d| d.polls < 2) {
+            rounds += 1;
+            assert!(
+                rounds < 200,
+                "the released controller's answer never arrived"
+            );
+            p.poll_at(10.0 + rounds as f64, Arc::new(NoHostIo));
+        }
+        let h = p.device("nvme3").expect("listed");
+        assert!(h.up, "answered once released");
+        assert_eq!(h.serial, "SN-HANDBUILT-0001");
+        assert!(
+            h.poll_errors.get(page::TIMEOUT).copied().unwrap_or(0) >= 3,
+            "timeouts kept"
+        );
+        assert!(
+            h.poll_duration_seconds < stuck_for,
+            "a normal poll's duration again"
+        );
+        let snap = p.snapshot();
+        let text =
+            crate::metrics::encode_text(&crate::metrics::health::families(&snap)).expect("encode");
+        assert!(
+            text.contains("nvsoak_health_poll_errors_total{device=\"nvme3\",log=\"timeout\"}"),
+            "{text}"
+        );
+        assert!(text.contains("nvsoak_health_device_poll_duration_seconds{device=\"nvme0\"}"));
+    }
+
     #[test]
     fn vanished_drive_stays_with_up_zero_and_returns() {
         let root = tempfile::tempdir().expect("tempdir");
         fake::add_ctrl(root.path(), "nvme0", "SN-HANDBUILT-0001", "M", &[1]);
         let mut p = replay_poller(root.path());
-        p.poll_at(0.0, &NoHostIo);
+        p.poll_at(0.0, Arc::new(NoHostIo));
         assert!(p.device("nvme0").expect("found").up);
         std::fs::remove_dir_all(root.path().join("class/nvme/nvme0")).expect("unplug");
-        p.poll_at(30.0, &NoHostIo);
+        p.poll_at(30.0, Arc::new(NoHostIo));
         let d = p.device("nvme0").expect("still listed");
         assert!(!d.present);
         assert!(!d.up);
         assert!(d.smart.is_some(), "last values kept");
         fake::add_ctrl(root.path(), "nvme0", "SN-HANDBUILT-0001", "M", &[1]);
         fake::add_ctrl(root.path(), "nvme1", "S2", "M", &[1]);
-        p.poll_at(60.0, &NoHostIo);
+        p.poll_at(60.0, Arc::new(NoHostIo));
         assert!(p.device("nvme0").expect("back").up);
         assert!(p.device("nvme1").is_some(), "hot-added drive appears");
         assert_eq!(p.snapshot().polls, 3);
@@ -1083,14 +1214,14 @@ mod tests {
         fake::add_ctrl(root.path(), "nvme0", "SN-HANDBUILT-0001", "M", &[1]);
         fake::add_ctrl(root.path(), "nvme1", "SN-OTHER", "M", &[1]);
         let mut p = replay_poller(root.path());
-        p.poll_at(0.0, &NoHostIo);
+        p.poll_at(0.0, Arc::new(NoHostIo));
         let serial = p.device("nvme0").expect("found").serial.clone();
         std::fs::remove_dir_all(root.path().join("class/nvme/nvme0")).expect("unplug");
-        p.poll_at(30.0, &NoHostIo);
+        p.poll_at(30.0, Arc::new(NoHostIo));
         assert!(!p.device("nvme0").expect("still listed").present);
         // Back as nvme2 (nvme1 is another drive, present all along).
         fake::add_ctrl(root.path(), "nvme2", &serial, "M", &[1]);
-        p.poll_at(60.0, &NoHostIo);
+        p.poll_at(60.0, Arc::new(NoHostIo));
         assert!(p.device("nvme0").is_none(), "the old name's entry is gone");
         let d = p.device("nvme2").expect("returned");
         assert!(d.present && d.up);
@@ -1110,7 +1241,7 @@ mod tests {
         let root = tempfile::tempdir().expect("tempdir");
         fake::add_ctrl(root.path(), "nvme0", "SN-HANDBUILT-0001", "M", &[1]);
         let mut first = replay_poller(root.path());
-        first.poll_at(0.0, &NoHostIo);
+        first.poll_at(0.0, Arc::new(NoHostIo));
         let mut known = first.snapshot().known();
         known.push(super::super::known::KnownDrive {
             name: "nvme7".into(),
@@ -1121,7 +1252,7 @@ mod tests {
         // The next run: nvme7 is not in sysfs any more.
         let mut p = replay_poller(root.path());
         p.remember(&known);
-        p.poll_at(30.0, &NoHostIo);
+        p.poll_at(30.0, Arc::new(NoHostIo));
         let gone = p.device("nvme7").expect("remembered");
         assert!(!gone.present && !gone.up);
         assert!(p.device("nvme0").expect("found").up);
@@ -1135,7 +1266,7 @@ mod tests {
         );
         // It comes back: up again, under its name.
         fake::add_ctrl(root.path(), "nvme7", "GONE7", "OLD MODEL", &[1]);
-        p.poll_at(60.0, &NoHostIo);
+        p.poll_at(60.0, Arc::new(NoHostIo));
         assert!(p.device("nvme7").expect("back").up);
     }
 }

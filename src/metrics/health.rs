@@ -11,7 +11,7 @@ use crate::nvme::log::smart::{CRITICAL_WARNING_BITS, SmartLog};
 
 const POLLED: &str = "As of the latest background health poll.";
 
-pub(super) const POLL_ERRORS_HELP: &str = "Failed admin commands by device and log page (NVMe: open, identify, identify_ns, smart, error, fw_slot, ocp, temp_threshold; ATA: open, identify, smart, smart_status, devstat); a failed page keeps its last values.";
+pub(super) const POLL_ERRORS_HELP: &str = "Failed admin commands by device and log page (NVMe: open, identify, identify_ns, smart, error, fw_slot, ocp, temp_threshold, timeout (a poll not answered within its deadline); ATA: open, identify, smart, smart_status, devstat); a failed page keeps its last values.";
 
 fn help(text: &str) -> String {
     format!("{text} {POLLED}")
@@ -111,12 +111,21 @@ fn device(f: &mut F, d: &DeviceHealth) {
         page::FW_SLOT,
         page::OCP,
         page::TEMP_THRESHOLD,
+        page::TIMEOUT,
     ] {
         f.counter(
             "nvsoak_health_poll_errors_total",
             POLL_ERRORS_HELP,
             &[("device", dev), ("log", p)],
             d.poll_errors.get(p).copied().unwrap_or(0) as f64,
+        );
+    }
+    if let Some(secs) = d.poll_duration_seconds {
+        f.gauge(
+            "nvsoak_health_device_poll_duration_seconds",
+            "How long this controller's latest poll took; while a poll runs past its deadline (half the poll interval, at most 10 s), how long it has been running.",
+            &l,
+            secs,
         );
     }
     if let Some(id) = &d.id {
