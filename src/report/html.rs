@@ -174,7 +174,7 @@ pub fn figures(report: &Report) -> Result<Figures, ReportError> {
 pub const CSS: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em auto;max-width:1300px;padding:0 1em;color:#222}\
 h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:2px solid #1f77b4;padding-bottom:.2em;margin-top:2em}h3{margin-top:1.5em}\
 table{border-collapse:collapse;margin:.5em 0 1em}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}\
-th{background:#f2f5f9}td.num{text-align:right;font-variant-numeric:tabular-nums}\
+th{background:#f2f5f9}tr.flagged td{background:#fff4ef}td.num{text-align:right;font-variant-numeric:tabular-nums}\
 .charts{display:flex;flex-wrap:wrap;gap:12px}.charts figure{margin:0;border:1px solid #ddd;padding:4px;background:#fff}\
 svg.chart{display:block;max-width:100%;height:auto}.muted{color:#777}.ok{color:#2ca02c}.bad{color:#d62728;font-weight:600}.short{color:#d62728}\
 details{margin:.5em 0}summary{cursor:pointer;color:#1f77b4}";
@@ -605,6 +605,9 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
         esc(&report.nvsoak_version),
         esc(&report.frontier_basis)
     ));
+    if let Some(b) = &report.batch {
+        h.push_str(&super::batch::html(b));
+    }
     let soak_cmp = drive_comparison_table(report);
     if !report.comparisons.is_empty() || !soak_cmp.is_empty() {
         h.push_str("<h2 id=\"comparison\">Comparison</h2>\n");
@@ -616,9 +619,17 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
             esc(&slug(&c.profile)),
             esc(&c.profile)
         ));
-        h.push_str("<div class=\"charts\">");
-        h.push_str(&figure_html(f));
-        h.push_str("</div>\n<table class=\"ranking\"><tr><th>Rank</th><th>Drive</th><th>Peak IOPS</th><th>Average at peak</th><th>p99 at peak</th><th>Sub-1 ms IOPS</th><th>Result</th></tr>\n");
+        if report.drives.len() <= super::batch::MAX_CHART_DRIVES {
+            h.push_str("<div class=\"charts\">");
+            h.push_str(&figure_html(f));
+            h.push_str("</div>\n");
+        } else {
+            h.push_str(&format!(
+                "<p class=\"muted\">No comparison chart for {} drives (one curve each would be unreadable): see the ranking below and the batch tables above.</p>\n",
+                report.drives.len()
+            ));
+        }
+        h.push_str("<table class=\"ranking\"><tr><th>Rank</th><th>Drive</th><th>Peak IOPS</th><th>Average at peak</th><th>p99 at peak</th><th>Sub-1 ms IOPS</th><th>Result</th></tr>\n");
         for e in &c.ranking {
             h.push_str(&row(&[
                 num(&e.rank.to_string()),

@@ -51,6 +51,9 @@ pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, Strin
         report.nvsoak_version,
         report.frontier_basis
     ));
+    if let Some(b) = &report.batch {
+        md.push_str(&super::batch::markdown(b));
+    }
     let soaks: Vec<(&str, &SoakFigures)> = report
         .drives
         .iter()
@@ -64,7 +67,8 @@ pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, Strin
         soak_comparison(&mut md, soaks);
     }
     for (c, f) in report.comparisons.iter().zip(&figs.comparisons) {
-        comparison(&mut md, c, f, stem, &mut files);
+        let chart = report.drives.len() <= super::batch::MAX_CHART_DRIVES;
+        comparison(&mut md, c, chart.then_some(f), stem, &mut files);
     }
     for (d, fs) in report.drives.iter().zip(&figs.drives) {
         md.push_str(&format!("## {}\n\n", cell(&d.label)));
@@ -119,12 +123,17 @@ fn soak_comparison(md: &mut String, soaks: Vec<(&str, &SoakFigures)>) {
 fn comparison(
     md: &mut String,
     c: &Comparison,
-    f: &Figure,
+    f: Option<&Figure>,
     stem: &str,
     files: &mut Vec<(String, String)>,
 ) {
     md.push_str(&format!("### {}\n\n", cell(&c.profile)));
-    image(md, stem, f, files);
+    match f {
+        Some(f) => image(md, stem, f, files),
+        None => md.push_str(
+            "No comparison chart for this many drives: see the ranking and the batch tables.\n\n",
+        ),
+    }
     md.push_str("| Rank | Drive | Peak IOPS | Average at peak | p99 at peak | Sub-1 ms IOPS |\n|---:|---|---:|---:|---:|---:|\n");
     for e in &c.ranking {
         md.push_str(&format!(

@@ -14,6 +14,7 @@
 //! Architecture Invariant: everything here except the `load_*` functions and
 //! [`markdown::write`] is pure (no I/O), so the same code serves `nvsoak report` and the daemon.
 
+pub mod batch;
 pub mod charts;
 pub mod compute;
 pub mod history;
@@ -219,6 +220,9 @@ pub struct Report {
     pub drives: Vec<DriveReport>,
     /// One per profile swept on any drive, ordered by profile name.
     pub comparisons: Vec<Comparison>,
+    /// Drives grouped by model and capacity, for reports over many drives or hosts.
+    #[serde(default)]
+    pub batch: Option<batch::Batch>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -406,13 +410,16 @@ fn build_inner(
             ranking: compute::rank(&entries),
         })
         .collect();
-    Report {
+    let mut report = Report {
         nvsoak_version: env!("CARGO_PKG_VERSION").to_string(),
         generated: now_unix(),
         frontier_basis: FRONTIER_BASIS.to_string(),
         drives,
         comparisons,
-    }
+        batch: None,
+    };
+    report.batch = batch::batch(&report);
+    report
 }
 
 pub fn build(inputs: &[Loaded]) -> Report {

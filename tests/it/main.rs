@@ -4,6 +4,8 @@
 /// Write safety attacked: symlink swaps, two daemons, mounts, existing and loop-backing files,
 /// stacked loops, mknod aliases, hard links; check-config agreeing with run.
 mod attacks;
+/// `nvsoak report --from` over 300 results files from 100 hosts: the batch view.
+mod batch;
 /// The build needs the Rust toolchain only: no bindgen, no pkg-config, no `-sys` crate
 /// linking a system library; libblkid is loaded at run time.
 mod build_deps;
