@@ -29,6 +29,9 @@ pub enum EngineChoice {
     Auto,
     /// io_uring, and an error if it cannot be set up.
     IoUring,
+    /// io_uring with polled completions (`IORING_SETUP_IOPOLL`): O_DIRECT on a block device
+    /// with poll queues; an error naming the reason otherwise.
+    IoUringPoll,
     Psync,
     /// Completes every I/O immediately without touching the target (tests the worker loop).
     Null,
@@ -39,6 +42,7 @@ impl EngineChoice {
         match self {
             EngineChoice::Auto => "auto",
             EngineChoice::IoUring => "io_uring",
+            EngineChoice::IoUringPoll => "io_uring_poll",
             EngineChoice::Psync => "psync",
             EngineChoice::Null => "null",
         }

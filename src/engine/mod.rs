@@ -10,6 +10,7 @@
 
 pub mod buf;
 pub mod null;
+pub mod pollcap;
 pub mod psync;
 pub mod uring;
 
@@ -56,6 +57,10 @@ pub enum EngineError {
     Reap(std::io::Error),
     #[error("engine queue is full (depth {0})")]
     QueueFull(u32),
+    #[error(
+        "polled I/O (engine = \"io_uring_poll\") cannot be used here: {0}; use engine = \"io_uring\" for interrupt-driven completions"
+    )]
+    PollUnsupported(#[source] pollcap::PollRefusal),
 }
 
 /// Capability flags.
@@ -123,6 +128,15 @@ pub fn open(choice: EngineChoice, setup: EngineSetup) -> Result<Box<dyn IoEngine
         EngineChoice::Null => Ok(Box::new(null::NullEngine::new(setup)?)),
         EngineChoice::Psync => Ok(Box::new(psync::PsyncEngine::new(setup)?)),
         EngineChoice::IoUring => Ok(Box::new(uring::UringEngine::new(setup)?)),
+        EngineChoice::IoUringPoll => {
+            pollcap::check(std::path::Path::new("/sys"), &*setup.fd)
+                .map_err(EngineError::PollUnsupported)?;
+            let opts = uring::UringOptions {
+                iopoll: true,
+                ..Default::default()
+            };
+            Ok(Box::new(uring::UringEngine::with_options(setup, opts)?))
+        }
         EngineChoice::Auto => match uring::UringEngine::new(setup.clone()) {
             Ok(e) => Ok(Box::new(e)),
             Err(EngineError::UringRefused(err)) => {

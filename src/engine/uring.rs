@@ -44,6 +44,8 @@ pub struct UringEngine {
     flags: &'static str,
     /// SQEs handed to the kernel (or queued) whose CQE has not been reaped yet.
     inflight: usize,
+    /// Polled completions: they appear only while an enter polls for them.
+    iopoll: bool,
 }
 
 // SAFETY: `base` points into `bufs`, which the engine owns; the ring is used from one thread at
@@ -56,8 +58,14 @@ fn is_refusal(e: &io::Error) -> bool {
 
 /// Build the ring, dropping optional setup flags on `EINVAL`. Returns the ring and a label of
 /// the flags that stuck.
-fn build_ring(entries: u32) -> Result<(IoUring, &'static str), EngineError> {
-    build_ring_with(entries, |b, n| b.build(n))
+fn build_ring(entries: u32, iopoll: bool) -> Result<(IoUring, &'static str), EngineError> {
+    build_ring_with(entries, |b, n| {
+        let mut b = b.clone();
+        if iopoll {
+            b.setup_iopoll();
+        }
+        b.build(n)
+    })
 }
 
 /// The flag-dropping loop, with the final `build` injectable so tests can play a kernel that
@@ -111,6 +119,9 @@ fn build_ring_with(
 pub struct UringOptions {
     pub register_file: bool,
     pub register_buffers: bool,
+    /// Polled completions (`IORING_SETUP_IOPOLL`): the caller has checked that the device
+    /// polls (`engine::pollcap`); reaping busy-polls the device instead of sleeping.
+    pub iopoll: bool,
 }
 
 impl Default for UringOptions {
@@ -118,6 +129,7 @@ impl Default for UringOptions {
         UringOptions {
             register_file: true,
             register_buffers: true,
+            iopoll: false,
         }
     }
 }
@@ -139,7 +151,7 @@ impl UringEngine {
         }
         let depth = s.iodepth.max(1);
         let entries = depth.next_power_of_two().min(32768);
-        let (ring, flags) = build_ring(entries)?;
+        let (ring, flags) = build_ring(entries, opts.iopoll)?;
         let count = s.buffers.max(depth) as usize;
         if count > u16::MAX as usize {
             return Err(EngineError::UringSetup(io::Error::new(
@@ -189,6 +201,7 @@ impl UringEngine {
             ext_arg,
             flags,
             inflight: 0,
+            iopoll: opts.iopoll,
         })
     }
 
@@ -282,7 +295,11 @@ fn is_transient(e: &io::Error) -> bool {
 
 impl IoEngine for UringEngine {
     fn name(&self) -> &'static str {
-        "io_uring"
+        if self.iopoll {
+            "io_uring_poll"
+        } else {
+            "io_uring"
+        }
     }
     fn caps(&self) -> Caps {
         Caps {
@@ -328,8 +345,9 @@ impl IoEngine for UringEngine {
             if have < min || !self.ring.submission().is_empty() {
                 self.enter(min.saturating_sub(have))?;
             }
-        } else if self.ring.submission().taskrun() {
-            // Deferred task work only runs inside an enter with GETEVENTS.
+        } else if self.ring.submission().taskrun() || (self.iopoll && self.inflight > 0) {
+            // Deferred task work only runs inside an enter with GETEVENTS; polled completions
+            // only turn up while an enter polls (the crate sets GETEVENTS on an IOPOLL ring).
             self.enter(0)?;
         }
         Ok(self.drain(out))
@@ -339,6 +357,18 @@ impl IoEngine for UringEngine {
         timeout: Duration,
         out: &mut Vec<Completion>,
     ) -> Result<usize, EngineError> {
+        if self.iopoll {
+            // A polled ring ignores the wait's timeout: poll for what is in flight (the device
+            // answers within its latency), and pace with a plain sleep when nothing is.
+            if self.inflight == 0 {
+                std::thread::sleep(timeout);
+                return Ok(0);
+            }
+            if self.ring.completion().is_empty() {
+                self.enter(1)?;
+            }
+            return Ok(self.drain(out));
+        }
         if !self.ring.completion().is_empty() {
             // Completions are waiting; still hand the kernel what was queued (or run deferred
             // task work) so nothing sits unsubmitted while the caller paces.
@@ -413,6 +443,34 @@ mod tests {
         (f, g)
     }
 
+    /// `engine = "io_uring_poll"` opens only where the device polls, and says why not
+    /// elsewhere (a file on /dev/shm: tmpfs is no block device; on most hosts' disks: no
+    /// poll queues). The polled path itself runs in the VM (`tests/vm/poll.rs`).
+    #[test]
+    fn polled_engine_opens_only_where_the_device_polls() {
+        let (_t, f) = scratch_file(1 << 16);
+        let setup = EngineSetup {
+            fd: fd_of(&f),
+            iodepth: 2,
+            buffers: 2,
+            max_bs: 4096,
+        };
+        let can = crate::engine::pollcap::check(std::path::Path::new("/sys"), &f);
+        match (
+            crate::engine::open(crate::op::EngineChoice::IoUringPoll, setup),
+            can,
+        ) {
+            (Err(EngineError::PollUnsupported(r)), Err(want)) => {
+                assert_eq!(r, want);
+                let msg = EngineError::PollUnsupported(r).to_string();
+                assert!(msg.contains("engine = \"io_uring\""), "{msg}");
+            }
+            (Ok(e), Ok(())) => assert_eq!(e.name(), "io_uring_poll"),
+            (Ok(_), Err(why)) => panic!("opened although the device does not poll: {why}"),
+            (Err(e), _) => panic!("unexpected error: {e}"),
+        }
+    }
+
     #[test]
     fn reads_and_writes_round_trip() {
         let (_t, f) = scratch_file(1 << 16);
@@ -479,6 +537,7 @@ mod tests {
             UringOptions {
                 register_file: false,
                 register_buffers: false,
+                iopoll: false,
             },
         )
         .unwrap();

@@ -22,7 +22,11 @@ const FILES: usize = 300;
 
 /// Drive `i`: its host, target and serial, and what is wrong with it, if anything.
 fn results(i: usize, a: &Value, b: &Value) -> Value {
-    let mut r = if i.is_multiple_of(3) { b.clone() } else { a.clone() };
+    let mut r = if i.is_multiple_of(3) {
+        b.clone()
+    } else {
+        a.clone()
+    };
     r["host"] = json!(format!("rack{:02}-host{:02}", i / 3 / 10, i / 3 % 10));
     r["target"] = json!(format!("bay{}", i % 3));
     r["path"] = json!(format!("/dev/disk/by-id/nvme-BAY{}", i % 3));

@@ -1070,3 +1070,32 @@ fn verify_with_the_null_engine_is_rejected() {
     }
     accepts(&one("engine = \"null\"", &soak("duration = \"1s\"")));
 }
+
+/// Polled completions need O_DIRECT on a device with poll queues: a buffered target is a config
+/// error naming `direct`, and a file on tmpfs (no block device) is refused by check-config with
+/// the reason and what to use instead, the check the engine makes at start.
+#[test]
+fn polled_io_needs_direct_io_on_a_polling_device() {
+    rejects(
+        &one(
+            "engine = \"io_uring_poll\"\ndirect = false",
+            &soak("duration = \"1s\""),
+        ),
+        "target[0].direct",
+        "must be true with engine = \"io_uring_poll\"",
+    );
+    let d = shm_dir();
+    let o = check_in(
+        d.path(),
+        &one("engine = \"io_uring_poll\"", &soak("duration = \"1s\"")),
+        &[],
+    );
+    let err = stderr(&o);
+    assert!(!o.status.success(), "tmpfs cannot poll: {}", stdout(&o));
+    assert!(
+        err.contains("polled I/O (engine = \"io_uring_poll\") cannot be used here")
+            && err.contains("is not on a block device")
+            && err.contains("use engine = \"io_uring\""),
+        "{err}"
+    );
+}

@@ -564,6 +564,7 @@ fn errors_are_counted_and_backed_off(engine: EngineChoice) {
 fn engine_name(e: EngineChoice) -> &'static str {
     match e {
         EngineChoice::IoUring | EngineChoice::Auto => "io_uring",
+        EngineChoice::IoUringPoll => "io_uring_poll",
         EngineChoice::Psync => "psync",
         EngineChoice::Null => "null",
     }

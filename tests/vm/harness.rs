@@ -571,6 +571,8 @@ pub struct VmSpec {
     pub memory_mb: u32,
     /// An ATA disk as well (the guest script loads its drivers with `load_ata`).
     pub ata: Option<AtaDrive>,
+    /// Extra kernel command-line parameters (e.g. `nvme.poll_queues=1`).
+    pub append: String,
 }
 
 impl VmSpec {
@@ -583,6 +585,7 @@ impl VmSpec {
             files: BTreeMap::new(),
             memory_mb: 1024,
             ata: None,
+            append: String::new(),
         }
     }
 }
@@ -854,7 +857,9 @@ impl Vm {
             "-initrd".into(),
             initrd.display().to_string(),
             "-append".into(),
-            "console=ttyS0 quiet panic=-1".into(),
+            format!("console=ttyS0 quiet panic=-1 {}", spec.append)
+                .trim_end()
+                .to_string(),
             "-qmp".into(),
             format!("unix:{},server,nowait", qmp_path.display()),
         ];

@@ -23,6 +23,9 @@ mod hotplug;
 mod multi;
 /// Without root: plain permission messages, the workload keeps running.
 mod perm;
+/// Polled completions (`io_uring_poll`) with the driver's poll queues: verified, no interrupts;
+/// refused with the reason without poll queues.
+mod poll;
 /// `/metrics` scraping and Prometheus text parsing.
 mod prom;
 /// QMP client (critical warning bits, hot-unplug).

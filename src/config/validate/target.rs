@@ -211,6 +211,7 @@ fn engine_and_verify(key: &str, t: &RawTarget) -> R<(EngineChoice, VerifyMode, b
             &[
                 ("auto", EngineChoice::Auto),
                 ("io_uring", EngineChoice::IoUring),
+                ("io_uring_poll", EngineChoice::IoUringPoll),
                 ("psync", EngineChoice::Psync),
                 ("null", EngineChoice::Null),
             ],
@@ -240,6 +241,13 @@ fn engine_and_verify(key: &str, t: &RawTarget) -> R<(EngineChoice, VerifyMode, b
             k("verify"),
             "cannot be checked with engine = \"null\", which moves no data (every read would \
              report a stale generation); set verify = \"off\" or use io_uring or psync",
+        );
+    }
+    if engine == EngineChoice::IoUringPoll && t.direct == Some(false) {
+        return bad(
+            k("direct"),
+            "must be true with engine = \"io_uring_poll\": polled completions need O_DIRECT \
+             (Linux refuses IOPOLL on buffered I/O); set direct = true or engine = \"io_uring\"",
         );
     }
     Ok((engine, verify, verify_fatal))

@@ -112,7 +112,7 @@ pub fn preflight(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
         .unwrap_or(false);
     let r = if is_block {
         if !plan_writes(spec) {
-            return Ok(None);
+            return poll_preflight(spec).map(|()| None);
         }
         crate::safety::check_writable(
             &spec.path,
@@ -124,7 +124,7 @@ pub fn preflight(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
         crate::safety::check_file_target(&spec.path, spec.allow_destroy.as_deref())
     };
     match r {
-        Ok(()) => Ok(None),
+        Ok(()) => poll_preflight(spec).map(|()| None),
         Err(SafetyError::Io { path, source })
             if source.kind() == std::io::ErrorKind::PermissionDenied =>
         {
@@ -144,6 +144,31 @@ pub fn preflight(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
             reason: e.to_string(),
         }),
     }
+}
+
+/// `engine = "io_uring_poll"`: the device behind the target (or the directory its file will be
+/// created in) must have poll queues, checked as the engine checks it at start.
+fn poll_preflight(spec: &TargetSpec) -> Result<(), TargetError> {
+    if spec.engine != crate::op::EngineChoice::IoUringPoll {
+        return Ok(());
+    }
+    let at = if spec.path.exists() {
+        spec.path.clone()
+    } else {
+        spec.path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."))
+    };
+    let f = std::fs::File::open(&at).map_err(|error| TargetError::Open {
+        target: spec.name.clone(),
+        path: at.clone(),
+        error,
+    })?;
+    crate::engine::pollcap::check(Path::new("/sys"), &f).map_err(|e| TargetError::Refused {
+        target: spec.name.clone(),
+        reason: crate::engine::EngineError::PollUnsupported(e).to_string(),
+    })
 }
 
 /// Two targets that are one device or one file, however named (symlink, `mknod` alias, hard
