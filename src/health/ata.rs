@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::derive::{self, AccountingTracker, ThermalSample, ThrottleTracker, WriteHistory};
 use super::poller::{Derived, RatingContext};
@@ -30,7 +31,9 @@ pub mod page {
     pub const SMART: &str = "smart";
     pub const SMART_STATUS: &str = "smart_status";
     pub const DEVSTAT: &str = "devstat";
-    pub const ALL: [&str; 5] = [OPEN, IDENTIFY, SMART, SMART_STATUS, DEVSTAT];
+    /// The disk did not answer a poll within its deadline (still in flight).
+    pub const TIMEOUT: &str = "timeout";
+    pub const ALL: [&str; 6] = [OPEN, IDENTIFY, SMART, SMART_STATUS, DEVSTAT, TIMEOUT];
 }
 
 /// What a drive said it does not support (ABRT, or the identify bits), learnt once.
@@ -66,6 +69,10 @@ pub struct AtaHealth {
     pub lifetime_written: Option<(u128, WritesSource)>,
     pub poll_errors: BTreeMap<&'static str, u64>,
     pub last_error: Option<String>,
+    /// How long the latest poll took, or how long one still running past its deadline has run.
+    pub poll_duration_seconds: Option<f64>,
+    /// Polls of this disk that completed.
+    pub polls: u64,
     pub derived: Derived,
     #[serde(skip)]
     history: WriteHistory,
@@ -104,6 +111,8 @@ impl AtaHealth {
             lifetime_written: None,
             poll_errors: BTreeMap::new(),
             last_error: None,
+            poll_duration_seconds: None,
+            polls: 0,
             derived: Derived::default(),
             history: WriteHistory::default(),
             accounting: AccountingTracker::default(),
@@ -154,6 +163,45 @@ impl AtaHealth {
 
     pub fn supports(&self, what: &str) -> bool {
         !self.unsupported.contains_key(what)
+    }
+}
+
+impl super::inflight::Polled for AtaHealth {
+    fn present(&self) -> bool {
+        self.present
+    }
+    fn set_down(&mut self) {
+        self.up = false;
+    }
+    fn still_running(&mut self, secs: f64) {
+        self.up = false;
+        self.poll_duration_seconds = Some(secs);
+        *self.poll_errors.entry(page::TIMEOUT).or_insert(0) += 1;
+        let msg = super::inflight::running_message(&self.name, secs);
+        if !self.last_by_page.contains_key(page::TIMEOUT) {
+            tracing::warn!("{msg}");
+            self.last_by_page.insert(page::TIMEOUT, msg.clone());
+        }
+        self.last_error = Some(msg);
+    }
+    fn thread_failed(&mut self) {
+        self.up = false;
+        *self.poll_errors.entry(page::TIMEOUT).or_insert(0) += 1;
+        self.last_error = Some(format!("health: {}: the poll thread failed", self.name));
+    }
+    fn same_drive(&self, answer: &Self) -> bool {
+        self.serial == answer.serial || self.serial.is_empty()
+    }
+    fn carry_into(&self, answer: &mut Self) {
+        answer.present = self.present;
+        answer.reidentify |= self.reidentify;
+        if !answer.present {
+            answer.up = false;
+        }
+        if let Some(&n) = self.poll_errors.get(page::TIMEOUT) {
+            answer.poll_errors.insert(page::TIMEOUT, n);
+        }
+        answer.last_by_page.remove(page::TIMEOUT);
     }
 }
 
@@ -417,7 +465,9 @@ pub struct AtaPoller {
     opener: AtaOpener,
     disks: BTreeMap<String, AtaHealth>,
     found: BTreeMap<String, AtaDisk>,
-    permission_warned: bool,
+    /// The missing-capability warning is logged once for all disks, from any poll thread.
+    permission_warned: Arc<AtomicBool>,
+    inflight: super::inflight::InFlight<AtaHealth>,
 }
 
 impl AtaPoller {
@@ -426,7 +476,8 @@ impl AtaPoller {
             opener,
             disks: BTreeMap::new(),
             found: BTreeMap::new(),
-            permission_warned: false,
+            permission_warned: Arc::new(AtomicBool::new(false)),
+            inflight: Default::default(),
         }
     }
 
@@ -471,31 +522,43 @@ impl AtaPoller {
         }
     }
 
-    /// One poll of every present disk.
-    pub fn poll(&mut self, now: f64, host: &dyn HostIoSource, ratings: &RatingContext) {
-        for (name, d) in self.disks.iter_mut() {
-            if !d.present {
-                d.up = false;
-                continue;
-            }
-            let Some(disk) = self.found.get(name) else {
-                continue;
-            };
-            match (self.opener)(disk) {
-                Ok(t) => poll_disk(
-                    t.as_ref(),
-                    d,
-                    now,
-                    host,
-                    ratings,
-                    &mut self.permission_warned,
-                ),
-                Err(e) => {
-                    d.up = false;
-                    d.fail(page::OPEN, &e, &mut self.permission_warned);
+    /// One poll of every present disk, each on its own thread, waiting for them until
+    /// `deadline` (see `health::inflight`).
+    pub fn poll(
+        &mut self,
+        now: f64,
+        host: Arc<dyn HostIoSource>,
+        ratings: Arc<RatingContext>,
+        deadline: std::time::Instant,
+    ) {
+        let (opener, warned, found) = (&self.opener, &self.permission_warned, &self.found);
+        let job = |name: &str| -> Option<super::inflight::Job<AtaHealth>> {
+            let disk = found.get(name)?.clone();
+            let (opener, warned) = (opener.clone(), warned.clone());
+            let (host, ratings) = (host.clone(), ratings.clone());
+            Some(Box::new(move |d: &mut AtaHealth| {
+                let started = std::time::Instant::now();
+                let mut w = warned.load(Ordering::Relaxed);
+                match opener(&disk) {
+                    Ok(t) => poll_disk(t.as_ref(), d, now, host.as_ref(), &ratings, &mut w),
+                    Err(e) => {
+                        d.up = false;
+                        d.fail(page::OPEN, &e, &mut w);
+                    }
                 }
-            }
-        }
+                if w {
+                    warned.store(true, Ordering::Relaxed);
+                }
+                d.poll_duration_seconds = Some(started.elapsed().as_secs_f64());
+                d.polls += 1;
+            }))
+        };
+        self.inflight.dispatch(&mut self.disks, &job, deadline);
+    }
+
+    /// Whether disk `name` has a poll still running past its deadline.
+    pub fn is_polling(&self, name: &str) -> bool {
+        self.inflight.is_pending(name)
     }
 
     pub fn snapshot(&self) -> Vec<AtaHealth> {
@@ -787,6 +850,92 @@ mod tests {
         // 41 °C, no valid specified maximum (80h), time over temperature unchanged.
         assert!(!d.derived.throttle.throttling);
         assert_eq!(d.derived.throttle.unthrottled_iops, Some(50.0));
+    }
+
+    /// A disk whose commands block until the gate opens: a hung SG_IO.
+    struct Hung {
+        inner: Replay,
+        open: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    }
+
+    impl AtaTransport for Hung {
+        fn device(&self) -> String {
+            self.inner.device()
+        }
+        fn ata(
+            &self,
+            cmd: &crate::ata::AtaCmd,
+            buf: &mut [u8],
+        ) -> Result<crate::ata::AtaRegs, AtaError> {
+            let (lock, cv) = &*self.open;
+            let mut open = lock.lock().unwrap_or_else(|e| e.into_inner());
+            while !*open {
+                open = cv.wait(open).unwrap_or_else(|e| e.into_inner());
+            }
+            drop(open);
+            self.inner.ata(cmd, buf)
+        }
+    }
+
+    /// One hung SATA disk does not hold up the others: they are polled every round, it is
+    /// down with `timeout` errors and a poll duration, and its late answer is taken.
+    #[test]
+    fn a_hung_disk_does_not_hold_up_the_others() {
+        let root = tempfile::tempdir().expect("tempdir");
+        for n in ["sda", "sdb", "sdc"] {
+            crate::ata::discover::fake::add_disk(root.path(), n, "ATA", "ZA3840NM10001", "");
+        }
+        let good = Arc::new(full_replay("/dev/sda"));
+        let open = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let o = open.clone();
+        let opener: AtaOpener = Arc::new(move |d: &AtaDisk| {
+            if d.name == "sdb" {
+                let inner = full_replay("/dev/sdb");
+                return Ok(Box::new(Hung {
+                    inner,
+                    open: o.clone(),
+                }) as Box<dyn AtaTransport>);
+            }
+            Ok(Box::new(Arc::clone(&good)) as Box<dyn AtaTransport>)
+        });
+        let mut s = crate::config::builtin_default().health;
+        s.poll_interval = std::time::Duration::from_millis(400);
+        let mut p =
+            crate::health::Poller::new(s, root.path(), crate::health::poller::ioctl_opener())
+                .with_ata_opener(opener);
+        for round in 1..=3u64 {
+            p.poll_at(round as f64, Arc::new(NoHostIo));
+            for n in ["sda", "sdc"] {
+                let d = p.ata_disk(n).expect("listed");
+                assert_eq!(d.polls, round, "{n} polled every round");
+                assert!(d.up, "{n} up");
+            }
+            let h = p.ata_disk("sdb").expect("listed");
+            assert!(!h.up && h.polls == 0);
+            assert_eq!(h.poll_errors.get(page::TIMEOUT).copied(), Some(round));
+            assert!(h.poll_duration_seconds.unwrap_or(0.0) > 0.0);
+        }
+        {
+            let (lock, cv) = &*open;
+            *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            cv.notify_all();
+        }
+        let mut rounds = 0;
+        while p.ata_disk("sdb").is_some_and(|d| d.polls < 2) {
+            rounds += 1;
+            assert!(rounds < 200, "the released disk's answer never arrived");
+            p.poll_at(10.0 + rounds as f64, Arc::new(NoHostIo));
+        }
+        let h = p.ata_disk("sdb").expect("listed");
+        assert!(h.up, "answered once released");
+        assert!(h.poll_errors.get(page::TIMEOUT).copied().unwrap_or(0) >= 3);
+        let text = crate::metrics::encode_text(&crate::metrics::health::families(&p.snapshot()))
+            .expect("encode");
+        assert!(
+            text.contains("nvsoak_health_poll_errors_total{device=\"sdb\",log=\"timeout\"}"),
+            "{text}"
+        );
+        assert!(text.contains("nvsoak_health_device_poll_duration_seconds{device=\"sda\"}"));
     }
 
     #[test]

@@ -191,12 +191,12 @@ impl DeviceHealth {
         u64::try_from(cap).unwrap_or(u64::MAX)
     }
 
-    pub(super) fn fail(&mut self, page: &'static str, e: &NvmeError) {
+    fn fail(&mut self, page: &'static str, e: &NvmeError) {
         self.failed(page, e.to_string(), e.is_permission());
     }
 
     /// A failure that is not an NVMe error (a poll that timed out).
-    pub(super) fn fail_with(&mut self, page: &'static str, msg: String) {
+    fn fail_with(&mut self, page: &'static str, msg: String) {
         self.failed(page, msg, false);
     }
 
@@ -214,6 +214,45 @@ impl DeviceHealth {
             self.last_by_page.insert(page, msg.clone());
         }
         self.last_error = Some(msg);
+    }
+}
+
+impl super::inflight::Polled for DeviceHealth {
+    fn present(&self) -> bool {
+        self.present
+    }
+    fn set_down(&mut self) {
+        self.up = false;
+    }
+    fn still_running(&mut self, secs: f64) {
+        self.up = false;
+        self.poll_duration_seconds = Some(secs);
+        *self.poll_errors.entry(page::TIMEOUT).or_insert(0) += 1;
+        let msg = super::inflight::running_message(&self.name, secs);
+        // Logged when the poll first overruns, not at every poll while it hangs.
+        if !self.last_by_page.contains_key(page::TIMEOUT) {
+            tracing::warn!("{msg}");
+            self.last_by_page.insert(page::TIMEOUT, msg.clone());
+        }
+        self.last_error = Some(msg);
+    }
+    fn thread_failed(&mut self) {
+        self.up = false;
+        let msg = format!("health: {}: the poll thread failed", self.name);
+        self.fail_with(page::TIMEOUT, msg);
+    }
+    fn same_drive(&self, answer: &Self) -> bool {
+        self.serial == answer.serial || self.serial.is_empty() || self.id.is_none()
+    }
+    fn carry_into(&self, answer: &mut Self) {
+        answer.present = self.present;
+        if !answer.present {
+            answer.up = false;
+        }
+        if let Some(&n) = self.poll_errors.get(page::TIMEOUT) {
+            answer.poll_errors.insert(page::TIMEOUT, n);
+        }
+        answer.last_by_page.remove(page::TIMEOUT);
     }
 }
 
@@ -458,6 +497,28 @@ fn derive_device(d: &mut DeviceHealth, now: f64, host: &[HostIo], ratings: &Rati
     d.derived.throttle = d.throttle.update(sample).clone();
 }
 
+/// Open controller `c` and poll it into `d`, timing the poll (run on the controller's own
+/// thread by `health::inflight`).
+fn poll_opened(
+    opener: &Opener,
+    c: &Controller,
+    d: &mut DeviceHealth,
+    now: f64,
+    host: &dyn HostIoSource,
+    ratings: &RatingContext,
+) {
+    let started = Instant::now();
+    match opener(c) {
+        Ok(t) => poll_device(t.as_ref(), d, now, host, ratings),
+        Err(e) => {
+            d.up = false;
+            d.fail(page::OPEN, &e);
+        }
+    }
+    d.poll_duration_seconds = Some(started.elapsed().as_secs_f64());
+    d.polls += 1;
+}
+
 /// Read every page of one controller once, with fresh state (for `nvsoak health` and tests).
 pub fn poll_once(
     t: &dyn AdminTransport,
@@ -489,7 +550,7 @@ pub struct Poller {
     filter: Option<Filter>,
     ratings: Arc<RatingContext>,
     devices: BTreeMap<String, DeviceHealth>,
-    inflight: super::inflight::InFlight,
+    inflight: super::inflight::InFlight<DeviceHealth>,
     controllers: BTreeMap<String, Controller>,
     last_rescan: Option<Instant>,
     polls: u64,
@@ -661,15 +722,18 @@ impl Poller {
             self.rescan();
         }
         let deadline = start + super::inflight::deadline_for(self.settings.poll_interval);
-        let ctx = super::inflight::PollContext {
-            opener: self.opener.clone(),
-            host: host.clone(),
-            ratings: self.ratings.clone(),
-            now,
+        let (opener, ratings) = (self.opener.clone(), self.ratings.clone());
+        let controllers = &self.controllers;
+        let h = host.clone();
+        let job = |name: &str| -> Option<super::inflight::Job<DeviceHealth>> {
+            let c = controllers.get(name)?.clone();
+            let (opener, ratings, host) = (opener.clone(), ratings.clone(), h.clone());
+            Some(Box::new(move |d: &mut DeviceHealth| {
+                poll_opened(&opener, &c, d, now, host.as_ref(), &ratings)
+            }))
         };
-        self.inflight
-            .dispatch(&mut self.devices, &self.controllers, &ctx, deadline);
-        self.ata.poll(now, host.as_ref(), &self.ratings);
+        self.inflight.dispatch(&mut self.devices, &job, deadline);
+        self.ata.poll(now, host, self.ratings.clone(), deadline);
         self.polls += 1;
         self.last_duration = Some(start.elapsed().as_secs_f64());
         self.last_timestamp = Some(unix_now());

@@ -41,6 +41,14 @@ pub(super) fn disk(f: &mut F, d: &AtaHealth) {
             d.poll_errors.get(p).copied().unwrap_or(0) as f64,
         );
     }
+    if let Some(secs) = d.poll_duration_seconds {
+        f.gauge(
+            "nvsoak_health_device_poll_duration_seconds",
+            super::health::DEVICE_POLL_DURATION_HELP,
+            &l,
+            secs,
+        );
+    }
     for what in [feature::SMART, feature::SMART_STATUS, feature::DEVSTAT] {
         f.gauge(
             "ata_feature_supported",

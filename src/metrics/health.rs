@@ -11,7 +11,9 @@ use crate::nvme::log::smart::{CRITICAL_WARNING_BITS, SmartLog};
 
 const POLLED: &str = "As of the latest background health poll.";
 
-pub(super) const POLL_ERRORS_HELP: &str = "Failed admin commands by device and log page (NVMe: open, identify, identify_ns, smart, error, fw_slot, ocp, temp_threshold, timeout (a poll not answered within its deadline); ATA: open, identify, smart, smart_status, devstat); a failed page keeps its last values.";
+pub(super) const POLL_ERRORS_HELP: &str = "Failed admin commands by device and log page (NVMe: open, identify, identify_ns, smart, error, fw_slot, ocp, temp_threshold; ATA: open, identify, smart, smart_status, devstat; both: timeout, a poll not answered within its deadline); a failed page keeps its last values.";
+
+pub(super) const DEVICE_POLL_DURATION_HELP: &str = "How long this drive's latest poll took; while a poll runs past its deadline (half the poll interval, at most 10 s), how long it has been running.";
 
 fn help(text: &str) -> String {
     format!("{text} {POLLED}")
@@ -123,7 +125,7 @@ fn device(f: &mut F, d: &DeviceHealth) {
     if let Some(secs) = d.poll_duration_seconds {
         f.gauge(
             "nvsoak_health_device_poll_duration_seconds",
-            "How long this controller's latest poll took; while a poll runs past its deadline (half the poll interval, at most 10 s), how long it has been running.",
+            DEVICE_POLL_DURATION_HELP,
             &l,
             secs,
         );
