@@ -21,40 +21,12 @@ use std::time::{Duration, Instant};
 
 use nvsoak::health::poller::Opener;
 use nvsoak::nvme::AdminTransport;
-use nvsoak::nvme::cmd::{OPC_GET_FEATURES, OPC_GET_LOG_PAGE, OPC_IDENTIFY};
 use nvsoak::nvme::discover::Controller;
-use nvsoak::nvme::replay::{ReplayTransport, Reply};
 
-use common::{free_port, http_get, nvme_fixture};
+use common::{fake_ctrl, free_port, http_get, replay_drive};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn add_ctrl(root: &Path, name: &str, serial: &str) {
-    let dir = root.join("class/nvme").join(name);
-    std::fs::create_dir_all(dir.join(format!("{name}n1"))).expect("mkdir");
-    std::fs::write(dir.join("serial"), format!("{serial}\n")).expect("write");
-    std::fs::write(dir.join("model"), "FLEETTEST 3.84TB\n").expect("write");
-    std::fs::write(dir.join("firmware_rev"), "FW1\n").expect("write");
-    std::fs::write(dir.join(format!("{name}n1/nsid")), "1\n").expect("write");
-}
-
-/// A replayed controller; `critical_warning` replaces byte 0 of the SMART log.
-fn replay(dev: &str, critical_warning: u8) -> Arc<ReplayTransport> {
-    let t = ReplayTransport::new(dev);
-    let page = |n: &str| Reply::Data(nvme_fixture(n), 0);
-    let mut smart = nvme_fixture("smart.bin");
-    smart[0] = critical_warning;
-    t.on_loose(OPC_IDENTIFY, 0x01, page("id-ctrl.bin"));
-    t.on_loose(OPC_IDENTIFY, 0x00, page("id-ns.bin"));
-    t.on_loose(OPC_IDENTIFY, 0x17, Reply::Data(vec![0; 4096], 0));
-    t.on_loose(OPC_GET_LOG_PAGE, 0x02, Reply::Data(smart, 0));
-    t.on_loose(OPC_GET_LOG_PAGE, 0x01, page("error.bin"));
-    t.on_loose(OPC_GET_LOG_PAGE, 0x03, page("fw-slot.bin"));
-    t.on_loose(OPC_GET_LOG_PAGE, 0xc0, page("ocp-c0.bin"));
-    t.on_loose(OPC_GET_FEATURES, 0x04, Reply::Data(vec![], 343));
-    Arc::new(t)
 }
 
 /// A Prometheus server, killed on drop.
@@ -186,10 +158,10 @@ fn rack_prometheus_remote_writes_drives_and_alerts_to_the_centre() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let sysfs = dir.path().join("sys");
-    add_ctrl(&sysfs, "nvme0", "FLEET0");
-    add_ctrl(&sysfs, "nvme1", "FLEET1");
-    let clean = replay("/dev/nvme0", 0);
-    let warned = replay("/dev/nvme1", 0x02); // temperature above threshold
+    fake_ctrl(&sysfs, "nvme0", "FLEET0", "FLEETTEST 3.84TB");
+    fake_ctrl(&sysfs, "nvme1", "FLEET1", "FLEETTEST 3.84TB");
+    let clean = replay_drive("/dev/nvme0", None, Some(0));
+    let warned = replay_drive("/dev/nvme1", None, Some(0x02)); // temperature above threshold
     let opener: Opener = Arc::new(move |c: &Controller| {
         let t = if c.name == "nvme1" { &warned } else { &clean };
         Ok(Box::new(Arc::clone(t)) as Box<dyn AdminTransport>)

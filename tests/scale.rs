@@ -18,11 +18,9 @@ use std::time::{Duration, Instant};
 
 use nvsoak::health::poller::Opener;
 use nvsoak::nvme::AdminTransport;
-use nvsoak::nvme::cmd::{OPC_GET_FEATURES, OPC_GET_LOG_PAGE, OPC_IDENTIFY};
 use nvsoak::nvme::discover::Controller;
-use nvsoak::nvme::replay::{ReplayTransport, Reply};
 
-use common::{Sample, free_port, http_get, nvme_fixture, parse_metrics};
+use common::{Sample, fake_ctrl, free_port, http_get, parse_metrics, replay_drive};
 
 const DRIVES: usize = 32;
 const TARGETS: usize = 32;
@@ -30,33 +28,6 @@ const TARGETS: usize = 32;
 /// target, histograms' buckets included.
 const BUDGET_PER_DRIVE: usize = 120;
 const BUDGET_PER_TARGET: usize = 150;
-
-fn add_ctrl(root: &Path, name: &str, serial: &str) {
-    let dir = root.join("class/nvme").join(name);
-    std::fs::create_dir_all(dir.join(format!("{name}n1"))).expect("mkdir");
-    std::fs::write(dir.join("serial"), format!("{serial}\n")).expect("write");
-    std::fs::write(dir.join("model"), "SCALETEST 3.84TB\n").expect("write");
-    std::fs::write(dir.join("firmware_rev"), "FW1\n").expect("write");
-    std::fs::write(dir.join(format!("{name}n1/nsid")), "1\n").expect("write");
-}
-
-/// A replayed controller answering with its own serial (Identify Controller bytes 4..23).
-fn replay(dev: &str, serial: &str) -> Arc<ReplayTransport> {
-    let t = ReplayTransport::new(dev);
-    let page = |n: &str| Reply::Data(nvme_fixture(n), 0);
-    let mut id = nvme_fixture("id-ctrl.bin");
-    let sn = format!("{serial:<20}");
-    id[4..24].copy_from_slice(&sn.as_bytes()[..20]);
-    t.on_loose(OPC_IDENTIFY, 0x01, Reply::Data(id, 0));
-    t.on_loose(OPC_IDENTIFY, 0x00, page("id-ns.bin"));
-    t.on_loose(OPC_IDENTIFY, 0x17, Reply::Data(vec![0; 4096], 0));
-    t.on_loose(OPC_GET_LOG_PAGE, 0x02, page("smart.bin"));
-    t.on_loose(OPC_GET_LOG_PAGE, 0x01, page("error.bin"));
-    t.on_loose(OPC_GET_LOG_PAGE, 0x03, page("fw-slot.bin"));
-    t.on_loose(OPC_GET_LOG_PAGE, 0xc0, page("ocp-c0.bin"));
-    t.on_loose(OPC_GET_FEATURES, 0x04, Reply::Data(vec![], 343));
-    Arc::new(t)
-}
 
 fn config(port: u16, dir: &Path) -> String {
     let mut c = format!(
@@ -161,8 +132,11 @@ fn one_daemon_holds_a_full_chassis() {
     let mut transports = BTreeMap::new();
     for i in 0..DRIVES {
         let (name, serial) = (format!("nvme{i}"), format!("SCALE{i:04}"));
-        add_ctrl(&sysfs, &name, &serial);
-        transports.insert(name.clone(), replay(&format!("/dev/{name}"), &serial));
+        fake_ctrl(&sysfs, &name, &serial, "SCALETEST 3.84TB");
+        transports.insert(
+            name.clone(),
+            replay_drive(&format!("/dev/{name}"), Some(&serial), Some(0)),
+        );
     }
     let opener: Opener = Arc::new(move |c: &Controller| {
         let t = transports

@@ -368,17 +368,46 @@ pub fn nvme_fixture(name: &str) -> Vec<u8> {
 /// A replayed controller answering every command the poller sends with the hand-built pages
 /// (OCP C0h included, temperature threshold 343 K).
 pub fn handbuilt_replay() -> std::sync::Arc<nvsoak::nvme::replay::ReplayTransport> {
+    replay_drive("/dev/nvme0", None, None)
+}
+
+/// [`handbuilt_replay`] for controller `dev`, answering Identify with `serial` (bytes 4..23)
+/// when given, and with `critical_warning` in SMART byte 0 when given.
+pub fn replay_drive(
+    dev: &str,
+    serial: Option<&str>,
+    critical_warning: Option<u8>,
+) -> std::sync::Arc<nvsoak::nvme::replay::ReplayTransport> {
     use nvsoak::nvme::cmd::{OPC_GET_FEATURES, OPC_GET_LOG_PAGE, OPC_IDENTIFY};
     use nvsoak::nvme::replay::{ReplayTransport, Reply};
-    let t = ReplayTransport::new("/dev/nvme0");
+    let t = ReplayTransport::new(dev);
     let page = |n: &str| Reply::Data(nvme_fixture(n), 0);
-    t.on_loose(OPC_IDENTIFY, 0x01, page("id-ctrl.bin"));
+    let mut id = nvme_fixture("id-ctrl.bin");
+    if let Some(sn) = serial {
+        let sn = format!("{sn:<20}");
+        id[4..24].copy_from_slice(&sn.as_bytes()[..20]);
+    }
+    let mut smart = nvme_fixture("smart.bin");
+    if let Some(w) = critical_warning {
+        smart[0] = w;
+    }
+    t.on_loose(OPC_IDENTIFY, 0x01, Reply::Data(id, 0));
     t.on_loose(OPC_IDENTIFY, 0x00, page("id-ns.bin"));
     t.on_loose(OPC_IDENTIFY, 0x17, Reply::Data(vec![0; 4096], 0));
-    t.on_loose(OPC_GET_LOG_PAGE, 0x02, page("smart.bin"));
+    t.on_loose(OPC_GET_LOG_PAGE, 0x02, Reply::Data(smart, 0));
     t.on_loose(OPC_GET_LOG_PAGE, 0x01, page("error.bin"));
     t.on_loose(OPC_GET_LOG_PAGE, 0x03, page("fw-slot.bin"));
     t.on_loose(OPC_GET_LOG_PAGE, 0xc0, page("ocp-c0.bin"));
     t.on_loose(OPC_GET_FEATURES, 0x04, Reply::Data(vec![], 343));
     std::sync::Arc::new(t)
+}
+
+/// A controller `name` (one namespace, nsid 1) in a fake sysfs tree at `root`.
+pub fn fake_ctrl(root: &std::path::Path, name: &str, serial: &str, model: &str) {
+    let dir = root.join("class/nvme").join(name);
+    std::fs::create_dir_all(dir.join(format!("{name}n1"))).expect("mkdir");
+    std::fs::write(dir.join("serial"), format!("{serial}\n")).expect("write");
+    std::fs::write(dir.join("model"), format!("{model}\n")).expect("write");
+    std::fs::write(dir.join("firmware_rev"), "FW1\n").expect("write");
+    std::fs::write(dir.join(format!("{name}n1/nsid")), "1\n").expect("write");
 }
