@@ -1,6 +1,6 @@
 //! Polled completions (`engine = "io_uring_poll"`, fio's `hipri`) on the emulated NVMe
 //! namespace, with the guest's driver given a poll queue (`nvme.poll_queues=1`): the soak runs,
-//! counts its operations and verifies clean, and its completions raise (almost) no interrupts on
+//! counts its operations, verifies clean, agrees with the drive's data units written, and its completions raise (almost) no interrupts on
 //! the controller's I/O queues, where the same soak on the interrupt path raises them by the
 //! thousand. Without poll queues (a guest booted without the parameter) the engine refuses with
 //! the reason, and so does check-config.
@@ -16,7 +16,8 @@ listen = "127.0.0.1:9757"
 [state]
 dir = "/tmp/state-{name}"
 [health]
-enabled = false
+enabled = true
+poll_interval = "1s"
 [[target]]
 name = "{name}"
 path = "/dev/nvme0n1"
