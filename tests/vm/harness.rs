@@ -531,6 +531,9 @@ pub struct Drive {
     pub image: Option<PathBuf>,
     /// Contents of a blkdebug config; the drive is then `blkdebug` over the image.
     pub blkdebug: Option<String>,
+    /// Extra properties appended to this controller's `-device nvme,...` (for example
+    /// `bus=dn1` or `subsys=ss0`), each starting with a comma.
+    pub props: String,
 }
 
 impl Drive {
@@ -541,6 +544,7 @@ impl Drive {
             size: 256 << 20,
             image: None,
             blkdebug: None,
+            props: String::new(),
         }
     }
 }
@@ -573,6 +577,12 @@ pub struct VmSpec {
     pub ata: Option<AtaDrive>,
     /// Extra kernel command-line parameters (e.g. `nvme.poll_queues=1`).
     pub append: String,
+    /// The QEMU machine type (`-M`), for example `q35` for PCIe root ports and switches;
+    /// QEMU's default when `None` (an ATA disk forces `pc`).
+    pub machine: Option<String>,
+    /// Extra QEMU arguments, placed before the drives (for example the `-device` lines of
+    /// root ports, a PCIe switch or an `nvme-subsys`).
+    pub extra_args: Vec<String>,
 }
 
 impl VmSpec {
@@ -586,6 +596,8 @@ impl VmSpec {
             memory_mb: 1024,
             ata: None,
             append: String::new(),
+            machine: None,
+            extra_args: Vec::new(),
         }
     }
 }
@@ -863,6 +875,13 @@ impl Vm {
             "-qmp".into(),
             format!("unix:{},server,nowait", qmp_path.display()),
         ];
+        if let Some(m) = &spec.machine {
+            if spec.ata.is_none() {
+                args.push("-M".into());
+                args.push(m.clone());
+            }
+        }
+        args.extend(spec.extra_args.iter().cloned());
         let mut images = BTreeMap::new();
         for d in &spec.drives {
             let img = match &d.image {
@@ -907,7 +926,10 @@ impl Vm {
                 }
             };
             args.push("-device".into());
-            args.push(format!("nvme,id={},serial={},drive={node}", d.id, d.serial));
+            args.push(format!(
+                "nvme,id={},serial={},drive={node}{}",
+                d.id, d.serial, d.props
+            ));
             images.insert(d.id.clone(), img);
         }
         if let Some(a) = &spec.ata {
