@@ -9,6 +9,7 @@
 //! Architecture Invariant: `nvme::identify` and `nvme::log` never perform I/O, and `ioctl.rs` is
 //! the only file here with `unsafe` code.
 
+pub mod caps;
 pub mod cmd;
 pub mod discover;
 pub mod features;
@@ -17,6 +18,7 @@ pub mod ioctl;
 pub mod log;
 pub mod ratings;
 pub mod replay;
+pub mod steps;
 
 /// One admin command, as the dwords the controller sees. The data buffer is passed separately.
 #[derive(Debug, Clone, PartialEq, Eq)]
