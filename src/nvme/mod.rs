@@ -10,6 +10,7 @@
 //! the only file here with `unsafe` code.
 
 pub mod caps;
+pub mod claimed;
 pub mod cmd;
 pub mod discover;
 pub mod features;
