@@ -95,6 +95,17 @@ impl StepOutcome {
     }
 }
 
+/// Whether the results already record a completed purge for this phase of this loop of the
+/// plan: a resumed plan never erases the drive twice.
+pub fn purge_completed(steps: &[StepOutcome], phase_index: usize, loop_count: u64) -> bool {
+    steps.iter().any(|s| {
+        s.kind == "purge"
+            && s.phase_index == phase_index
+            && s.loop_count == loop_count
+            && s.status == StepStatus::Passed
+    })
+}
+
 /// The margin a self-test gets beyond the controller's estimate: a quarter of it, at least
 /// 5 minutes.
 pub fn self_test_margin(expected: Duration) -> Duration {
@@ -157,6 +168,30 @@ pub fn plan_line(p: &PhaseSpec) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_completed_purge_is_found_for_its_phase_and_loop_only() {
+        let rec = |phase_index, loop_count, kind: &str, status| StepOutcome {
+            phase_index,
+            loop_count,
+            kind: kind.into(),
+            status,
+            ..Default::default()
+        };
+        let steps = vec![
+            rec(0, 0, "purge", StepStatus::Passed),
+            rec(2, 0, "purge", StepStatus::Error),
+            rec(3, 0, "self-test", StepStatus::Passed),
+        ];
+        assert!(purge_completed(&steps, 0, 0));
+        assert!(!purge_completed(&steps, 0, 1), "the next loop purges again");
+        assert!(
+            !purge_completed(&steps, 2, 0),
+            "a failed purge is run again"
+        );
+        assert!(!purge_completed(&steps, 3, 0), "a self-test is not a purge");
+        assert!(!purge_completed(&[], 0, 0));
+    }
 
     #[test]
     fn self_test_waits() {

@@ -233,3 +233,75 @@ emit results /tmp/nvsoak-state/results/ns.json
         "the ext4 image changed"
     );
 }
+
+/// A restart never purges twice: the daemon purges, moves on to a soak over the first half of
+/// the namespace and is stopped; 1 MiB of pattern written past the soak's region then survives
+/// the resumed run, whose results still hold the one purge.
+#[test]
+fn a_resumed_plan_does_not_purge_again() {
+    let _ = crate::require_vm!();
+    let cfg = r#"[state]
+dir = "/tmp/nvsoak-state"
+[health]
+enabled = false
+[[target]]
+name = "ns"
+path = "/dev/nvme0n1"
+allow_destroy = "SOAK0001"
+region = "50%"
+[[target.phase]]
+kind = "purge"
+method = "format-user-data"
+[[target.phase]]
+kind = "soak"
+job = { name = "w", read = 0, bs = "4k", access = "random", iodepth = 4, workers = 1 }
+duration = "10m"
+"#;
+    let script = r#"
+wait_for /dev/nvme0n1 10 || echo 'no /dev/nvme0n1'
+# waits up to 60 s for PATTERN in FILE
+wait_grep() { i=0; while ! grep -q "$1" "$2" 2>/dev/null; do i=$((i+1)); [ $i -gt 600 ] && return 1; sleep 0.1; done; }
+start_daemon /etc/nvsoak.toml
+wait_grep '"status": *"passed"' /tmp/nvsoak-state/results/ns.json || echo 'no purge recorded'
+wait_grep 'phase 2 (soak) started' /tmp/daemon.log || echo 'no soak'
+stop_daemon first
+dd if=/etc/pat of=/dev/nvme0n1 bs=1M seek=200 count=1 conv=fsync 2>/dev/null
+start_daemon /etc/nvsoak.toml
+wait_grep 'phase 2 (soak) ' /tmp/daemon.log || echo 'no resumed soak'
+stop_daemon second
+dd if=/dev/nvme0n1 bs=1M skip=200 count=1 2>/dev/null | tr -d '\000' | wc -c > /tmp/kept
+emit kept /tmp/kept
+emit results /tmp/nvsoak-state/results/ns.json
+"#;
+    let mut spec = VmSpec::new("steps-resume", script);
+    spec.files
+        .insert("/etc/nvsoak.toml".into(), cfg.as_bytes().to_vec());
+    spec.files.insert("/etc/pat".into(), vec![PATTERN; 1 << 20]);
+    let mut vm = Vm::boot(&spec);
+    let first = vm.wait_result("first", Duration::from_secs(120));
+    let second = vm.wait_result("second", Duration::from_secs(120));
+    let kept = vm.wait_ok("kept", Duration::from_secs(60)).stdout_str();
+    let results = vm.wait_ok("results", Duration::from_secs(30));
+    vm.finish(Duration::from_secs(30));
+    let (first, second) = (first.stdout_str(), second.stdout_str());
+    assert!(first.contains("purge format-user-data: passed"), "{first}");
+    assert!(
+        second.contains("phase 2 (soak) ")
+            && !second.contains("purge started")
+            && !second.contains("phase 1 (purge)"),
+        "the resumed run goes straight to its soak: {second}"
+    );
+    assert_eq!(
+        kept.trim(),
+        (1u64 << 20).to_string(),
+        "the pattern survived"
+    );
+    let r: Value = serde_json::from_slice(&results.stdout)
+        .unwrap_or_else(|e| panic!("results file: {e}: {}", results.stdout_str()));
+    let purges: Vec<&Value> = r["qualification_steps"]
+        .as_array()
+        .map(|a| a.iter().filter(|s| s["kind"] == "purge").collect())
+        .unwrap_or_default();
+    assert_eq!(purges.len(), 1, "{r}");
+    assert_eq!(purges[0]["status"], "passed");
+}

@@ -24,7 +24,7 @@ use crate::nvme::steps::{
 use crate::nvme::{NvmeError, identify};
 use crate::workload::scheduler::{RunError, Runner, now_unix};
 use crate::workload::spec::PhaseSpec;
-use crate::workload::steps::{StepOutcome, StepStatus, self_test_wait};
+use crate::workload::steps::{StepOutcome, StepStatus, purge_completed, self_test_wait};
 
 /// Between two reads of a progress log.
 const POLL: Duration = Duration::from_secs(2);
@@ -116,12 +116,11 @@ impl Runner {
     fn purge(&mut self, method: PurgeMethod, timeout: Duration) -> Result<(), RunError> {
         let mut o = self.step_outcome("purge", method.name());
         o.waited_limit_secs = timeout.as_secs_f64();
-        if self.results.qualification_steps.iter().any(|s| {
-            s.kind == "purge"
-                && s.phase_index == o.phase_index
-                && s.loop_count == o.loop_count
-                && s.status == StepStatus::Passed
-        }) {
+        if purge_completed(
+            &self.results.qualification_steps,
+            o.phase_index,
+            o.loop_count,
+        ) {
             tracing::info!(target_name = %self.spec.name, method = method.name(),
                 "purge already completed in this phase (results file); not run again");
             return Ok(());
