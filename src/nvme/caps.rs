@@ -115,7 +115,14 @@ mod tests {
 
     #[test]
     fn controller_step_fields() {
-        let c = parse_ctrl_caps(&testdata::id_ctrl_steps()).expect("parse");
+        const HANDBUILT: &[u8] =
+            include_bytes!("../../tests/fixtures/nvme/handbuilt/id-ctrl-steps.bin");
+        assert_eq!(
+            HANDBUILT,
+            testdata::id_ctrl_steps().as_slice(),
+            "fixture drifted"
+        );
+        let c = parse_ctrl_caps(HANDBUILT).expect("parse");
         assert_eq!(c.oacs, 0x001a);
         assert_eq!(c.edstt_minutes, 37);
         assert_eq!(c.dsto, 1);

@@ -69,6 +69,12 @@ pub fn parse(b: &[u8]) -> Result<SanitizeStatus, ParseError> {
 
 #[cfg(test)]
 pub(crate) mod testdata {
+    /// The checked-in fixture: in progress at a quarter, 3 overwrite passes, global data
+    /// erased, SCDW10 0x213, estimates 7200 / 180 / 9 s.
+    pub fn status() -> Vec<u8> {
+        page(0x4000, 2 | (3 << 3) | 0x100, 0x0000_0213)
+    }
+
     pub fn page(progress: u16, sstat: u16, cdw10: u32) -> Vec<u8> {
         let mut b = vec![0u8; super::LEN];
         b[0..2].copy_from_slice(&progress.to_le_bytes());
@@ -88,7 +94,10 @@ mod tests {
     #[test]
     fn parses_every_field() {
         // In progress (2), 3 overwrite passes done, global data erased.
-        let s = parse(&testdata::page(0x4000, 2 | (3 << 3) | 0x100, 0x0000_0213)).expect("parse");
+        const HANDBUILT: &[u8] =
+            include_bytes!("../../../tests/fixtures/nvme/handbuilt/sanitize.bin");
+        assert_eq!(HANDBUILT, testdata::status().as_slice(), "fixture drifted");
+        let s = parse(HANDBUILT).expect("parse");
         assert_eq!(s.progress, 0x4000);
         assert!((s.fraction() - 0.25).abs() < 1e-9);
         assert_eq!(s.state, SanitizeState::InProgress);

@@ -179,7 +179,14 @@ mod tests {
 
     #[test]
     fn parses_a_failed_extended_test_with_every_field() {
-        let l = parse(&testdata::failed_extended()).expect("parse");
+        const HANDBUILT: &[u8] =
+            include_bytes!("../../../tests/fixtures/nvme/handbuilt/self-test.bin");
+        assert_eq!(
+            HANDBUILT,
+            testdata::failed_extended().as_slice(),
+            "fixture drifted"
+        );
+        let l = parse(HANDBUILT).expect("parse");
         assert!(!l.in_progress());
         assert_eq!(l.results.len(), 2);
         let n = l.newest().expect("newest");
