@@ -172,6 +172,11 @@ fn phase(out: &mut String, j: usize, p: &PhaseSpec) {
                 job(out, "      ", jb);
             }
         }
+        PhaseSpec::Purge { .. } | PhaseSpec::SelfTest { .. } => {
+            if let Some(line) = crate::workload::steps::plan_line(p) {
+                let _ = writeln!(out, "    phase[{j}] {line}");
+            }
+        }
     }
 }
 

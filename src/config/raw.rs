@@ -189,6 +189,10 @@ pub struct RawPhase {
     pub max_duration: Option<Scalar>,
     pub point_duration: Option<Scalar>,
     pub points: Option<Vec<Scalar>>,
+    // Purge and self-test.
+    pub method: Option<String>,
+    pub test: Option<String>,
+    pub timeout: Option<Scalar>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -77,7 +77,7 @@ fn target_families(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {
     );
     let mut phase = Family::gauge(
         "nvsoak_phase_info",
-        "Current phase (precondition, sweep, soak) and profile of each target; value is always 1.",
+        "Current phase (precondition, sweep, soak, purge, self-test) and profile (for a purge its method, for a self-test short or extended) of each target; value is always 1.",
     );
     let mut running = Family::gauge(
         "nvsoak_phase_running",

@@ -66,6 +66,15 @@ impl IoctlTransport {
         })
     }
 
+    /// A controller device the caller opened (and checked) itself.
+    pub fn from_file(file: File, path: &Path) -> Self {
+        IoctlTransport {
+            file,
+            path: path.to_path_buf(),
+            timeout_ms: 10_000,
+        }
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -9,6 +9,8 @@
 //! Architecture Invariant: `nvme::identify` and `nvme::log` never perform I/O, and `ioctl.rs` is
 //! the only file here with `unsafe` code.
 
+pub mod caps;
+pub mod claimed;
 pub mod cmd;
 pub mod discover;
 pub mod features;
@@ -17,6 +19,7 @@ pub mod ioctl;
 pub mod log;
 pub mod ratings;
 pub mod replay;
+pub mod steps;
 
 /// One admin command, as the dwords the controller sees. The data buffer is passed separately.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,13 +243,19 @@ mod fixtures {
     #[test]
     fn handbuilt_fixtures_match_their_generators() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nvme/handbuilt");
-        let pages: [(&str, Vec<u8>); 6] = [
+        let pages: [(&str, Vec<u8>); 9] = [
             ("id-ctrl.bin", super::identify::testdata::id_ctrl()),
             ("id-ns.bin", super::identify::testdata::id_ns()),
             ("smart.bin", super::log::smart::testdata::smart()),
             ("error.bin", super::log::error::testdata::error_log()),
             ("fw-slot.bin", super::log::fwslot::testdata::fw_slot()),
             ("ocp-c0.bin", super::log::ocp::testdata::ocp()),
+            ("id-ctrl-steps.bin", super::caps::testdata::id_ctrl_steps()),
+            (
+                "self-test.bin",
+                super::log::selftest::testdata::failed_extended(),
+            ),
+            ("sanitize.bin", super::log::sanitize::testdata::status()),
         ];
         let update = std::env::var_os("NVSOAK_UPDATE_FIXTURES").is_some();
         for (name, bytes) in pages {

@@ -1,7 +1,7 @@
 //! A transport for tests: canned responses keyed by the command's dwords, and a record of every
 //! command sent, so tests assert what would reach the controller (libnvme `test/ioctl/logs.c`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use super::{AdminCmd, AdminTransport, NvmeError};
@@ -29,6 +29,8 @@ struct Inner {
     replies: HashMap<ReplayKey, Reply>,
     /// Replies matched on the opcode and the low byte of cdw10 (CNS, LID or FID) alone.
     loose: HashMap<(u8, u8), Reply>,
+    /// Replies given in turn to the exact command; the last one repeats.
+    seq: HashMap<ReplayKey, VecDeque<Reply>>,
     sent: Vec<AdminCmd>,
 }
 
@@ -62,6 +64,13 @@ impl ReplayTransport {
         self
     }
 
+    /// Answer the exact command with `replies` in turn (a controller whose state changes,
+    /// e.g. a self-test's progress); the last reply repeats. Checked before [`Self::on`].
+    pub fn on_seq(&self, cmd: &AdminCmd, replies: Vec<Reply>) -> &Self {
+        self.lock().seq.insert(key_of(cmd), replies.into());
+        self
+    }
+
     /// Every command sent so far, oldest first.
     pub fn sent(&self) -> Vec<AdminCmd> {
         self.lock().sent.clone()
@@ -80,11 +89,20 @@ impl AdminTransport for ReplayTransport {
     fn admin(&self, cmd: &AdminCmd, data: &mut [u8]) -> Result<u32, NvmeError> {
         let mut inner = self.lock();
         inner.sent.push(cmd.clone());
-        let reply = inner
-            .replies
-            .get(&key_of(cmd))
-            .or_else(|| inner.loose.get(&(cmd.opcode, (cmd.cdw10 & 0xff) as u8)))
-            .cloned();
+        let from_seq = inner.seq.get_mut(&key_of(cmd)).and_then(|q| {
+            if q.len() > 1 {
+                q.pop_front()
+            } else {
+                q.front().cloned()
+            }
+        });
+        let reply = from_seq.or_else(|| {
+            inner
+                .replies
+                .get(&key_of(cmd))
+                .or_else(|| inner.loose.get(&(cmd.opcode, (cmd.cdw10 & 0xff) as u8)))
+                .cloned()
+        });
         drop(inner);
         match reply {
             Some(Reply::Data(bytes, dw0)) => {

@@ -10,5 +10,6 @@ pub mod results;
 pub mod scheduler;
 pub mod spec;
 pub mod steady;
+pub mod steps;
 pub mod verify_log;
 pub mod worker;

@@ -41,6 +41,9 @@ pub struct TargetResults {
     pub sweeps: Vec<SweepResult>,
     pub steady: Vec<SteadyOutcome>,
     pub soak: Option<SoakSummary>,
+    /// The purges and self-tests the plan ran, in order (`workload::steps`).
+    #[serde(default)]
+    pub qualification_steps: Vec<crate::workload::steps::StepOutcome>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -185,6 +185,18 @@ pub enum PhaseSpec {
         rotate: Option<Duration>,
         steady: SteadyConfig,
     },
+    /// Erase the namespace before testing (SNIA PTS purge): Format NVM with a secure erase or a
+    /// Sanitize, waiting at most `timeout`.
+    Purge {
+        method: crate::nvme::steps::PurgeMethod,
+        timeout: Duration,
+    },
+    /// A device self-test (short or extended), waiting at most `timeout` when set, else the
+    /// controller's own estimate plus a margin.
+    SelfTest {
+        test: crate::nvme::steps::SelfTestKind,
+        timeout: Option<Duration>,
+    },
 }
 
 impl PhaseSpec {
@@ -193,6 +205,8 @@ impl PhaseSpec {
             PhaseSpec::Precondition { .. } => "precondition",
             PhaseSpec::Sweep { .. } => "sweep",
             PhaseSpec::Soak { .. } => "soak",
+            PhaseSpec::Purge { .. } => "purge",
+            PhaseSpec::SelfTest { .. } => "self-test",
         }
     }
 }

@@ -49,6 +49,8 @@ mod shipped;
 /// Start-up order: busy port, bad certificate, FIFO web config exit before any file; check-config
 /// checks the web config.
 mod startup;
+/// Purge and self-test on a loop device: claimed, refused as not NVMe, recorded.
+mod steps;
 /// Data verification end to end: corruption, misdirected and lost writes injected into a
 /// running soak's target file; no false mismatches across clean runs and kill -9 restarts.
 mod verify;

@@ -33,6 +33,8 @@ mod qmp;
 /// SATA: an emulated ATA disk behind libata's ata_piix, nvsoak against smartctl, the daemon
 /// polling it while it soaks the disk.
 mod sata;
+/// Issue 17: purge by Format NVM (erased, refused like writes), self-test not supported.
+mod steps;
 /// O_DIRECT on tmpfs under Linux 6.1: refused with advice at start and by check-config.
 mod tmpfs;
 /// Scenarios 3 and 4: critical warning bits through QMP and Set Features.

@@ -10,6 +10,7 @@ mod job;
 mod phase;
 mod scalar;
 mod settings;
+mod steps;
 mod target;
 mod values;
 

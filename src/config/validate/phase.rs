@@ -18,6 +18,8 @@ pub(super) enum Kind {
     Precondition,
     Sweep,
     Soak,
+    Purge,
+    SelfTest,
 }
 
 pub(super) fn kind_name(k: Kind) -> &'static str {
@@ -25,6 +27,8 @@ pub(super) fn kind_name(k: Kind) -> &'static str {
         Kind::Precondition => "precondition",
         Kind::Sweep => "sweep",
         Kind::Soak => "soak",
+        Kind::Purge => "purge",
+        Kind::SelfTest => "self-test",
     }
 }
 
@@ -32,7 +36,7 @@ pub(super) fn kind_name(k: Kind) -> &'static str {
 type Rule = (&'static str, bool, &'static [Kind], &'static str);
 
 /// Every phase key that applies to some kinds only.
-fn applicability(p: &RawPhase) -> [Rule; 16] {
+fn applicability(p: &RawPhase) -> [Rule; 19] {
     use Kind::*;
     [
         ("profile", p.profile.is_some(), &[Sweep, Soak], ""),
@@ -101,6 +105,9 @@ fn applicability(p: &RawPhase) -> [Rule; 16] {
         ("max_duration", p.max_duration.is_some(), &[Sweep], ""),
         ("point_duration", p.point_duration.is_some(), &[Sweep], ""),
         ("points", p.points.is_some(), &[Sweep], ""),
+        ("method", p.method.is_some(), &[Purge], ""),
+        ("test", p.test.is_some(), &[SelfTest], ""),
+        ("timeout", p.timeout.is_some(), &[Purge, SelfTest], ""),
     ]
 }
 
@@ -246,15 +253,24 @@ pub(super) fn phase(key: &str, p: &RawPhase, stats_interval: Duration) -> R<Phas
                 ("precondition", Kind::Precondition),
                 ("sweep", Kind::Sweep),
                 ("soak", Kind::Soak),
+                ("purge", Kind::Purge),
+                ("self-test", Kind::SelfTest),
             ],
         )?,
-        None => return bad(join(key, "kind"), "missing: precondition, sweep or soak"),
+        None => {
+            return bad(
+                join(key, "kind"),
+                "missing: precondition, sweep, soak, purge or self-test",
+            );
+        }
     };
     check_applicable(key, p, kind)?;
     match kind {
         Kind::Precondition => precondition(key, p),
         Kind::Sweep => sweep(key, p),
         Kind::Soak => soak(key, p, stats_interval),
+        Kind::Purge => super::steps::purge(key, p),
+        Kind::SelfTest => super::steps::self_test(key, p),
     }
 }
 

@@ -44,6 +44,7 @@ fn max_block(phases: &[PhaseSpec]) -> (u64, usize) {
             PhaseSpec::Soak { jobs, .. } => {
                 jobs.iter().map(|j| j.bs.max() as u64).max().unwrap_or(0)
             }
+            PhaseSpec::Purge { .. } | PhaseSpec::SelfTest { .. } => 0,
         };
         if b > best.0 {
             best = (b, j);
@@ -90,6 +91,14 @@ pub(super) fn target(i: usize, t: &RawTarget, stats_interval: Duration) -> R<Tar
     };
     let loop_phases = t.loop_phases.unwrap_or(false);
     let phases = phases(&key, t, stats_interval, loop_phases)?;
+    super::steps::check_target(
+        &key,
+        is_block,
+        allow_destroy.is_some(),
+        verify,
+        loop_phases,
+        &phases,
+    )?;
     if let Some(bytes) = size {
         check_region_fits(&key, bytes, region, &phases)?;
     }

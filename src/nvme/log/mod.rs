@@ -5,6 +5,8 @@
 pub mod error;
 pub mod fwslot;
 pub mod ocp;
+pub mod sanitize;
+pub mod selftest;
 pub mod smart;
 
 /// The NSID for controller-wide log pages.

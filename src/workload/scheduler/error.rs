@@ -25,6 +25,9 @@ pub enum RunError {
     Worker(#[from] WorkerError),
     #[error("worker thread panicked")]
     WorkerPanicked,
+    /// A qualification step (purge) refused or failed: the plan does not go on without it.
+    #[error("{0}")]
+    Step(String),
     /// The operating system refused a worker thread.
     #[error("spawning worker thread failed: {0}")]
     Spawn(std::io::Error),

@@ -342,6 +342,7 @@ fn check_verify_block_sizes(spec: &TargetSpec) -> Result<(), TargetError> {
                     sizes.extend(j.bs.entries.iter().map(|e| e.0));
                 }
             }
+            PhaseSpec::Purge { .. } | PhaseSpec::SelfTest { .. } => {}
         }
     }
     if let Some(bad) = sizes

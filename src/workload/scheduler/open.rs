@@ -209,5 +209,8 @@ pub fn plan_writes(spec: &TargetSpec) -> bool {
         PhaseSpec::Precondition { .. } => true,
         PhaseSpec::Sweep { job, .. } => job.read_pct < 100,
         PhaseSpec::Soak { jobs, .. } => jobs.iter().any(|j| j.read_pct < 100),
+        // A purge erases: it is claimed exactly as a write is.
+        PhaseSpec::Purge { .. } => true,
+        PhaseSpec::SelfTest { .. } => false,
     })
 }

@@ -25,6 +25,7 @@ fn job_names(phase: &PhaseSpec) -> Vec<String> {
         PhaseSpec::Precondition { .. } => vec!["precondition".to_string()],
         PhaseSpec::Sweep { job, .. } => vec![job.name.clone()],
         PhaseSpec::Soak { jobs, .. } => jobs.iter().map(|j| j.name.clone()).collect(),
+        PhaseSpec::Purge { .. } | PhaseSpec::SelfTest { .. } => Vec::new(),
     }
 }
 
@@ -87,6 +88,8 @@ fn outcome(phase: &PhaseSpec, v: &TargetView) -> String {
                 parts.join("; ")
             }
         }
+        // The step's own outcome replaces this (`phase_ended`).
+        PhaseSpec::Purge { .. } | PhaseSpec::SelfTest { .. } => String::new(),
     }
 }
 
@@ -126,6 +129,8 @@ impl Runner {
             );
             (outcome(phase, v), read_b, write_b, errors, ops)
         });
+        let line = crate::workload::scheduler::phase::steps::end_line(self, start.index, phase)
+            .unwrap_or(line);
         let secs = start.at.elapsed().as_secs_f64();
         if matches!(phase, PhaseSpec::Soak { .. }) {
             let rec = crate::workload::results::SoakPhase {

@@ -12,6 +12,7 @@ use crate::workload::spec::PhaseSpec;
 
 pub mod precondition;
 pub mod soak;
+pub mod steps;
 pub mod sweep;
 
 /// Where the checkpoint says a phase got to, for the phase it names.
@@ -78,6 +79,14 @@ pub(crate) fn for_spec(spec: &PhaseSpec) -> Box<dyn Phase> {
             left: *duration,
             rotate: *rotate,
             steady: steady.clone(),
+        }),
+        PhaseSpec::Purge { method, timeout } => Box::new(steps::Purge {
+            method: *method,
+            timeout: *timeout,
+        }),
+        PhaseSpec::SelfTest { test, timeout } => Box::new(steps::SelfTest {
+            test: *test,
+            timeout: *timeout,
         }),
     }
 }
