@@ -37,6 +37,10 @@ pub struct DriveTracking {
     /// label: from the opened device node at start, then from the health poller's mapping of
     /// the target to a controller (the one mapping both use), so `/dev/disk/by-id` paths join.
     pub controller: Option<String>,
+    /// Critical-warning bits seen set at any poll of this run (OR), for the verdict's gate.
+    pub warning_seen: u8,
+    /// Highest composite temperature seen at any poll of this run, kelvin (0: none).
+    pub temperature_max_kelvin: u16,
 }
 
 /// What the drive bookkeeping needs to know of its target.
@@ -143,6 +147,13 @@ impl DriveTracking {
             capacity,
         );
         f.device = d.name.clone();
+        self.warning_seen |= latest.smart.critical_warning;
+        self.temperature_max_kelvin = self.temperature_max_kelvin.max(latest.smart.temperature);
+        f.critical_warning_seen |= self.warning_seen;
+        f.temperature_max_kelvin = f
+            .temperature_max_kelvin
+            .max(Some(self.temperature_max_kelvin))
+            .filter(|k| *k > 0);
         self.identity = Some(DeviceIdentity {
             controller: d.name.clone(),
             model: d.model.clone(),

@@ -41,6 +41,10 @@ pub struct TargetResults {
     pub sweeps: Vec<SweepResult>,
     pub steady: Vec<SteadyOutcome>,
     pub soak: Option<SoakSummary>,
+    /// The pass/fail verdict as of this write (final once the plan has ended); files written
+    /// before verdicts existed have none.
+    #[serde(default)]
+    pub verdict: Option<crate::verdict::Verdict>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -217,6 +221,10 @@ pub struct DriveSoak {
     pub available_spare_latest: u8,
     pub available_spare_threshold: u8,
     pub critical_warning_latest: u8,
+    /// Every critical-warning bit seen set at any poll of the period (OR of the polls).
+    pub critical_warning_seen: u8,
+    /// Highest composite temperature seen at any poll of the period, kelvin.
+    pub temperature_max_kelvin: Option<u16>,
     /// Some counter went backwards between the two reads.
     pub counter_went_backwards: bool,
     /// nvsoak's own I/O between the two reads.
@@ -350,6 +358,8 @@ pub fn drive_soak(
         available_spare_latest: l.avail_spare,
         available_spare_threshold: l.spare_thresh,
         critical_warning_latest: l.critical_warning,
+        critical_warning_seen: s.critical_warning | l.critical_warning,
+        temperature_max_kelvin: Some(s.temperature.max(l.temperature)).filter(|k| *k > 0),
         counter_went_backwards: backwards,
         nvsoak_written_bytes,
         nvsoak_read_bytes: hd(|h| h.read_bytes),
