@@ -452,6 +452,14 @@ pub fn archive(state_dir: &Path, target: &str, why: &str) -> Option<PathBuf> {
     if std::fs::symlink_metadata(&path).is_err() {
         return None;
     }
+    // The run's OCPTV record goes aside with it.
+    let ocptv = crate::verdict::ocptv::ocptv_path(state_dir, target);
+    if std::fs::symlink_metadata(&ocptv).is_ok()
+        && let Err(e) = crate::state::move_file_aside(&ocptv, why)
+    {
+        tracing::error!(target_name = %target, path = %ocptv.display(), error = %e,
+            "could not move the earlier OCPTV record aside");
+    }
     match crate::state::move_file_aside(&path, why) {
         Ok(to) => {
             tracing::warn!(target_name = %target, results = %path.display(),
@@ -483,7 +491,11 @@ pub fn archive_all(
     let mut paths: Vec<PathBuf> = rd
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file())
+        .filter(|p| {
+            (p.extension().is_some_and(|x| x == "json")
+                || p.to_str().is_some_and(|s| s.ends_with(".ocptv.jsonl")))
+                && p.is_file()
+        })
         .collect();
     paths.sort();
     let mut moved = Vec::new();
