@@ -500,3 +500,22 @@ fn old_results_files_load_without_a_verdict_and_new_ones_round_trip() {
     assert_eq!(back.verdict, r.verdict);
     assert!(text.contains("\"gate\":\"critical_warning\""), "{text}");
 }
+
+#[test]
+fn describe_lists_the_gates_on_and_off() {
+    let d = describe(&GateSettings::default());
+    assert!(
+        d.starts_with("verify_errors <= 0, io_errors <= 0, media_errors <= 0"),
+        "{d}"
+    );
+    assert!(d.contains("temperature <= 74.85 °C"), "{d}");
+    assert!(d.ends_with("; off: rated_iops, sub_1ms_iops"), "{d}");
+    let g = GateSettings {
+        max_io_errors: None,
+        strict: true,
+        ..Default::default()
+    };
+    let d = describe(&g);
+    assert!(d.contains("off: io_errors, rated_iops"), "{d}");
+    assert!(d.ends_with("strict (a gate not evaluated fails)"), "{d}");
+}

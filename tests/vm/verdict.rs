@@ -82,7 +82,8 @@ fn a_clean_soak_on_the_emulated_nvme_passes_with_exit_0() {
         assert_eq!(gate(&v, g)["state"], "pass", "{g}: {}", gate(&v, g));
     }
     // QEMU 7.2's composite temperature is a fixed 323 K.
-    assert_eq!(gate(&v, "temperature")["value"], json!(323.0 - 273.15));
+    let t = gate(&v, "temperature")["value"].as_f64();
+    assert!(t.is_some_and(|c| (c - 49.85).abs() < 1e-9), "{t:?}");
     let end = &ocptv.last().cloned().unwrap_or(Value::Null)["testRunArtifact"]["testRunEnd"];
     assert_eq!(end["result"], "PASS", "{ocptv:?}");
     assert!(log.contains("verdict") && log.contains("PASS"), "{log}");
