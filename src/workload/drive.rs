@@ -72,6 +72,9 @@ impl DriveTracking {
         });
         self.host_at_soak_start = st.host_at_soak_start;
         self.episodes_carried = st.drive_throttle_episodes;
+        // A warning or a peak seen before the restart still counts for the verdict.
+        self.warning_seen = st.drive_warning_seen;
+        self.temperature_max_kelvin = st.drive_temperature_max_kelvin;
     }
 
     /// The soak-start SMART log as the checkpoint stores it.
@@ -387,6 +390,31 @@ mod tests {
         );
         assert_eq!(st.host_at_soak_start, Some(base));
         assert_eq!(st.drive_throttle_episodes, 3);
+    }
+
+    #[test]
+    fn a_warning_and_the_peak_temperature_seen_before_a_restart_survive_it() {
+        let mut d = DriveTracking {
+            warning_seen: 0x04,
+            temperature_max_kelvin: 351,
+            ..Default::default()
+        };
+        let mut st = crate::state::TargetState::new("t", "/dev/x");
+        st.drive_warning_seen = d.warning_seen;
+        st.drive_temperature_max_kelvin = d.temperature_max_kelvin;
+        let json = serde_json::to_string(&st).expect("ser");
+        let back: crate::state::TargetState = serde_json::from_str(&json).expect("de");
+        d = DriveTracking::default();
+        d.restore("t", &back);
+        assert_eq!((d.warning_seen, d.temperature_max_kelvin), (0x04, 351));
+        // A checkpoint from before these fields loads with none seen.
+        let mut v: serde_json::Value = serde_json::from_str(&json).expect("value");
+        if let Some(m) = v.as_object_mut() {
+            m.remove("drive_warning_seen");
+            m.remove("drive_temperature_max_kelvin");
+        }
+        let old: crate::state::TargetState = serde_json::from_value(v).expect("old loads");
+        assert_eq!(old.drive_warning_seen, 0);
     }
 
     #[test]

@@ -370,6 +370,8 @@ impl TargetShared {
             st.smart_at_soak_start = d.smart_at_soak_start_json();
             st.host_at_soak_start = d.host_at_soak_start;
             st.drive_throttle_episodes = d.episodes();
+            st.drive_warning_seen = d.warning_seen;
+            st.drive_temperature_max_kelvin = d.temperature_max_kelvin;
         });
         if let Some(v) = &f.verify {
             st.totals.verify_errors = v.counters.total();
