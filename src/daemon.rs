@@ -14,6 +14,7 @@ use anyhow::{Context, Result};
 use crate::config::Settings;
 use crate::health::HostIoSource;
 use crate::metrics::workload::{DaemonInfo, SoakTotals};
+use crate::verdict::exit::RunOutcome;
 use crate::workload::scheduler::{self, RunOptions, SharedSnapshot, TargetHandle};
 
 /// What the HTTP server asks of the daemon.
@@ -110,6 +111,7 @@ impl DaemonApp {
         fams.extend(crate::metrics::state::families(
             &self.checkpoint_stats.snapshot(),
         ));
+        fams.extend(crate::metrics::verdict::families_of(&snaps));
         if let Some(h) = &self.health {
             fams.extend(crate::metrics::health::families(&h.snapshot()));
         }
@@ -368,8 +370,9 @@ impl Default for HealthWiring {
     }
 }
 
-/// Run the daemon until SIGTERM/SIGINT (or, with `exit_when_done`, until the plan ends).
-pub fn run(settings: Settings, flags: RunFlags) -> Result<()> {
+/// Run the daemon until SIGTERM/SIGINT (or, with `exit_when_done`, until the plan ends, then
+/// judge the targets' verdicts: [`crate::verdict::exit`]).
+pub fn run(settings: Settings, flags: RunFlags) -> Result<RunOutcome> {
     run_with(settings, flags, HealthWiring::default())
 }
 
@@ -742,7 +745,7 @@ async fn event_loop(
     flags: &RunFlags,
     app: &Arc<DaemonApp>,
     saver: &mut CheckpointSaver,
-) -> Vec<String> {
+) -> Option<Vec<String>> {
     let Signals {
         mut sigterm,
         mut sigint,
@@ -786,12 +789,35 @@ async fn event_loop(
                             stopped_on_error.len()
                         );
                     }
-                    return stopped_on_error;
+                    return Some(stopped_on_error);
                 }
             }
         }
     }
-    Vec::new()
+    None
+}
+
+/// The run's outcome from each target's verdict (see [`crate::verdict::exit`]); each verdict
+/// is logged.
+fn judge(targets: &TargetList, stopped_on_error: &[String]) -> RunOutcome {
+    let list: Vec<_> = targets
+        .get()
+        .iter()
+        .map(|s| {
+            let name = s.fixed.name.clone();
+            let verdict = s.view(|v| v.verdict.clone());
+            if let Some(v) = &verdict {
+                tracing::info!(target_name = %name, verdict = v.headline(),
+                    failed = %v.failed_summary().join("; "), "verdict");
+            }
+            let prefix = format!("{name}: ");
+            let stopped = stopped_on_error
+                .iter()
+                .find_map(|e| e.strip_prefix(&prefix).map(str::to_string));
+            (name, verdict, stopped)
+        })
+        .collect();
+    crate::verdict::exit::outcome(&list)
 }
 
 /// Shutdown: stop and drain the targets, the final poll, the final checkpoint (after the save
@@ -816,7 +842,7 @@ async fn shut_down(
 /// [`run`] with the health poller's sysfs root and transport chosen by the caller: the
 /// integration tests run the whole daemon in-process on a fake sysfs tree with replayed log
 /// pages. Installs the SIGTERM/SIGINT/SIGHUP handlers of the calling process.
-pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Result<()> {
+pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Result<RunOutcome> {
     let (prepared, runtime, mut st) = start_up(&settings, &wiring)?;
     if let Some(p) = flags.config_path.as_deref() {
         tracing::debug!(config = %p.display(), "SIGHUP reloads this config file");
@@ -840,16 +866,13 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
             pending: None,
         };
         let app = serving.app.clone();
-        let stopped_on_error = event_loop(signals, &mut st, &flags, &app, &mut saver).await;
+        let done = event_loop(signals, &mut st, &flags, &app, &mut saver).await;
         shut_down(&mut st, serving, &mut saver, &state_dir).await;
-        if !stopped_on_error.is_empty() {
-            anyhow::bail!(
-                "--exit-when-done: {} target(s) stopped on an error instead of finishing the plan ({})",
-                stopped_on_error.len(),
-                stopped_on_error.join("; ")
-            );
-        }
-        Ok::<(), anyhow::Error>(())
+        // Judged after the final poll folded the last drive figures into the verdicts.
+        Ok::<RunOutcome, anyhow::Error>(match done {
+            Some(stopped_on_error) => judge(&st.targets, &stopped_on_error),
+            None => RunOutcome::Stopped,
+        })
     });
     runtime.shutdown_timeout(Duration::from_millis(500));
     result

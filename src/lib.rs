@@ -17,4 +17,5 @@ pub mod state;
 pub mod stats;
 pub mod units;
 pub mod util;
+pub mod verdict;
 pub mod workload;

@@ -31,7 +31,9 @@ enum Cmd {
         #[arg(long = "web.config.file")]
         web_config: Option<PathBuf>,
         /// Exit once every target's plan has finished (default: keep serving /metrics until
-        /// SIGTERM).
+        /// SIGTERM), with the verdict as the exit status: 0 every target PASSed, 2 a target
+        /// FAILed a gate, 3 a target stopped before the end of its plan with no gate failed
+        /// (INCOMPLETE), 1 nvsoak itself failed (config, start-up).
         #[arg(long)]
         exit_when_done: bool,
     },

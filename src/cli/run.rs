@@ -33,7 +33,7 @@ pub fn main(
             "no --config: running the built-in default (4k-random-read soak on a 1 GiB file in the state directory)"
         );
     }
-    crate::daemon::run(
+    let outcome = crate::daemon::run(
         settings,
         crate::daemon::RunFlags {
             exit_when_done,
@@ -41,7 +41,11 @@ pub fn main(
             overrides,
         },
     )?;
-    Ok(ExitCode::SUCCESS)
+    // --exit-when-done: 0 PASS, 2 FAIL, 3 INCOMPLETE (1 stays nvsoak's own errors).
+    if let Some(m) = outcome.message() {
+        eprintln!("nvsoak: {m}");
+    }
+    Ok(ExitCode::from(outcome.code()))
 }
 
 /// Logs go to stderr (the journal under systemd), coloured only on a terminal. `RUST_LOG` wins

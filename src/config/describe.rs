@@ -230,6 +230,12 @@ fn target(out: &mut String, t: &TargetSpec) {
         yes(t.force_overwrite_signatures)
     );
     let _ = writeln!(out, "    {:<26} {}", "loop", yes(t.loop_phases));
+    let _ = writeln!(
+        out,
+        "    {:<26} {}",
+        "gates",
+        crate::verdict::describe(&t.gates)
+    );
     for (j, p) in t.phases.iter().enumerate() {
         phase(out, j, p);
     }

@@ -389,6 +389,7 @@ pub fn builtin_default() -> Settings {
                 },
             ],
             loop_phases: false,
+            gates: Default::default(),
         }],
     }
 }

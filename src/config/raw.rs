@@ -89,6 +89,30 @@ pub struct RawConfig {
     pub default_target: Option<bool>,
     #[serde(default)]
     pub target: Vec<RawTarget>,
+    /// Pass/fail gates for every target (`[target.gates]` overrides them per key).
+    #[serde(default)]
+    pub gates: Option<RawGates>,
+}
+
+/// `[gates]` and `[target.gates]`: each key a limit, or `false` to turn the gate off.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGates {
+    pub strict: Option<Scalar>,
+    pub verify_errors: Option<Scalar>,
+    pub io_errors: Option<Scalar>,
+    pub media_errors: Option<Scalar>,
+    pub error_log_entries: Option<Scalar>,
+    pub critical_warning: Option<Scalar>,
+    pub self_test: Option<Scalar>,
+    pub max_temperature: Option<Scalar>,
+    pub min_available_spare: Option<Scalar>,
+    pub max_percentage_used: Option<Scalar>,
+    pub accounting_tolerance: Option<Scalar>,
+    pub link: Option<Scalar>,
+    pub ocp_panics: Option<Scalar>,
+    pub min_rated_iops: Option<Scalar>,
+    pub min_sub_1ms_iops: Option<Scalar>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -162,6 +186,9 @@ pub struct RawTarget {
     pub loop_phases: Option<bool>,
     #[serde(default)]
     pub phase: Vec<RawPhase>,
+    /// Per-target gates, over `[gates]`.
+    #[serde(default)]
+    pub gates: Option<RawGates>,
 }
 
 #[derive(Debug, Default, Deserialize)]

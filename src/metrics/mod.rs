@@ -7,6 +7,7 @@
 mod ata;
 pub mod health;
 pub mod state;
+pub mod verdict;
 pub mod workload;
 
 use prometheus::proto::{

@@ -605,6 +605,7 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
         esc(&report.nvsoak_version),
         esc(&report.frontier_basis)
     ));
+    h.push_str(&super::verdict::html(report));
     if let Some(b) = &report.batch {
         h.push_str(&super::batch::html(b));
     }

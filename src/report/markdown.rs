@@ -51,6 +51,7 @@ pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, Strin
         report.nvsoak_version,
         report.frontier_basis
     ));
+    md.push_str(&super::verdict::markdown(report));
     if let Some(b) = &report.batch {
         md.push_str(&super::batch::markdown(b));
     }

@@ -21,6 +21,7 @@ pub mod history;
 pub mod html;
 pub mod markdown;
 pub mod status;
+pub mod verdict;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -223,6 +224,9 @@ pub struct Report {
     /// Drives grouped by model and capacity, for reports over many drives or hosts.
     #[serde(default)]
     pub batch: Option<batch::Batch>,
+    /// Drives passed and failed, per model and firmware, and the failing gates ranked.
+    #[serde(default, rename = "yield")]
+    pub yield_summary: Option<verdict::Yield>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -242,6 +246,9 @@ pub struct DriveReport {
     pub sweeps: Vec<SweepReport>,
     pub steady: Vec<SteadyOutcome>,
     pub soak: Option<SoakFigures>,
+    /// The pass/fail verdict the results file records (none in files from before verdicts).
+    #[serde(default)]
+    pub verdict: Option<crate::verdict::Verdict>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -384,6 +391,7 @@ fn build_inner(
                 )
             }),
             rated,
+            verdict: r.verdict.clone(),
         });
     }
     let mut by_profile: BTreeMap<String, Vec<(String, CurvePoint, Option<CurvePoint>)>> =
@@ -417,8 +425,10 @@ fn build_inner(
         drives,
         comparisons,
         batch: None,
+        yield_summary: None,
     };
     report.batch = batch::batch(&report);
+    report.yield_summary = Some(verdict::yield_of(&report));
     report
 }
 

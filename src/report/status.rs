@@ -274,6 +274,7 @@ pub fn render_status(
     let now = history.latest().unwrap_or(0.0);
     let mut h = String::new();
     page_head(&mut h);
+    h.push_str(&super::verdict::status_html(targets));
     h.push_str("<h2>Targets</h2>\n");
     if targets.is_empty() {
         h.push_str("<p class=\"muted\">No targets configured.</p>\n");

@@ -119,6 +119,12 @@ pub struct TargetState {
     /// Throttling episodes the poller saw on the target's drive during the soak so far.
     #[serde(default)]
     pub drive_throttle_episodes: u64,
+    /// Critical-warning bits seen set at any poll of the soak so far (the verdict's gate).
+    #[serde(default)]
+    pub drive_warning_seen: u8,
+    /// Highest composite temperature seen during the soak so far, kelvin (0: none).
+    #[serde(default)]
+    pub drive_temperature_max_kelvin: u16,
     /// The verify writer seed of this soak (kept so a restart recognises its own blocks).
     #[serde(default)]
     pub verify_seed: Option<u64>,
@@ -265,6 +271,8 @@ impl TargetState {
             smart_at_soak_start: None,
             host_at_soak_start: None,
             drive_throttle_episodes: 0,
+            drive_warning_seen: 0,
+            drive_temperature_max_kelvin: 0,
             verify_seed: None,
             genmap: None,
             precondition: None,

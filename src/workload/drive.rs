@@ -37,6 +37,10 @@ pub struct DriveTracking {
     /// label: from the opened device node at start, then from the health poller's mapping of
     /// the target to a controller (the one mapping both use), so `/dev/disk/by-id` paths join.
     pub controller: Option<String>,
+    /// Critical-warning bits seen set at any poll of this run (OR), for the verdict's gate.
+    pub warning_seen: u8,
+    /// Highest composite temperature seen at any poll of this run, kelvin (0: none).
+    pub temperature_max_kelvin: u16,
 }
 
 /// What the drive bookkeeping needs to know of its target.
@@ -68,6 +72,9 @@ impl DriveTracking {
         });
         self.host_at_soak_start = st.host_at_soak_start;
         self.episodes_carried = st.drive_throttle_episodes;
+        // A warning or a peak seen before the restart still counts for the verdict.
+        self.warning_seen = st.drive_warning_seen;
+        self.temperature_max_kelvin = st.drive_temperature_max_kelvin;
     }
 
     /// The soak-start SMART log as the checkpoint stores it.
@@ -143,6 +150,13 @@ impl DriveTracking {
             capacity,
         );
         f.device = d.name.clone();
+        self.warning_seen |= latest.smart.critical_warning;
+        self.temperature_max_kelvin = self.temperature_max_kelvin.max(latest.smart.temperature);
+        f.critical_warning_seen |= self.warning_seen;
+        f.temperature_max_kelvin = f
+            .temperature_max_kelvin
+            .max(Some(self.temperature_max_kelvin))
+            .filter(|k| *k > 0);
         self.identity = Some(DeviceIdentity {
             controller: d.name.clone(),
             model: d.model.clone(),
@@ -376,6 +390,31 @@ mod tests {
         );
         assert_eq!(st.host_at_soak_start, Some(base));
         assert_eq!(st.drive_throttle_episodes, 3);
+    }
+
+    #[test]
+    fn a_warning_and_the_peak_temperature_seen_before_a_restart_survive_it() {
+        let mut d = DriveTracking {
+            warning_seen: 0x04,
+            temperature_max_kelvin: 351,
+            ..Default::default()
+        };
+        let mut st = crate::state::TargetState::new("t", "/dev/x");
+        st.drive_warning_seen = d.warning_seen;
+        st.drive_temperature_max_kelvin = d.temperature_max_kelvin;
+        let json = serde_json::to_string(&st).expect("ser");
+        let back: crate::state::TargetState = serde_json::from_str(&json).expect("de");
+        d = DriveTracking::default();
+        d.restore("t", &back);
+        assert_eq!((d.warning_seen, d.temperature_max_kelvin), (0x04, 351));
+        // A checkpoint from before these fields loads with none seen.
+        let mut v: serde_json::Value = serde_json::from_str(&json).expect("value");
+        if let Some(m) = v.as_object_mut() {
+            m.remove("drive_warning_seen");
+            m.remove("drive_temperature_max_kelvin");
+        }
+        let old: crate::state::TargetState = serde_json::from_value(v).expect("old loads");
+        assert_eq!(old.drive_warning_seen, 0);
     }
 
     #[test]

@@ -44,6 +44,10 @@ pub struct TargetResults {
     /// The purges and self-tests the plan ran, in order (`workload::steps`).
     #[serde(default)]
     pub qualification_steps: Vec<crate::workload::steps::StepOutcome>,
+    /// The pass/fail verdict as of this write (final once the plan has ended); files written
+    /// before verdicts existed have none.
+    #[serde(default)]
+    pub verdict: Option<crate::verdict::Verdict>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -220,6 +224,10 @@ pub struct DriveSoak {
     pub available_spare_latest: u8,
     pub available_spare_threshold: u8,
     pub critical_warning_latest: u8,
+    /// Every critical-warning bit seen set at any poll of the period (OR of the polls).
+    pub critical_warning_seen: u8,
+    /// Highest composite temperature seen at any poll of the period, kelvin.
+    pub temperature_max_kelvin: Option<u16>,
     /// Some counter went backwards between the two reads.
     pub counter_went_backwards: bool,
     /// nvsoak's own I/O between the two reads.
@@ -353,6 +361,8 @@ pub fn drive_soak(
         available_spare_latest: l.avail_spare,
         available_spare_threshold: l.spare_thresh,
         critical_warning_latest: l.critical_warning,
+        critical_warning_seen: s.critical_warning | l.critical_warning,
+        temperature_max_kelvin: Some(s.temperature.max(l.temperature)).filter(|k| *k > 0),
         counter_went_backwards: backwards,
         nvsoak_written_bytes,
         nvsoak_read_bytes: hd(|h| h.read_bytes),
@@ -445,6 +455,14 @@ pub fn archive(state_dir: &Path, target: &str, why: &str) -> Option<PathBuf> {
     if std::fs::symlink_metadata(&path).is_err() {
         return None;
     }
+    // The run's OCPTV record goes aside with it.
+    let ocptv = crate::verdict::ocptv::ocptv_path(state_dir, target);
+    if std::fs::symlink_metadata(&ocptv).is_ok()
+        && let Err(e) = crate::state::move_file_aside(&ocptv, why)
+    {
+        tracing::error!(target_name = %target, path = %ocptv.display(), error = %e,
+            "could not move the earlier OCPTV record aside");
+    }
     match crate::state::move_file_aside(&path, why) {
         Ok(to) => {
             tracing::warn!(target_name = %target, results = %path.display(),
@@ -476,7 +494,11 @@ pub fn archive_all(
     let mut paths: Vec<PathBuf> = rd
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file())
+        .filter(|p| {
+            (p.extension().is_some_and(|x| x == "json")
+                || p.to_str().is_some_and(|s| s.ends_with(".ocptv.jsonl")))
+                && p.is_file()
+        })
         .collect();
     paths.sort();
     let mut moved = Vec::new();

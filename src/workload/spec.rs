@@ -235,4 +235,8 @@ pub struct TargetSpec {
     pub phases: Vec<PhaseSpec>,
     /// Run the phase list again from the start when it ends.
     pub loop_phases: bool,
+    /// Pass/fail gates of the verdict. Not part of the plan hash (changing a gate does not
+    /// start the plan over; a reload restarts the target, which resumes from its checkpoint).
+    #[serde(skip)]
+    pub gates: crate::verdict::GateSettings,
 }

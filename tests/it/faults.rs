@@ -677,15 +677,15 @@ fn read_errors_are_counted_per_errno_and_max_errors_stops_the_target() {
 struct AlignedBlock([u8; 4096]);
 
 /// A device-mapper device over a loop device whose middle maps to the `error` target.
-struct DmErrorDevice {
-    path: PathBuf,
+pub(crate) struct DmErrorDevice {
+    pub(crate) path: PathBuf,
     name: String,
     _loop: Loop,
     _dir: tempfile::TempDir,
 }
 
 impl DmErrorDevice {
-    fn new() -> Result<Self, String> {
+    pub(crate) fn new() -> Result<Self, String> {
         if !is_root() {
             return Err("losetup and dmsetup need root".into());
         }

@@ -20,7 +20,8 @@ mod daemon;
 mod drive_summary;
 /// Engines on real files: bytes, alignment, region bounds, rate limits.
 mod engine;
-/// `nvsoak run --exit-when-done`: exit status when a target stopped on an error.
+/// `nvsoak run --exit-when-done`: the verdict as the exit status (PASS 0, FAIL 2, INCOMPLETE 3),
+/// the verdict in the results file and the OCPTV record; I/O errors from a device-mapper range.
 mod exit_code;
 /// Faults and signals: SIGHUP reloads, a full file system, I/O errors from btrfs checksums and
 /// device-mapper, max_errors, and memory staying flat over a soak.

@@ -854,6 +854,10 @@ const AGREED_WORKLOAD: &[&str] = &[
     "nvsoak_http_auth_cache_hits_total",
     "nvsoak_http_auth_delayed_total",
     "nvsoak_http_auth_shed_total",
+    "nvsoak_qualification_passed",
+    "nvsoak_qualification_finished",
+    "nvsoak_qualification_evaluated_timestamp_seconds",
+    "nvsoak_qualification_gate_state",
 ];
 
 /// Series that need an NVMe controller (health log pages and what is derived from them); the VM
@@ -1169,6 +1173,7 @@ fn dashboards_and_rules_name_only_agreed_metrics() {
         "dashboards/rules/nvsoak-recording.yml",
         "dashboards/rules/nvsoak-alerts.yml",
         "dashboards/rules/nvsoak-ata-alerts.yml",
+        "dashboards/rules/nvsoak-verdict-alerts.yml",
     ] {
         for (name, expr) in rules(f) {
             queries.push(Query {

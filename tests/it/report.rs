@@ -1052,3 +1052,96 @@ fn the_soak_phase_is_recorded_apart_from_the_precondition() {
     let md = std::fs::read_to_string(&md_path).expect("markdown");
     assert!(md.contains("- phase 2, 4k-random-read: "), "{md}");
 }
+
+/// The verdict in headless Chromium: the recorded sweeps of two drives, one with I/O errors,
+/// each results file stamped with its verdict. The report opens with the verdict section (the
+/// yield first, then one row per drive, the FAIL in the failure colour with its gate and
+/// figure, the failing gates ranked), laid out with a real size, before any chart.
+#[test]
+#[ignore = "needs chromium; run by scripts/test-browser"]
+fn browser_shows_the_verdict_table_and_yield_first() {
+    let dir = shm_dir();
+    let mut from = vec!["--from".to_string()];
+    for (name, errors) in [("drive-a.json", 0u64), ("drive-b.json", 5)] {
+        let mut r: nvsoak::workload::results::TargetResults =
+            serde_json::from_slice(&std::fs::read(fixture(name)).expect("fixture"))
+                .expect("fixture JSON");
+        let soak = r.soak.get_or_insert_with(Default::default);
+        soak.errors = errors;
+        soak.verify_errors = 0;
+        nvsoak::verdict::stamp(
+            &mut r,
+            &nvsoak::verdict::GateSettings::default(),
+            &nvsoak::verdict::ExternalInputs::default(),
+            nvsoak::verdict::PlanState::Finished,
+            None,
+        );
+        let p = dir.path().join(name);
+        std::fs::write(&p, serde_json::to_vec(&r).expect("json")).expect("write");
+        from.push(p.display().to_string());
+    }
+    let html_path = dir.path().join("verdict.html");
+    let hs = html_path.display().to_string();
+    let out = report(&args_with(&from, &["--out", &hs]));
+    assert!(out.status.success(), "{out:?}");
+
+    let browser = Browser::start();
+    let mut cdp = browser.page();
+    let url = format!("file://{}", html_path.display());
+    let urls = cdp.load(&url);
+    assert_eq!(
+        urls,
+        vec![url.clone()],
+        "the report requested more than itself"
+    );
+    let probe = cdp.eval(
+        r#"(() => {
+            const sec = document.querySelector('#verdict');
+            const rect = sec.getBoundingClientRect();
+            const chart = document.querySelector('svg.chart');
+            const rows = [...document.querySelectorAll('table.verdicts tr')].slice(1)
+                .map(r => [...r.cells].map(c => c.textContent));
+            const gates = [...document.querySelectorAll('table.failing-gates tr')].slice(1)
+                .map(r => [...r.cells].map(c => c.textContent));
+            const fail = document.querySelector('td.verdict.bad');
+            const pass = document.querySelector('td.verdict.ok');
+            return JSON.stringify({
+                yield: document.querySelector('#yield').textContent,
+                rows, gates,
+                firstH2InVerdict: document.querySelector('h2').closest('#verdict') !== null,
+                height: rect.height, width: rect.width,
+                beforeChart: chart === null || rect.bottom <= chart.getBoundingClientRect().top,
+                failColor: getComputedStyle(fail).color,
+                passColor: getComputedStyle(pass).color,
+            });
+        })()"#,
+    );
+    let v: Value = serde_json::from_str(probe.as_str().expect("probe result")).expect("probe JSON");
+    assert_eq!(
+        v["yield"],
+        "Yield: 1 of 2 drive(s) passed (50 % of those decided), 1 failed."
+    );
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{v}");
+    let failed: Vec<&Value> = rows.iter().filter(|r| r[3] == "FAIL").collect();
+    assert_eq!(failed.len(), 1, "{v}");
+    assert_eq!(failed[0][4], "io_errors: 5 errors (at most 0)");
+    assert!(rows.iter().any(|r| r[3] == "PASS"), "{v}");
+    assert_eq!(v["gates"], json!([["io_errors", "1"]]));
+    assert_eq!(
+        v["firstH2InVerdict"], true,
+        "the verdict is the first section"
+    );
+    assert_eq!(v["beforeChart"], true, "{v}");
+    assert!(
+        v["height"].as_f64().is_some_and(|h| h > 50.0)
+            && v["width"].as_f64().is_some_and(|w| w > 200.0),
+        "{v}"
+    );
+    assert_eq!(
+        v["failColor"], "rgb(214, 39, 40)",
+        "FAIL in the failure colour"
+    );
+    assert_eq!(v["passColor"], "rgb(44, 160, 44)");
+    cdp.screenshot(&screenshot_dir().join("verdict.png"));
+}

@@ -37,5 +37,7 @@ mod sata;
 mod steps;
 /// O_DIRECT on tmpfs under Linux 6.1: refused with advice at start and by check-config.
 mod tmpfs;
+/// The verdict: a clean soak PASSes (exit 0), a critical warning through QMP FAILs it (exit 2).
+mod verdict;
 /// Scenarios 3 and 4: critical warning bits through QMP and Set Features.
 mod warn;

@@ -11,6 +11,7 @@ use super::super::{
     ConfigError, ExporterSettings, LogSettings, Settings, StateSettings, StatsSettings,
     builtin_default,
 };
+use super::gates::gates;
 use super::health::health;
 use super::scalar::{duration_in, integer, string};
 use super::target::{normalise, target};
@@ -167,13 +168,15 @@ fn targets(raw: &RawConfig, def: &Settings, dir: &Path, interval: Duration) -> R
     if raw.target.is_empty() {
         let mut t = def.targets[0].clone();
         t.path = dir.join("default-target.dat");
+        t.gates = gates(raw.gates.as_ref(), None, None)?;
         return Ok(vec![t]);
     }
     let mut out: Vec<TargetSpec> = Vec::new();
     let mut names: HashMap<String, usize> = HashMap::new();
     let mut paths: HashMap<PathBuf, usize> = HashMap::new();
     for (i, t) in raw.target.iter().enumerate() {
-        let spec = target(i, t, interval)?;
+        let mut spec = target(i, t, interval)?;
+        spec.gates = gates(raw.gates.as_ref(), t.gates.as_ref(), Some(i))?;
         if let Some(j) = names.insert(spec.name.clone(), i) {
             return bad(
                 format!("target[{i}].name"),

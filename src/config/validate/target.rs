@@ -116,6 +116,7 @@ pub(super) fn target(i: usize, t: &RawTarget, stats_interval: Duration) -> R<Tar
         max_errors,
         phases,
         loop_phases,
+        gates: Default::default(),
     })
 }
 

@@ -280,6 +280,7 @@ pub fn start(
         path: spec.path.display().to_string(),
         is_block,
         device_key: identity.as_ref().map(crate::state::device_key),
+        gates: spec.gates.clone(),
         ..Default::default()
     };
     if spec.verify != VerifyMode::Off {
@@ -312,6 +313,7 @@ pub fn start(
         identity,
         in_verify_pass: false,
         last_results_save: Instant::now(),
+        plan_state: crate::verdict::PlanState::Running,
         live,
     };
     let thread = std::thread::Builder::new()
@@ -378,7 +380,26 @@ pub fn refresh_results_drive(state_dir: &Path, target: &TargetShared) -> bool {
     if let Some(id) = identity {
         r.device = Some(id);
     }
-    crate::workload::results::save(state_dir, &r)
+    // The verdict again, with the final drive figures; the plan got as far as it said.
+    let (plan, reason) = r
+        .verdict
+        .as_ref()
+        .map_or((crate::verdict::PlanState::Interrupted, None), |v| {
+            (v.plan, v.stop_reason.clone())
+        });
+    let inputs = crate::verdict::ExternalInputs::from_results(&r);
+    crate::verdict::stamp(
+        &mut r,
+        &target.fixed.gates,
+        &inputs,
+        plan,
+        reason,
+    );
+    let verdict = r.verdict.clone();
+    target.update(|s| s.verdict = verdict);
+    let saved = crate::workload::results::save(state_dir, &r);
+    crate::verdict::ocptv::write(state_dir, &r);
+    saved
 }
 
 pub fn hostname() -> String {
@@ -410,6 +431,8 @@ pub(crate) struct Runner {
     /// Set while a `pass` verification sweep runs.
     in_verify_pass: bool,
     last_results_save: Instant,
+    /// How far the plan got, for the verdict (running until the plan loop ends).
+    plan_state: crate::verdict::PlanState,
     /// The snapshot's live counters, handed to each worker.
     live: Arc<crate::stats::live::LiveIo>,
 }
@@ -562,7 +585,15 @@ impl Runner {
             }
             tracing::info!(target_name = %self.spec.name, loop_count, "plan finished; looping");
         }
-        self.plan_ended(!self.stopping() && !failed, failed);
+        let finished = !self.stopping() && !failed;
+        self.plan_ended(finished, failed);
+        self.plan_state = if failed {
+            crate::verdict::PlanState::Stopped
+        } else if finished {
+            crate::verdict::PlanState::Finished
+        } else {
+            crate::verdict::PlanState::Interrupted
+        };
         self.finish();
     }
 
@@ -610,8 +641,22 @@ impl Runner {
         if let Some(id) = identity {
             self.results.device = Some(id);
         }
+        let reason = (self.plan_state == crate::verdict::PlanState::Stopped)
+            .then(|| self.snapshot.view(|v| v.stop_reason.clone()))
+            .flatten();
+        let inputs = crate::verdict::ExternalInputs::from_results(&self.results);
+        crate::verdict::stamp(
+            &mut self.results,
+            &self.spec.gates,
+            &inputs,
+            self.plan_state,
+            reason,
+        );
+        let verdict = self.results.verdict.clone();
+        self.snapshot.update(|s| s.verdict = verdict);
         self.last_results_save = Instant::now();
         crate::workload::results::save(&self.opts.state_dir, &self.results);
+        crate::verdict::ocptv::write(&self.opts.state_dir, &self.results);
     }
 }
 

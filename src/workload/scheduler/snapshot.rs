@@ -41,6 +41,8 @@ pub struct TargetFixed {
     /// Completed I/O of this run, summed from the workers' live counters at the moment of
     /// reading (the `jobs` totals lag by up to one stats interval). For the accounting check.
     pub live: Arc<crate::stats::live::LiveIo>,
+    /// The verdict's gates (the shutdown refresh of the results file re-evaluates them).
+    pub gates: crate::verdict::GateSettings,
 }
 
 /// The scrape view: what the runner updates every interval and at each phase change.
@@ -77,6 +79,8 @@ pub struct TargetView {
     pub precondition: Option<Arc<PrecondLive>>,
     /// The running sweep so far (set for the current phase only, once its maximum is known).
     pub sweep_progress: Option<SweepResult>,
+    /// The verdict as of the latest results write (final once the plan ended).
+    pub verdict: Option<crate::verdict::Verdict>,
 }
 
 /// A full copy of one target's three parts, for renderers that show everything (metrics, the
@@ -120,6 +124,8 @@ pub struct TargetSnapshot {
     pub live: Arc<crate::stats::live::LiveIo>,
     pub precondition: Option<Arc<PrecondLive>>,
     pub sweep_progress: Option<SweepResult>,
+    /// The verdict as of the latest results write.
+    pub verdict: Option<crate::verdict::Verdict>,
 }
 
 /// Live progress of a precondition phase: per worker stripe, the bytes of its sequential walk
@@ -341,6 +347,7 @@ impl TargetShared {
             live: f.live.clone(),
             precondition: v.precondition,
             sweep_progress: v.sweep_progress,
+            verdict: v.verdict,
         }
     }
 
@@ -363,6 +370,8 @@ impl TargetShared {
             st.smart_at_soak_start = d.smart_at_soak_start_json();
             st.host_at_soak_start = d.host_at_soak_start;
             st.drive_throttle_episodes = d.episodes();
+            st.drive_warning_seen = d.warning_seen;
+            st.drive_temperature_max_kelvin = d.temperature_max_kelvin;
         });
         if let Some(v) = &f.verify {
             st.totals.verify_errors = v.counters.total();
@@ -408,6 +417,7 @@ impl From<TargetSnapshot> for TargetShared {
                 device_key: s.device_key,
                 verify: s.verify,
                 live: s.live,
+                gates: Default::default(),
             },
             TargetView {
                 engine: s.engine,
@@ -430,6 +440,7 @@ impl From<TargetSnapshot> for TargetShared {
                 steady_history: s.steady_history,
                 precondition: s.precondition,
                 sweep_progress: s.sweep_progress,
+                verdict: s.verdict,
             },
             drive,
         )
