@@ -119,6 +119,10 @@ pub struct TargetState {
     /// Throttling episodes the poller saw on the target's drive during the soak so far.
     #[serde(default)]
     pub drive_throttle_episodes: u64,
+    /// A SATA disk's counters at soak start and the highest temperature seen since
+    /// (`workload::drive_ata::AtaBaseline` as JSON); NVMe drives use `smart_at_soak_start`.
+    #[serde(default)]
+    pub ata_at_soak_start: Option<serde_json::Value>,
     /// The verify writer seed of this soak (kept so a restart recognises its own blocks).
     #[serde(default)]
     pub verify_seed: Option<u64>,
@@ -265,6 +269,7 @@ impl TargetState {
             smart_at_soak_start: None,
             host_at_soak_start: None,
             drive_throttle_episodes: 0,
+            ata_at_soak_start: None,
             verify_seed: None,
             genmap: None,
             precondition: None,

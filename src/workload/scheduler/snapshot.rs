@@ -363,6 +363,7 @@ impl TargetShared {
             st.smart_at_soak_start = d.smart_at_soak_start_json();
             st.host_at_soak_start = d.host_at_soak_start;
             st.drive_throttle_episodes = d.episodes();
+            st.ata_at_soak_start = d.ata_at_soak_start_json();
         });
         if let Some(v) = &f.verify {
             st.totals.verify_errors = v.counters.total();
