@@ -17,6 +17,7 @@
 pub mod batch;
 pub mod charts;
 pub mod compute;
+pub mod drive_ata;
 pub mod history;
 pub mod html;
 pub mod markdown;
