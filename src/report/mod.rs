@@ -22,6 +22,7 @@ pub mod history;
 pub mod html;
 pub mod markdown;
 pub mod status;
+pub mod status_ata;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
