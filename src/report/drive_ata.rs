@@ -208,6 +208,12 @@ pub fn callouts(d: &DriveSoak, a: &AtaSoak) -> Vec<String> {
     v
 }
 
+/// The batch view's flag for a SATA drive whose SMART status failed at the latest poll.
+pub fn batch_flag(s: &super::compute::SoakFigures) -> Option<&'static str> {
+    let a = s.drive.as_ref()?.ata.as_ref()?;
+    (a.smart_passed_latest == Some(false)).then_some("SMART status failed")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -351,5 +357,38 @@ mod tests {
                 .any(|s| s.starts_with("Accounting disagrees") && s.contains("attribute 241")),
             "{c:?}"
         );
+    }
+
+    #[test]
+    fn the_batch_view_flags_a_failed_smart_status_and_rising_errors() {
+        let failed = AtaSoak {
+            smart_passed_latest: Some(false),
+            uncorrectable: Some(1),
+            ..Default::default()
+        };
+        let figures = |a: AtaSoak| {
+            let d = soak(a);
+            crate::report::compute::SoakFigures {
+                media_errors_rose: Some(d.media_errors_rose()),
+                drive: Some(d),
+                ..Default::default()
+            }
+        };
+        let f = figures(failed);
+        assert_eq!(batch_flag(&f), Some("SMART status failed"));
+        assert_eq!(f.media_errors_rose, Some(true), "uncorrectable +1");
+        let ok = figures(AtaSoak {
+            smart_passed_latest: Some(true),
+            uncorrectable: Some(0),
+            ..Default::default()
+        });
+        assert_eq!(batch_flag(&ok), None);
+        assert_eq!(ok.media_errors_rose, Some(false));
+        // An NVMe drive's figures have no ATA part: no flag.
+        let nvme = crate::report::compute::SoakFigures {
+            drive: Some(DriveSoak::default()),
+            ..Default::default()
+        };
+        assert_eq!(batch_flag(&nvme), None);
     }
 }
