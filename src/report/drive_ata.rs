@@ -193,6 +193,10 @@ pub fn callouts(d: &DriveSoak, a: &AtaSoak) -> Vec<String> {
             fmt_bytes(a.accounting_tolerance_bytes as f64)
         ));
     }
+    if a.written_source.is_none() {
+        // Not a fault, but the report must not read "accounting agrees" when there was none.
+        v.push("The drive counts no bytes written (no Device Statistics, no attribute 241): no accounting check against nvsoak's writes.".into());
+    }
     if d.throttle_episodes.is_some_and(|e| e > 0) {
         v.push(format!(
             "The drive throttled: {} episode(s) seen by nvsoak.",
@@ -325,7 +329,12 @@ mod tests {
             "not reported / not reported"
         );
         assert!(r.iter().all(|x| !x.2), "nothing flagged: {r:?}");
-        assert!(callouts(&d, &a).is_empty());
+        assert_eq!(
+            callouts(&d, &a),
+            [
+                "The drive counts no bytes written (no Device Statistics, no attribute 241): no accounting check against nvsoak's writes."
+            ]
+        );
         // IronWolf 110 attribute 241: the ratio is the unit's calibration.
         let a = AtaSoak {
             written_source: Some(WritesSource::Attribute241),

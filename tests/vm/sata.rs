@@ -259,6 +259,10 @@ fn drive_during_the_soak(results: &Value, checkpoint: &Value, md: &str) {
     assert!(md.contains("SATA disk sda"), "{md}");
     assert!(md.contains("no drive-side bytes written"), "{md}");
     assert!(
+        md.contains("**The drive counts no bytes written") && !md.contains("accounting agrees"),
+        "{md}"
+    );
+    assert!(
         md.contains("none: the drive reports neither Device Statistics nor attribute 241"),
         "{md}"
     );
