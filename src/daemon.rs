@@ -190,8 +190,10 @@ pub fn drives_from_health(
                 error_log_entries: smart
                     .map(|s| u64::try_from(s.num_err_log_entries).unwrap_or(u64::MAX)),
                 critical_warning: smart.map(|s| s.critical_warning),
+                ..Default::default()
             }
         })
+        .chain(snap.ata.iter().map(crate::report::status_ata::drive_status))
         .collect()
 }
 

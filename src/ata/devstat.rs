@@ -181,7 +181,7 @@ pub(crate) mod testdata {
 
     pub const OK: u64 = SUPPORTED | VALID;
 
-    fn page(no: u8, entries: &[(usize, u64)]) -> Vec<u8> {
+    pub fn page(no: u8, entries: &[(usize, u64)]) -> Vec<u8> {
         let mut b = vec![0u8; SECTOR];
         b[0] = 1; // revision 1
         b[2] = no;

@@ -74,7 +74,7 @@ pub fn name_attributes(family: Option<Family>, attrs: &mut [Attribute]) {
 }
 
 /// Where a lifetime-writes figure came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WritesSource {
     /// Device Statistics page 01h, logical sectors written x logical sector size.
@@ -119,6 +119,20 @@ pub fn host_writes(
         None => raw * u128::from(logical_sector_size.max(512)),
     };
     Some((bytes, WritesSource::Attribute241))
+}
+
+/// The step of a lifetime-writes counter from `source`, in bytes: one logical sector for
+/// Device Statistics and generic attribute 241, the family's unit for its own 241.
+pub fn writes_unit_bytes(
+    family: Option<Family>,
+    source: WritesSource,
+    logical_sector_size: u32,
+) -> u64 {
+    let sector = u64::from(logical_sector_size.max(512));
+    match (source, family) {
+        (WritesSource::Attribute241, Some(Family::IronWolf110)) => IRONWOLF_GB as u64,
+        _ => sector,
+    }
 }
 
 /// Lifetime flash (NAND) bytes written, where the family reports it (IronWolf 110: 233).

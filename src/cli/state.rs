@@ -188,7 +188,7 @@ fn render_target(
     let _ = writeln!(
         o,
         "  SMART        {}",
-        if t.smart_at_soak_start.is_some() {
+        if t.smart_at_soak_start.is_some() || t.ata_at_soak_start.is_some() {
             "snapshot from soak start kept"
         } else {
             "no snapshot"

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::ata_sample::{AtaCounters, AtaSample};
 use super::derive::{self, AccountingTracker, ThermalSample, ThrottleTracker, WriteHistory};
 use super::poller::{Derived, RatingContext};
 use super::{HostIo, HostIoSource};
@@ -74,6 +75,12 @@ pub struct AtaHealth {
     /// Polls of this disk that completed.
     pub polls: u64,
     pub derived: Derived,
+    /// The first successful poll of this poller (since the daemon started, or since another
+    /// drive took the name) and the latest one, with the host figures of that instant.
+    #[serde(skip)]
+    pub first_sample: Option<AtaSample>,
+    #[serde(skip)]
+    pub last_sample: Option<AtaSample>,
     #[serde(skip)]
     history: WriteHistory,
     #[serde(skip)]
@@ -114,6 +121,8 @@ impl AtaHealth {
             poll_duration_seconds: None,
             polls: 0,
             derived: Derived::default(),
+            first_sample: None,
+            last_sample: None,
             history: WriteHistory::default(),
             accounting: AccountingTracker::default(),
             throttle: ThrottleTracker::default(),
@@ -345,6 +354,23 @@ pub fn poll_disk(
         read_devstat(t, d, warned);
     }
     derive_disk(d, now, &host_io, ratings);
+    if d.up {
+        let sample = AtaSample {
+            time: now,
+            counters: AtaCounters::of(d),
+            host: host_io
+                .iter()
+                .filter(|h| host_on_disk(h, d))
+                .cloned()
+                .collect(),
+            throttle_events: d.derived.throttle.events,
+            throttling: d.derived.throttle.throttling,
+        };
+        if d.first_sample.is_none() {
+            d.first_sample = Some(sample.clone());
+        }
+        d.last_sample = Some(sample);
+    }
 }
 
 /// The NVMe derivations, fed from what an ATA drive reports.

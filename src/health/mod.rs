@@ -42,6 +42,7 @@ impl HostIoSource for NoHostIo {
 }
 
 pub mod ata;
+pub mod ata_sample;
 pub mod derive;
 mod inflight;
 pub mod known;

@@ -175,6 +175,9 @@ fn row(
         if s.throttled == Some(true) {
             flags.push("throttled".to_string());
         }
+        if let Some(f) = super::drive_ata::batch_flag(s) {
+            flags.push(f.to_string());
+        }
     }
     for s in &d.sweeps {
         if s.errors > 0 {

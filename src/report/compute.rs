@@ -265,6 +265,9 @@ pub struct SoakFigures {
 
 /// The plain sentences the report puts above a drive's soak figures.
 pub fn drive_callouts(d: &DriveSoak) -> Vec<String> {
+    if let Some(a) = &d.ata {
+        return super::drive_ata::callouts(d, a);
+    }
     let mut v = Vec::new();
     let n = |x: Option<u64>| x.unwrap_or(0);
     if d.media_errors_rose() {
@@ -403,11 +406,13 @@ pub fn drive_comparison<'a>(
                     )
                 })
                 .unwrap_or_else(dash),
-                d.map(|d| {
-                    format!(
+                d.map(|d| match &d.ata {
+                    // A SATA drive without Device Statistics reports no percentage used.
+                    Some(a) if a.percentage_used_latest.is_none() => dash(),
+                    _ => format!(
                         "{} → {} %",
                         d.percentage_used_start, d.percentage_used_latest
-                    )
+                    ),
                 })
                 .unwrap_or_else(dash),
                 s.observed_dwpd
@@ -426,6 +431,9 @@ pub fn drive_comparison<'a>(
 
 /// The rows of a drive's "Drive during the soak" table: (figure, value, whether it is bad).
 pub fn drive_rows(d: &DriveSoak) -> Vec<(&'static str, String, bool)> {
+    if let Some(a) = &d.ata {
+        return super::drive_ata::rows(d, a);
+    }
     let mut rows = traffic_rows(d);
     rows.extend(health_rows(d));
     rows

@@ -17,11 +17,13 @@
 pub mod batch;
 pub mod charts;
 pub mod compute;
+pub mod drive_ata;
 pub mod history;
 pub mod html;
 pub mod markdown;
 pub mod status;
 pub mod verdict;
+pub mod status_ata;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -35,6 +35,9 @@ pub struct DriveStatus {
     pub media_errors: Option<u64>,
     pub error_log_entries: Option<u64>,
     pub critical_warning: Option<u8>,
+    /// SATA disks: SMART RETURN STATUS passed, and attribute 5 (reallocated sectors).
+    pub smart_passed: Option<bool>,
+    pub reallocated_sectors: Option<u64>,
 }
 
 const CSS: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1em auto;max-width:1300px;padding:0 1em;color:#222}\
@@ -178,7 +181,7 @@ fn target_rows(targets: &[TargetSnapshot]) -> String {
 fn drive_rows(drives: &[DriveStatus]) -> String {
     let mut t = String::from(
         "<table id=\"drives\"><tr><th>Device</th><th>Model</th><th>Serial</th><th>Poll</th><th>Temperature</th>\
-         <th>Wear (used)</th><th>Spare</th><th>Written vs rated TBW</th><th>Throttling</th><th>Media errors</th><th>Error log</th><th>Critical warning</th></tr>\n",
+         <th>Wear (used)</th><th>Spare</th><th>Written vs rated TBW</th><th>Throttling</th><th>Media errors</th><th>Error log</th><th>Critical warning</th><th>SMART status / reallocated</th></tr>\n",
     );
     for d in drives {
         let temp = match d.temperature_c {
@@ -226,7 +229,7 @@ fn drive_rows(drives: &[DriveStatus]) -> String {
             None => num("-"),
         };
         t.push_str(&format!(
-            "<tr>{}{}{}{}{temp}{}{}{}{throttling}{}{}{}</tr>\n",
+            "<tr>{}{}{}{}{temp}{}{}{}{throttling}{}{}{}{}</tr>\n",
             td(&d.device),
             td(&d.model),
             td(&d.serial),
@@ -245,6 +248,7 @@ fn drive_rows(drives: &[DriveStatus]) -> String {
                 Some(v) => cls("bad", &format!("{v:#04x}")),
                 None => num("-"),
             },
+            super::status_ata::smart_cell(d),
         ));
     }
     t.push_str("</table>\n");

@@ -125,6 +125,10 @@ pub struct TargetState {
     /// Highest composite temperature seen during the soak so far, kelvin (0: none).
     #[serde(default)]
     pub drive_temperature_max_kelvin: u16,
+    /// A SATA disk's counters at soak start and the highest temperature seen since
+    /// (`workload::drive_ata::AtaBaseline` as JSON); NVMe drives use `smart_at_soak_start`.
+    #[serde(default)]
+    pub ata_at_soak_start: Option<serde_json::Value>,
     /// The verify writer seed of this soak (kept so a restart recognises its own blocks).
     #[serde(default)]
     pub verify_seed: Option<u64>,
@@ -273,6 +277,7 @@ impl TargetState {
             drive_throttle_episodes: 0,
             drive_warning_seen: 0,
             drive_temperature_max_kelvin: 0,
+            ata_at_soak_start: None,
             verify_seed: None,
             genmap: None,
             precondition: None,

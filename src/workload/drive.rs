@@ -41,6 +41,11 @@ pub struct DriveTracking {
     pub warning_seen: u8,
     /// Highest composite temperature seen at any poll of this run, kelvin (0: none).
     pub temperature_max_kelvin: u16,
+    /// A SATA disk's counters at soak start (`workload::drive_ata`), from the first poll
+    /// after the target started, or the checkpoint's; `smart_at_soak_start` stays empty.
+    pub ata_at_soak_start: Option<crate::health::ata_sample::AtaCounters>,
+    /// The highest temperature (°C) the polls of a SATA disk saw during the soak.
+    pub temperature_max_c: Option<i16>,
 }
 
 /// What the drive bookkeeping needs to know of its target.
@@ -75,6 +80,27 @@ impl DriveTracking {
         // A warning or a peak seen before the restart still counts for the verdict.
         self.warning_seen = st.drive_warning_seen;
         self.temperature_max_kelvin = st.drive_temperature_max_kelvin;
+        let ata = st.ata_at_soak_start.as_ref().and_then(|v| {
+            serde_json::from_value::<crate::workload::drive_ata::AtaBaseline>(v.clone())
+                .inspect_err(|e| {
+                    tracing::warn!(target_name = %target, error = %e,
+                    "the checkpoint's soak-start ATA counters do not parse; taking a new baseline")
+                })
+                .ok()
+        });
+        self.ata_at_soak_start = ata.as_ref().map(|a| a.counters.clone());
+        self.temperature_max_c = ata.and_then(|a| a.temperature_max_c);
+    }
+
+    /// The soak-start ATA counters as the checkpoint stores them.
+    pub fn ata_at_soak_start_json(&self) -> Option<serde_json::Value> {
+        self.ata_at_soak_start.as_ref().and_then(|c| {
+            serde_json::to_value(crate::workload::drive_ata::AtaBaseline {
+                counters: c.clone(),
+                temperature_max_c: self.temperature_max_c,
+            })
+            .ok()
+        })
     }
 
     /// The soak-start SMART log as the checkpoint stores it.
@@ -101,6 +127,8 @@ impl DriveTracking {
             let io = on(s)?;
             Some((d, s, io))
         }) else {
+            // Not on an NVMe namespace: maybe on a SATA disk.
+            crate::workload::drive_ata::update(self, t, health);
             return;
         };
         // The poller mapped the target's path to this controller (symlinks and partitions
@@ -118,7 +146,7 @@ impl DriveTracking {
                 .filter(|s| s.time >= from)
                 .and_then(|s| on(s).map(|io| (s, io)))
                 .unwrap_or((latest, latest_io.clone()));
-            self.take_baseline(first, &host_at(t.carried, first, &first_io));
+            self.take_baseline(first, &host_at(t.carried, first.time, &first_io));
         }
         let base = self.episodes_base.unwrap_or(0);
         self.episodes_this_run = latest.throttle_events.saturating_sub(base);
@@ -145,7 +173,7 @@ impl DriveTracking {
             &DriveReading {
                 time: latest.time,
                 smart: &latest.smart,
-                host: Some(host_at(t.carried, latest, &latest_io)),
+                host: Some(host_at(t.carried, latest.time, &latest_io)),
             },
             capacity,
         );
@@ -191,10 +219,11 @@ impl DriveTracking {
     }
 }
 
-/// nvsoak's soak totals at sample `s`: the checkpoint's plus this run's from the poller.
-fn host_at(carried: &Totals, s: &SmartSample, io: &HostIo) -> HostAtSmart {
+/// nvsoak's soak totals at a sample taken at `time`: the checkpoint's plus this run's from
+/// the poller.
+pub(crate) fn host_at(carried: &Totals, time: f64, io: &HostIo) -> HostAtSmart {
     HostAtSmart {
-        time: s.time,
+        time,
         read_bytes: carried.read_bytes + io.read_bytes,
         written_bytes: carried.write_bytes + io.written_bytes,
         read_ops: carried.read_ops + io.read_ops,

@@ -2,6 +2,7 @@
 //! phases (precondition, sweep, soak), steady-state detection, and the worker hot loop.
 
 pub mod drive;
+pub mod drive_ata;
 pub mod hooks;
 pub mod odirect;
 pub mod pattern;

@@ -247,12 +247,20 @@ pub struct DriveSoak {
     pub endurance_consumed_ratio: Option<f64>,
     pub iops_throttled: Option<f64>,
     pub iops_unthrottled: Option<f64>,
+    /// A SATA drive's own figures (`workload::drive_ata`); `None` for NVMe drives. For a SATA
+    /// drive, `media_errors` holds its reported uncorrectable errors.
+    pub ata: Option<crate::workload::drive_ata::AtaSoak>,
 }
 
 impl DriveSoak {
-    /// Media errors rose during the soak.
+    /// Media errors rose during the soak (for a SATA drive: reported uncorrectable errors or
+    /// reallocated sectors).
     pub fn media_errors_rose(&self) -> bool {
         self.media_errors.is_some_and(|n| n > 0)
+            || self
+                .ata
+                .as_ref()
+                .is_some_and(|a| a.reallocated.is_some_and(|n| n > 0))
     }
 
     /// The drive throttled during the soak: an episode seen, or thermal management time or

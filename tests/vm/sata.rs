@@ -27,6 +27,10 @@ run soak_text nvsoak health /dev/sda
 start_daemon /etc/nvsoak.toml
 wait_host stop
 stop_daemon daemon
+run results cat /tmp/nvsoak-state/results/sata.json
+run checkpoint cat /tmp/nvsoak-state/checkpoint.json
+run report nvsoak report --format md --from /tmp/nvsoak-state/results/sata.json --out /tmp/report.md
+run report_md cat /tmp/report.md
 "#;
 
 fn parse(vm: &Vm, what: &str, bytes: &[u8]) -> Value {
@@ -194,8 +198,25 @@ fn sata_health_matches_smartctl_and_the_daemon_polls_while_soaking() {
         Some(0.0),
         "a refused log is not a poll error"
     );
+    // The status page lists the SATA disk beside any NVMe drive, with its SMART status.
+    let (code, page) = vm
+        .http_get("/")
+        .unwrap_or_else(|e| vm.fail(&format!("status page: {e}")));
+    assert_eq!(code, 200);
+    let row = page
+        .split("<tr>")
+        .find(|r| r.starts_with("<td>sda</td>"))
+        .unwrap_or_else(|| vm.fail(&format!("no sda row on the status page:\n{page}")));
+    assert!(row.contains(MODEL) && row.contains(SERIAL), "{row}");
+    assert!(row.contains("<td class=\"ok\">up</td>"), "{row}");
+    assert!(row.contains("<td class=\"ok\">passed,"), "{row}");
     let log = stop_daemon(&mut vm);
+    let results = parse(&vm, "results", &vm.wait_ok("results", t).stdout);
+    let checkpoint = parse(&vm, "checkpoint", &vm.wait_ok("checkpoint", t).stdout);
+    vm.wait_ok("report", t);
+    let md = vm.wait_ok("report_md", t).stdout_str();
     vm.finish(t);
+    drive_during_the_soak(&results, &checkpoint, &md);
     let refusals = log
         .lines()
         .filter(|l| {
@@ -203,4 +224,50 @@ fn sata_health_matches_smartctl_and_the_daemon_polls_while_soaking() {
         })
         .count();
     assert_eq!(refusals, 1, "devstat refusal logged once:\n{log}");
+}
+
+/// The soak's drive figures for the emulated disk say honestly what QEMU gives: no Device
+/// Statistics and no attribute 241, so no drive-side bytes written and no accounting check,
+/// while nvsoak's own bytes over the same period are there.
+fn drive_during_the_soak(results: &Value, checkpoint: &Value, md: &str) {
+    assert_eq!(results["device"]["controller"], "sda", "{results:#}");
+    assert_eq!(results["device"]["serial"], SERIAL, "{results:#}");
+    let d = &results["soak"]["drive"];
+    assert_eq!(d["device"], "sda", "{results:#}");
+    let ata = &d["ata"];
+    assert!(ata.is_object(), "ATA figures in the results file: {d:#}");
+    assert_eq!(ata["written_source"], Value::Null, "{d:#}");
+    assert_eq!(
+        d["data_written_bytes"],
+        Value::Null,
+        "no drive-side bytes: {d:#}"
+    );
+    assert_eq!(d["accounting_agrees"], Value::Null, "{d:#}");
+    assert_eq!(ata["smart_passed_latest"], true, "{d:#}");
+    let ours = d["nvsoak_written_bytes"].as_u64().unwrap_or(0);
+    assert!(ours > 0, "nvsoak's bytes between the two polls: {d:#}");
+    assert!(
+        d["latest_time"].as_f64() > d["start_time"].as_f64(),
+        "two polls apart: {d:#}"
+    );
+    let start = &checkpoint["targets"][0]["ata_at_soak_start"];
+    assert!(
+        start["counters"].is_object(),
+        "the soak-start ATA counters are checkpointed: {checkpoint:#}"
+    );
+    assert!(md.contains("### Drive during the soak"), "{md}");
+    assert!(md.contains("SATA disk sda"), "{md}");
+    assert!(md.contains("no drive-side bytes written"), "{md}");
+    assert!(
+        md.contains("**The drive counts no bytes written") && !md.contains("accounting agrees"),
+        "{md}"
+    );
+    assert!(
+        md.contains("none: the drive reports neither Device Statistics nor attribute 241"),
+        "{md}"
+    );
+    eprintln!(
+        "sata soak: nvsoak wrote {ours} bytes between the soak-start and latest polls; QEMU reports no drive-side bytes written; power-on {} s",
+        ata["power_on_secs"]
+    );
 }

@@ -372,6 +372,7 @@ impl TargetShared {
             st.drive_throttle_episodes = d.episodes();
             st.drive_warning_seen = d.warning_seen;
             st.drive_temperature_max_kelvin = d.temperature_max_kelvin;
+            st.ata_at_soak_start = d.ata_at_soak_start_json();
         });
         if let Some(v) = &f.verify {
             st.totals.verify_errors = v.counters.total();
