@@ -5,6 +5,7 @@
 //! mixes, rates and skews (`values`), inline jobs and profiles (`job`), phases (`phase`),
 //! targets (`target`), the `[health]` section (`health`) and the whole document (`settings`).
 
+mod card;
 mod health;
 mod job;
 mod phase;
