@@ -306,15 +306,23 @@ pub fn scan(
             .rev()
             .find(|&i| role_at(i, len) == Role::SwitchUpstream)
             .map(|i| c.path[i].clone());
-        let id = match (&up, &c.slot) {
-            (Some(u), _) => u.clone(),
-            (None, Some(s)) => format!("slot:{s}"),
+        let (id, slot) = match (&up, &c.slot) {
+            // A switch card sits in the slot of its upstream port (or one above it), not in
+            // the switch's own downstream slots.
+            (Some(u), _) => {
+                let upto = c.path.iter().position(|a| a == u).unwrap_or(0);
+                let slot = c.path[..=upto]
+                    .iter()
+                    .find_map(|a| slot_map.get(slot_form(a)).cloned());
+                (u.clone(), slot)
+            }
+            (None, Some(s)) => (format!("slot:{s}"), Some(s.clone())),
             (None, None) => continue,
         };
         let card = groups.entry(id.clone()).or_insert_with(|| Card {
             id,
             upstream_port: up.clone(),
-            slot: c.slot.clone(),
+            slot,
             controllers: Vec::new(),
             drives: Vec::new(),
             rating: None,
@@ -627,6 +635,22 @@ mod tests {
         );
         assert_eq!(s2.degraded_since(&["nvme1".into()], 50.0), Some(true));
         assert_eq!(s2.degraded_since(&["nvme1".into()], 101.0), Some(false));
+    }
+
+    #[test]
+    fn a_card_takes_its_upstream_ports_slot_not_a_downstream_one() {
+        // As QEMU shows it: no slot above the switch, slots on its downstream ports.
+        let d = tree();
+        std::fs::remove_dir_all(d.path().join("bus/pci/slots/2")).expect("rm slot 2");
+        let s = scan(d.path(), &names(), None, 100.0);
+        assert_eq!(
+            s.controller("nvme0").and_then(|c| c.slot.as_deref()),
+            Some("3-1")
+        );
+        assert_eq!(s.controller("nvme1").and_then(|c| c.slot.as_deref()), None);
+        assert_eq!(s.cards.len(), 1);
+        assert_eq!(s.cards[0].slot, None);
+        assert_eq!(s.cards[0].id, UP);
     }
 
     #[test]

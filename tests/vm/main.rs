@@ -35,5 +35,8 @@ mod qmp;
 mod sata;
 /// O_DIRECT on tmpfs under Linux 6.1: refused with advice at start and by check-config.
 mod tmpfs;
+/// PCIe topology (issue 16): a card behind a switch, a lone drive, a dual-port drive, link
+/// figures.
+mod topo;
 /// Scenarios 3 and 4: critical warning bits through QMP and Set Features.
 mod warn;
