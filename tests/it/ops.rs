@@ -916,6 +916,26 @@ const NVME_ONLY: &[&str] = &[
     "nvsoak_thermal_throttle_events_total",
     "nvsoak_throttled_iops",
     "nvsoak_unthrottled_iops",
+    // PCIe topology, links and AER (`metrics::pcie`): only for controllers on a PCI bus.
+    "nvme_pcie_path_info",
+    "nvme_pcie_link_speed_transfers_per_second",
+    "nvme_pcie_link_max_speed_transfers_per_second",
+    "nvme_pcie_link_width_lanes",
+    "nvme_pcie_link_max_width_lanes",
+    "nvme_pcie_link_degraded",
+    "nvme_pcie_aer_errors_total",
+    "nvsoak_drive_info",
+    "nvsoak_drive_written_bytes_total",
+    "nvsoak_drive_soak_written_bytes",
+    "nvsoak_drive_endurance_consumed_ratio",
+    "nvsoak_drive_accounting_ratio",
+    "nvsoak_card_info",
+    "nvsoak_card_written_bytes_total",
+    "nvsoak_card_soak_written_bytes",
+    "nvsoak_card_endurance_consumed_ratio",
+    "nvsoak_card_rated_endurance_bytes",
+    "nvsoak_card_rated_iops",
+    "nvsoak_card_rated_bytes_per_second",
 ];
 
 /// Recording rules with data only for targets on an NVMe namespace (`nvsoak_target_info` with a
@@ -1169,6 +1189,7 @@ fn dashboards_and_rules_name_only_agreed_metrics() {
         "dashboards/rules/nvsoak-recording.yml",
         "dashboards/rules/nvsoak-alerts.yml",
         "dashboards/rules/nvsoak-ata-alerts.yml",
+        "dashboards/rules/nvsoak-pcie-alerts.yml",
     ] {
         for (name, expr) in rules(f) {
             queries.push(Query {
