@@ -58,9 +58,76 @@ pub fn unknown_card_rating(cards: &[CardRating], table: &RatingsTable) -> Option
         })
 }
 
+/// Whether a PCIe link on the paths of `controller`'s drive (every controller of its NVMe
+/// subsystem) was seen degraded at or after `since` (Unix time): the "link degraded during the
+/// plan" figure of a target on that controller. `None` when the controller's path is unknown or
+/// sysfs gives no link figures to judge.
+pub fn link_degraded_during(
+    health: &crate::health::HealthSnapshot,
+    controller: &str,
+    since: f64,
+) -> Option<bool> {
+    let p = &health.pcie;
+    let c = p.controller(controller)?;
+    let ctrls = p
+        .drive(&c.drive)
+        .map(|d| d.controllers.clone())
+        .unwrap_or_else(|| vec![controller.to_string()]);
+    p.degraded_since(&ctrls, since)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn link_degraded_during_covers_every_controller_of_the_drive() {
+        use topology::fake::*;
+        let d = tempfile::tempdir().expect("tempdir");
+        let r = d.path();
+        // A dual-port drive: nvme0 on a healthy link, nvme1 on one trained down to x2.
+        link(
+            &controller(r, "nvme0", &["0000:00:04.0", "0000:06:00.0"]),
+            "8.0 GT/s",
+            "8.0 GT/s",
+            4,
+            4,
+        );
+        link(
+            &controller(r, "nvme1", &["0000:00:05.0", "0000:07:00.0"]),
+            "8.0 GT/s",
+            "8.0 GT/s",
+            2,
+            4,
+        );
+        link(
+            &controller(r, "nvme2", &["0000:00:06.0", "0000:08:00.0"]),
+            "8.0 GT/s",
+            "8.0 GT/s",
+            4,
+            4,
+        );
+        controller(r, "nvme3", &["0000:00:07.0", "0000:09:00.0"]);
+        subsystem(r, "nvme-subsys0", "nqn.dual", &["nvme0", "nvme1"]);
+        let names: Vec<String> = (0..4).map(|i| format!("nvme{i}")).collect();
+        let health = crate::health::HealthSnapshot {
+            pcie: scan(r, &names, None, 500.0),
+            ..Default::default()
+        };
+        assert_eq!(link_degraded_during(&health, "nvme0", 400.0), Some(true));
+        assert_eq!(link_degraded_during(&health, "nvme0", 600.0), Some(false));
+        assert_eq!(link_degraded_during(&health, "nvme2", 400.0), Some(false));
+        assert_eq!(
+            link_degraded_during(&health, "nvme3", 400.0),
+            None,
+            "no link figures"
+        );
+        assert_eq!(
+            link_degraded_during(&health, "nvme9", 400.0),
+            None,
+            "unknown"
+        );
+    }
 
     fn card() -> Card {
         Card {

@@ -37,6 +37,10 @@ pub struct DriveTracking {
     /// label: from the opened device node at start, then from the health poller's mapping of
     /// the target to a controller (the one mapping both use), so `/dev/disk/by-id` paths join.
     pub controller: Option<String>,
+    /// Whether a PCIe link on the drive's paths (every controller of its subsystem, every port
+    /// up to the root) was seen degraded since this run of the target started: `None` when
+    /// sysfs does not say (`pcie::link_degraded_during`), for a verdict gate.
+    pub link_degraded: Option<bool>,
 }
 
 /// What the drive bookkeeping needs to know of its target.
@@ -101,6 +105,7 @@ impl DriveTracking {
         self.controller = Some(d.name.clone());
         // A poll from before this run's target started describes an earlier target on the path.
         let from = self.polls_from.unwrap_or(t.started_at);
+        self.link_degraded = crate::pcie::link_degraded_during(health, &d.name, from);
         if latest.time < from {
             return;
         }
