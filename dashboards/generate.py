@@ -431,6 +431,7 @@ def device_detail():
     ], thresholds=steps((1.05, "orange"), (1.2, "red")), desc="1.0 means the drive counted what was written; write amplification needs the OCP C0h log."))
 
     sata_rows(lay, P)
+    pcie_rows(lay, P)
 
     P.append(row(lay, "OCP C0h and health polling"))
     P.append(timeseries(lay, "Physical media (OCP)", [
@@ -499,6 +500,44 @@ def sata_rows(lay, P):
         (f"increase(ata_interface_crc_errors_total{{{D}}}[$__rate_interval])", "{{device}} interface CRC"),
         (f'ata_smart_attribute_raw{{{D}, id=~"5|187|196|198|199"}}', "{{device}} {{id}} {{name}}"),
     ], w=8))
+
+
+def on_path(expr, sel, by="instance, device, address", extra=""):
+    """A per-address PCIe series joined to the devices whose path holds that address."""
+    return (f"max by ({by}) ({expr} * on (instance, address) group_right {extra} "
+            f"nvme_pcie_path_info{{{sel}}})")
+
+
+def pcie_rows(lay, P):
+    """The device dashboard's PCIe section (issue 16): each controller's path, link state, AER."""
+    P.append(row(lay, "PCIe path, link and AER"))
+    P.append(table(lay, "PCIe path and link state", [
+        f"max by (instance, device, hop, role, address) (nvme_pcie_path_info{{{D}}})",
+        on_path("nvme_pcie_link_speed_transfers_per_second", D),
+        on_path("nvme_pcie_link_max_speed_transfers_per_second", D),
+        on_path("nvme_pcie_link_width_lanes", D),
+        on_path("nvme_pcie_link_max_width_lanes", D),
+        on_path("nvme_pcie_link_degraded", D),
+        on_path("sum by (instance, address) (nvme_pcie_aer_errors_total)", D),
+    ], w=24, h=8, sort_by="hop",
+        rename={"Value #B": "speed", "Value #C": "max speed", "Value #D": "width", "Value #E": "max width",
+                "Value #F": "degraded", "Value #G": "AER errors"},
+        exclude=("Value #A",),
+        desc="Every PCI function from the root port (hop 0) to the controller (endpoint): current and maximum "
+             "link speed (transfers/s) and width (lanes), the degraded flag of the link above an endpoint or a "
+             "switch upstream port (below what both ends support), and AER errors since boot."))
+    P.append(timeseries(lay, "PCIe links degraded on the path", [
+        (on_path("nvme_pcie_link_degraded", D), "{{device}} {{address}}"),
+    ], w=8, desc="1 while the link above that function runs below what both of its ends support."))
+    P.append(timeseries(lay, "PCIe AER errors on the path", [
+        (on_path("sum by (instance, address, severity) (increase(nvme_pcie_aer_errors_total[$__rate_interval]))", D,
+                 by="instance, device, address, severity", extra="(severity)"), "{{device}} {{address}} {{severity}}"),
+    ], w=8, desc="AER errors counted per interval on each function of the drive's path, by severity."))
+    P.append(timeseries(lay, "Drive bytes written (subsystem, counted once)", [
+        ("max by (instance, drive) (nvsoak_drive_written_bytes_total"
+         f" * on (instance, drive) group_left () max by (instance, drive) (label_replace(nvme_info{{{D}}}, \"drive\", \"$1\", \"subsystem\", \"(.+)\")))",
+         "{{drive}}"),
+    ], unit="bytes", w=8, desc="A dual-port drive's lifetime bytes written, counted once for both controllers."))
 
 
 def fleet():
@@ -584,6 +623,34 @@ def fleet():
                 "Value #G": "write p99", "Value #H": "I/O errors 1h", "Value #I": "verify errors",
                 "Value #J": "stalled", "Value #K": "up"},
         exclude=("Value #B", "Value #C"), units={"read p99": "s", "write p99": "s", "IOPS": "iops"}))
+    P.append(stat(lay, "Degraded PCIe links", [f"count(nvme_pcie_link_degraded{{{I}}} == 1) or vector(0)"],
+                  w=4, thresholds=steps((1, "orange"))))
+    P.append(stat(lay, "Uncorrectable PCIe errors", [
+        f'sum(nvme_pcie_aer_errors_total{{{I}, severity=~"nonfatal|fatal"}}) or vector(0)'],
+        w=4, thresholds=steps((1, "red"))))
+    P.append(stat(lay, "Cards", [f"count(nvsoak_card_info{{{I}}}) or vector(0)"], w=4))
+    P.append(table(lay, "Cards (controllers behind one switch or slot)", [
+        f"max by (instance, card, upstream_port, slot, drives, series) (nvsoak_card_info{{{I}}})",
+        f"max by (instance, card) (nvsoak_card_written_bytes_total{{{I}}})",
+        f"max by (instance, card) (nvsoak_card_endurance_consumed_ratio{{{I}}})",
+        f'max by (instance, card) (label_replace(nvme_pcie_link_degraded{{{I}}}, "card", "$1", "address", "(.+)"))',
+        f'max by (instance, card) (label_replace(sum by (instance, address) (nvme_pcie_aer_errors_total{{{I}}}), "card", "$1", "address", "(.+)"))',
+    ], w=12, h=8,
+        rename={"Value #B": "written", "Value #C": "TBW consumed", "Value #D": "upstream link degraded",
+                "Value #E": "upstream AER errors"},
+        exclude=("Value #A",), units={"written": "bytes", "TBW consumed": "percentunit"},
+        desc="One row per card: its switch upstream port, slot, drive count and rating ([[health.card]]), the "
+             "bytes its drives wrote (each once) against the card's rated TBW, and the card's upstream link."))
+    P.append(table(lay, "PCIe link state and AER per drive", [
+        f"max by (instance, device, pci_address, slot, subsystem, card) (nvme_info{{{I}}})",
+        on_path("nvme_pcie_link_degraded", I, by="instance, device"),
+        on_path("sum by (instance, address) (nvme_pcie_aer_errors_total{severity=\"correctable\"})", I, by="instance, device"),
+        on_path("sum by (instance, address) (nvme_pcie_aer_errors_total{severity!=\"correctable\"})", I, by="instance, device"),
+    ], w=12, h=8,
+        rename={"Value #B": "link degraded", "Value #C": "correctable AER", "Value #D": "uncorrectable AER"},
+        exclude=("Value #A",),
+        desc="Each controller's PCI address, slot, subsystem and card, the worst link on its path, and AER "
+             "errors on every function of its path (a card's upstream port counts for each of its drives)."))
     P.append(timeseries(lay, "IOPS per host", [(f"sum by (instance) (nvsoak:iops:rate1m{{{I}}})", "{{instance}}")],
                         unit="iops", w=8))
     P.append(timeseries(lay, "Hottest temperature per drive", [(f"nvme:temperature_max:celsius{{{I}}}", "{{instance}} {{device}}")],

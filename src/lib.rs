@@ -10,6 +10,7 @@ pub mod http;
 pub mod metrics;
 pub mod nvme;
 pub mod op;
+pub mod pcie;
 pub mod reload;
 pub mod report;
 pub mod safety;

@@ -83,6 +83,17 @@ pub struct HealthSettings {
     pub ratings_file: Option<PathBuf>,
     /// Per-device rated endurance from config, overriding the ratings table.
     pub devices: Vec<DeviceRatingOverride>,
+    /// Card ratings (`[[health.card]]`): which cards a ratings-table series rates.
+    pub cards: Vec<CardRating>,
+}
+
+/// One `[[health.card]]`: a card (switch upstream port address, `slot:NAME`, or a controller
+/// name or serial on the card) and the ratings-table series that rates it as a whole.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CardRating {
+    pub matcher: String,
+    /// Looked up in the ratings table like a model string (`Liqid Element AIC`).
+    pub rating: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -355,6 +366,7 @@ pub fn builtin_default() -> Settings {
             exclude: vec![],
             ratings_file: None,
             devices: vec![],
+            cards: vec![],
         },
         log: LogSettings {
             level: "info".into(),

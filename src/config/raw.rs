@@ -155,6 +155,16 @@ pub struct RawHealth {
     pub ratings_file: Option<PathBuf>,
     #[serde(default)]
     pub device: Vec<RawDevice>,
+    #[serde(default)]
+    pub card: Vec<RawCard>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCard {
+    #[serde(rename = "match")]
+    pub matcher: Option<String>,
+    pub rating: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -280,6 +280,8 @@ pub struct HealthSnapshot {
     pub polls: u64,
     /// Why discovery or setup failed, if it did (bad regex, unreadable sysfs or ratings).
     pub setup_error: Option<String>,
+    /// PCIe topology, link figures and AER counters of the controllers (`pcie::scan`).
+    pub pcie: crate::pcie::PcieSnapshot,
 }
 
 impl HealthSnapshot {
@@ -558,6 +560,7 @@ pub struct Poller {
     last_duration: Option<f64>,
     setup_error: Option<String>,
     ata: super::ata::AtaPoller,
+    pcie: crate::pcie::PcieSnapshot,
 }
 
 impl Poller {
@@ -579,6 +582,9 @@ impl Poller {
                 RatingsTable::builtin()
             }
         };
+        if setup_error.is_none() {
+            setup_error = crate::pcie::unknown_card_rating(&settings.cards, &table);
+        }
         if let Some(e) = &setup_error {
             tracing::error!("health: {e}");
         }
@@ -600,6 +606,7 @@ impl Poller {
             last_duration: None,
             setup_error,
             ata: super::ata::AtaPoller::new(super::ata::sgio_opener()),
+            pcie: Default::default(),
         }
     }
 
@@ -734,9 +741,30 @@ impl Poller {
         };
         self.inflight.dispatch(&mut self.devices, &job, deadline);
         self.ata.poll(now, host, self.ratings.clone(), deadline);
+        self.scan_pcie(now);
         self.polls += 1;
         self.last_duration = Some(start.elapsed().as_secs_f64());
         self.last_timestamp = Some(unix_now());
+    }
+
+    /// Topology, link figures and AER counters of the present controllers, read on every poll
+    /// (sysfs only: no ioctl, so a hung controller does not hold it up).
+    fn scan_pcie(&mut self, now: f64) {
+        let present: Vec<(String, String)> = self
+            .devices
+            .values()
+            .filter(|d| d.present)
+            .map(|d| (d.name.clone(), d.serial.clone()))
+            .collect();
+        let names: Vec<String> = present.iter().map(|(n, _)| n.clone()).collect();
+        let mut snap = crate::pcie::scan(&self.sysfs_root, &names, Some(&self.pcie), now);
+        crate::pcie::rate_cards(
+            &mut snap,
+            &self.settings.cards,
+            &self.ratings.table,
+            &present,
+        );
+        self.pcie = snap;
     }
 
     pub fn poll(&mut self, host: Arc<dyn HostIoSource>) {
@@ -756,6 +784,7 @@ impl Poller {
             poll_duration_seconds: self.last_duration,
             polls: self.polls,
             setup_error: self.setup_error.clone(),
+            pcie: self.pcie.clone(),
         }
     }
 

@@ -72,8 +72,9 @@ pub fn families(snap: &HealthSnapshot) -> Vec<MetricFamily> {
         );
     }
     for d in &snap.devices {
-        device(&mut f, d);
+        device(&mut f, d, snap.pcie.controller(&d.name));
     }
+    super::pcie::families(&mut f, snap);
     for a in &snap.ata {
         super::ata::disk(&mut f, a);
     }
@@ -84,17 +85,22 @@ pub fn families(snap: &HealthSnapshot) -> Vec<MetricFamily> {
     out
 }
 
-fn device(f: &mut F, d: &DeviceHealth) {
+fn device(f: &mut F, d: &DeviceHealth, topo: Option<&crate::pcie::CtrlTopology>) {
     let dev = d.name.as_str();
+    let t = topo.cloned().unwrap_or_default();
     let l = [("device", dev)];
     f.gauge(
         "nvme_info",
-        "NVMe controller identity, value 1 (Identify Controller SN bytes 4..23, MN 24..63, FR 64..71).",
+        "NVMe controller identity, value 1 (Identify Controller SN bytes 4..23, MN 24..63, FR 64..71; pci_address, slot, subsystem and card from sysfs, empty when unknown or not on a card).",
         &[
             ("device", dev),
             ("serial", &d.serial),
             ("model", &d.model),
             ("firmware", &d.firmware),
+            ("pci_address", &t.address),
+            ("slot", t.slot.as_deref().unwrap_or("")),
+            ("subsystem", t.subsystem.as_deref().unwrap_or("")),
+            ("card", t.card.as_deref().unwrap_or("")),
         ],
         1.0,
     );
@@ -665,7 +671,7 @@ mod tests {
         let text = super::super::encode_text(&families(&snap())).expect("encode");
         for want in [
             "nvme_up{device=\"nvme0\"} 1",
-            "nvme_info{device=\"nvme0\",serial=\"SN-HANDBUILT-0001\",model=\"HWE62P43032M000N nvsoak handbuilt model\",firmware=\"FW1.2.3\"} 1",
+            "nvme_info{device=\"nvme0\",serial=\"SN-HANDBUILT-0001\",model=\"HWE62P43032M000N nvsoak handbuilt model\",firmware=\"FW1.2.3\",pci_address=\"\",slot=\"\",subsystem=\"\",card=\"\"} 1",
             "nvme_critical_warning{device=\"nvme0\"} 37",
             "nvme_critical_warning_active{device=\"nvme0\",condition=\"spare\"} 1",
             "nvme_critical_warning_active{device=\"nvme0\",condition=\"temperature\"} 0",

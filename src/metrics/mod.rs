@@ -6,6 +6,7 @@
 
 mod ata;
 pub mod health;
+mod pcie;
 pub mod state;
 pub mod verdict;
 pub mod workload;

@@ -46,6 +46,10 @@ pub struct DriveTracking {
     pub ata_at_soak_start: Option<crate::health::ata_sample::AtaCounters>,
     /// The highest temperature (°C) the polls of a SATA disk saw during the soak.
     pub temperature_max_c: Option<i16>,
+    /// Whether a PCIe link on the drive's paths (every controller of its subsystem, every port
+    /// up to the root) was seen degraded since this run of the target started: `None` when
+    /// sysfs does not say (`pcie::link_degraded_during`), for a verdict gate.
+    pub link_degraded: Option<bool>,
 }
 
 /// What the drive bookkeeping needs to know of its target.
@@ -136,6 +140,7 @@ impl DriveTracking {
         self.controller = Some(d.name.clone());
         // A poll from before this run's target started describes an earlier target on the path.
         let from = self.polls_from.unwrap_or(t.started_at);
+        self.link_degraded = crate::pcie::link_degraded_during(health, &d.name, from);
         if latest.time < from {
             return;
         }

@@ -989,6 +989,37 @@ const ATA_ONLY: &[&str] = &[
     "nvsoak_drive_lifetime_written_bytes_total",
 ];
 
+/// PCIe topology, links and AER (`metrics::pcie`): only for controllers on a PCI bus in sysfs,
+/// which the replayed-health test's fake tree has none of (the VM test `topo` checks them).
+const PCIE_ONLY: &[&str] = &[
+    "nvme_pcie_path_info",
+    "nvme_pcie_link_speed_transfers_per_second",
+    "nvme_pcie_link_max_speed_transfers_per_second",
+    "nvme_pcie_link_width_lanes",
+    "nvme_pcie_link_max_width_lanes",
+    "nvme_pcie_link_degraded",
+    "nvme_pcie_aer_errors_total",
+    "nvsoak_drive_info",
+    "nvsoak_drive_written_bytes_total",
+    "nvsoak_drive_soak_written_bytes",
+    "nvsoak_drive_endurance_consumed_ratio",
+    "nvsoak_drive_accounting_ratio",
+    "nvsoak_card_info",
+    "nvsoak_card_written_bytes_total",
+    "nvsoak_card_soak_written_bytes",
+    "nvsoak_card_endurance_consumed_ratio",
+    "nvsoak_card_rated_endurance_bytes",
+    "nvsoak_card_rated_iops",
+    "nvsoak_card_rated_bytes_per_second",
+];
+
+/// Whether a query needs PCI functions in sysfs to return data.
+fn needs_pcie(expr: &str) -> bool {
+    metric_names(expr)
+        .iter()
+        .any(|n| PCIE_ONLY.contains(&family(n)))
+}
+
 const PROMETHEUS_BUILTIN: &[&str] = &["up"];
 
 fn repo() -> PathBuf {
@@ -1174,6 +1205,7 @@ fn dashboards_and_rules_name_only_agreed_metrics() {
         "dashboards/rules/nvsoak-alerts.yml",
         "dashboards/rules/nvsoak-ata-alerts.yml",
         "dashboards/rules/nvsoak-verdict-alerts.yml",
+        "dashboards/rules/nvsoak-pcie-alerts.yml",
     ] {
         for (name, expr) in rules(f) {
             queries.push(Query {
@@ -1197,6 +1229,7 @@ fn dashboards_and_rules_name_only_agreed_metrics() {
             let known = AGREED_WORKLOAD.contains(&f)
                 || NVME_ONLY.contains(&f)
                 || ATA_ONLY.contains(&f)
+                || PCIE_ONLY.contains(&f)
                 || PROMETHEUS_BUILTIN.contains(&f)
                 || recorded.iter().any(|r| r == f);
             if !known {
@@ -1389,7 +1422,8 @@ steady_window = 3
             .into_iter()
             .collect();
     // No SATA drive here either: queries on ata_* series return nothing.
-    let nvme_only = |expr: &str| needs_nvme(expr, &rule_exprs) || needs_ata(expr);
+    let nvme_only =
+        |expr: &str| needs_nvme(expr, &rule_exprs) || needs_ata(expr) || needs_pcie(expr);
 
     // Wait (bounded) until every query that must return data does: the sweep has to finish,
     // the soak to run steady-state rounds, and rate() windows to fill.
@@ -1434,6 +1468,7 @@ steady_window = 3
             if !(exported.contains(f)
                 || NVME_ONLY.contains(&f)
                 || ATA_ONLY.contains(&f)
+                || PCIE_ONLY.contains(&f)
                 || CONDITIONAL.contains(&f)
                 || recorded.iter().any(|r| r == f))
             {
@@ -1565,7 +1600,7 @@ mod replayed_health {
     use nvsoak::nvme::AdminTransport;
     use nvsoak::nvme::discover::Controller;
 
-    use super::{Prometheus, Query, dashboard_queries, needs_ata, needs_nvme, rules};
+    use super::{Prometheus, Query, dashboard_queries, needs_ata, needs_nvme, needs_pcie, rules};
 
     /// Queries that cannot return data from these fixtures, and why.
     const NOT_IN_FIXTURES: &[(&str, &str)] = &[(
@@ -1695,7 +1730,8 @@ mod replayed_health {
                 .into_iter()
                 .collect();
         // Queries that also need a SATA drive return nothing here (no ATA disk is replayed).
-        let nvme_only = |expr: &str| needs_nvme(expr, &rule_exprs) && !needs_ata(expr);
+        let nvme_only =
+            |expr: &str| needs_nvme(expr, &rule_exprs) && !needs_ata(expr) && !needs_pcie(expr);
         let mut queries: Vec<Query> = dashboard_queries()
             .into_iter()
             .filter(|q| nvme_only(&q.expr))

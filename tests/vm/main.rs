@@ -39,5 +39,8 @@ mod steps;
 mod tmpfs;
 /// The verdict: a clean soak PASSes (exit 0), a critical warning through QMP FAILs it (exit 2).
 mod verdict;
+/// PCIe topology (issue 16): a card behind a switch, a lone drive, a dual-port drive, link
+/// figures.
+mod topo;
 /// Scenarios 3 and 4: critical warning bits through QMP and Set Features.
 mod warn;

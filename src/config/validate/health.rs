@@ -41,6 +41,7 @@ pub(super) fn health(raw: &RawHealth) -> R<HealthSettings> {
         let o = device(&format!("health.device[{i}]"), d, &devices)?;
         devices.push(o);
     }
+    let cards = super::card::cards(&raw.card)?;
     Ok(HealthSettings {
         enabled: raw.enabled.unwrap_or(true),
         poll_interval,
@@ -49,6 +50,7 @@ pub(super) fn health(raw: &RawHealth) -> R<HealthSettings> {
         exclude: raw.exclude.clone(),
         ratings_file: raw.ratings_file.clone(),
         devices,
+        cards,
     })
 }
 

@@ -6,6 +6,7 @@
 //! targets (`target`), the `[health]` section (`health`) and the whole document (`settings`).
 
 mod gates;
+mod card;
 mod health;
 mod job;
 mod phase;
