@@ -875,11 +875,11 @@ impl Vm {
             "-qmp".into(),
             format!("unix:{},server,nowait", qmp_path.display()),
         ];
-        if let Some(m) = &spec.machine {
-            if spec.ata.is_none() {
-                args.push("-M".into());
-                args.push(m.clone());
-            }
+        if let Some(m) = &spec.machine
+            && spec.ata.is_none()
+        {
+            args.push("-M".into());
+            args.push(m.clone());
         }
         args.extend(spec.extra_args.iter().cloned());
         let mut images = BTreeMap::new();

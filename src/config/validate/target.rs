@@ -212,6 +212,7 @@ fn engine_and_verify(key: &str, t: &RawTarget) -> R<(EngineChoice, VerifyMode, b
                 ("auto", EngineChoice::Auto),
                 ("io_uring", EngineChoice::IoUring),
                 ("io_uring_poll", EngineChoice::IoUringPoll),
+                ("io_uring_cmd", EngineChoice::IoUringCmd),
                 ("psync", EngineChoice::Psync),
                 ("null", EngineChoice::Null),
             ],

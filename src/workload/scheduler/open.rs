@@ -45,6 +45,7 @@ pub fn open_target_expecting(
     let is_block = std::fs::metadata(&spec.path)
         .map(|m| m.file_type().is_block_device())
         .unwrap_or(false);
+    passthru_target(spec, is_block)?;
     if is_block {
         let claimed = if writes {
             crate::safety::claim_block(
@@ -110,6 +111,7 @@ pub fn preflight(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
     let is_block = std::fs::metadata(&spec.path)
         .map(|m| m.file_type().is_block_device())
         .unwrap_or(false);
+    passthru_target(spec, is_block)?;
     let r = if is_block {
         if !plan_writes(spec) {
             return poll_preflight(spec).map(|()| None);
@@ -144,6 +146,35 @@ pub fn preflight(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
             reason: e.to_string(),
         }),
     }
+}
+
+/// `engine = "io_uring_cmd"` needs the namespace's block device as the target: the safety
+/// checks and the `O_EXCL` hold apply to it, and the engine finds its generic device from the
+/// claimed descriptor. A generic device (`/dev/ngXnY`) or a file named as the target is
+/// refused before anything opens it for writing, naming the block device to configure.
+fn passthru_target(spec: &TargetSpec, is_block: bool) -> Result<(), TargetError> {
+    if spec.engine != crate::op::EngineChoice::IoUringCmd || is_block {
+        return Ok(());
+    }
+    let name = spec
+        .path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let hint = match name.strip_prefix("ng") {
+        Some(rest) => format!(
+            "; configure the namespace's block device /dev/nvme{rest} instead: nvsoak checks and holds it, then opens {} itself",
+            spec.path.display()
+        ),
+        None => String::new(),
+    };
+    Err(TargetError::Refused {
+        target: spec.name.clone(),
+        reason: format!(
+            "engine = \"io_uring_cmd\" needs an NVMe namespace block device as the target, and {} is not a block device{hint}",
+            spec.path.display()
+        ),
+    })
 }
 
 /// `engine = "io_uring_poll"`: the device behind the target (or the directory its file will be
