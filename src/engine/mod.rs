@@ -52,6 +52,20 @@ pub fn nvme_status(errno: i32) -> Option<u16> {
         .then(|| (errno - NVME_STATUS_ERRNO_BASE) as u16)
 }
 
+/// The errno Linux's block layer gives an I/O that failed with NVMe `status`
+/// (`nvme_error_status`): `ENODATA` (BLK_STS_MEDIUM) for the media errors (write fault,
+/// unrecovered read error, access denied, unwritten block), `EIO` otherwise. A passthrough
+/// failure counts under this errno too, so errors read the same on every engine.
+pub fn block_errno(status: u16) -> i32 {
+    match (
+        crate::nvme::status_sct(status),
+        crate::nvme::status_sc(status),
+    ) {
+        (2, 0x80 | 0x81 | 0x86 | 0x87) => libc::ENODATA,
+        _ => libc::EIO,
+    }
+}
+
 /// How a failed I/O's status reads in logs: the errno's name, or `NVMe status sct 0x2 sc
 /// 0x81 (unrecovered read error)`.
 pub fn describe_error(errno: i32) -> String {

@@ -85,8 +85,9 @@ impl NvmeStatusCounts {
 }
 
 /// I/O error counts by errno, fixed size so that counting never allocates. A passthrough
-/// command's NVMe status (an errno from `engine::NVME_STATUS_ERRNO_BASE` up) counts as `EIO`,
-/// the errno the block layer would report, and by its status in `.1`.
+/// command's NVMe status (an errno from `engine::NVME_STATUS_ERRNO_BASE` up) counts under the
+/// errno the block layer would report (`engine::block_errno`: ENODATA or EIO), and by its
+/// status in `.1`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ErrnoCounts(pub [u64; ERRNO_SLOTS], pub NvmeStatusCounts);
 
@@ -101,7 +102,7 @@ impl ErrnoCounts {
     pub fn add(&mut self, errno: i32) {
         if let Some(st) = crate::engine::nvme_status(errno) {
             self.1.add_n(st, 1);
-            self.0[libc::EIO as usize] += 1;
+            self.0[crate::engine::block_errno(st) as usize] += 1;
             return;
         }
         let i = (errno.max(0) as usize).min(ERRNO_SLOTS - 1);
@@ -355,7 +356,7 @@ mod tests {
     }
 
     #[test]
-    fn nvme_statuses_count_as_eio_and_by_status() {
+    fn nvme_statuses_count_as_the_block_layers_errno_and_by_status() {
         let base = crate::engine::NVME_STATUS_ERRNO_BASE;
         let mut e = ErrnoCounts::default();
         e.add(base + 0x281);
@@ -363,9 +364,13 @@ mod tests {
         e.add(base + 0x280);
         e.add(libc::ENOSPC);
         assert_eq!(e.total(), 4);
-        assert_eq!(e.0[libc::EIO as usize], 3);
+        // Unrecovered read error and write fault are media errors (ENODATA); invalid field
+        // in command (0x002) is not (EIO).
+        assert_eq!(e.0[libc::ENODATA as usize], 3);
+        e.add(base + 0x002);
+        assert_eq!(e.0[libc::EIO as usize], 1);
         let v: Vec<_> = e.nvme().iter().collect();
-        assert_eq!(v, vec![(0x281, 2), (0x280, 1)]);
+        assert_eq!(v, vec![(0x281, 2), (0x280, 1), (0x002, 1)]);
         // More distinct statuses than slots share `other`; merging keeps every count.
         let mut f = ErrnoCounts::default();
         for st in 1..=(NVME_STATUS_SLOTS as i32 + 3) {
@@ -373,8 +378,9 @@ mod tests {
         }
         assert_eq!(f.nvme().other, 3);
         e.merge(&f);
-        assert_eq!(e.nvme().total(), 3 + NVME_STATUS_SLOTS as u64 + 3);
+        assert_eq!(e.nvme().total(), 4 + NVME_STATUS_SLOTS as u64 + 3);
         assert_eq!(e.nvme().iter().find(|s| s.0 == 0x281), Some((0x281, 2)));
-        assert_eq!(e.total(), 4 + NVME_STATUS_SLOTS as u64 + 3);
+        assert_eq!(e.nvme().iter().find(|s| s.0 == 0x002), Some((0x002, 2)));
+        assert_eq!(e.total(), 5 + NVME_STATUS_SLOTS as u64 + 3);
     }
 }
