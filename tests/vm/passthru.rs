@@ -52,8 +52,8 @@ run cmd nvsoak run --config /etc/cmd.toml --exit-when-done
 b1=$(blk)
 run blk nvsoak run --config /etc/blk.toml --exit-when-done
 b2=$(blk)
-echo "$b0 $b1 $b2" > /tmp/blk
-emit blk /tmp/blk
+echo "$b0 $b1 $b2" > /tmp/bstat
+emit bstat /tmp/bstat
 emit rcmd /tmp/state-c/results/c.json
 emit rblk /tmp/state-b/results/b.json
 "#
@@ -79,7 +79,7 @@ emit rblk /tmp/state-b/results/b.json
     let blk = vm.wait_result("blk", t);
     assert_eq!(blk.status, 0, "block-path soak: {}", blk.stderr);
     let b: Vec<u64> = vm
-        .wait_ok("blk", t)
+        .wait_ok("bstat", t)
         .stdout_str()
         .split_whitespace()
         .filter_map(|x| x.parse().ok())

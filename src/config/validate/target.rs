@@ -124,8 +124,9 @@ fn is_block_device(key: &str, path: &Path) -> R<bool> {
         Ok(_) => bad(
             k("path"),
             format!(
-                "{} is neither a regular file nor a block device",
-                path.display()
+                "{} is neither a regular file nor a block device{}",
+                path.display(),
+                crate::workload::scheduler::generic_node_hint(path)
             ),
         ),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

@@ -148,6 +148,25 @@ pub fn preflight(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
     }
 }
 
+/// For an NVMe generic node (`/dev/ng0n1`) named as a target: which block device to name
+/// instead (empty for any other path).
+pub fn generic_node_hint(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match name
+        .strip_prefix("ng")
+        .filter(|r| crate::engine::passthru::generic_name(&format!("nvme{r}")).is_some())
+    {
+        Some(rest) => format!(
+            "; for NVMe passthrough (engine = \"io_uring_cmd\") configure the namespace's block device /dev/nvme{rest} instead: nvsoak checks and holds it, then opens {} itself",
+            path.display()
+        ),
+        None => String::new(),
+    }
+}
+
 /// `engine = "io_uring_cmd"` needs the namespace's block device as the target: the safety
 /// checks and the `O_EXCL` hold apply to it, and the engine finds its generic device from the
 /// claimed descriptor. A generic device (`/dev/ngXnY`) or a file named as the target is
@@ -156,18 +175,7 @@ fn passthru_target(spec: &TargetSpec, is_block: bool) -> Result<(), TargetError>
     if spec.engine != crate::op::EngineChoice::IoUringCmd || is_block {
         return Ok(());
     }
-    let name = spec
-        .path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let hint = match name.strip_prefix("ng") {
-        Some(rest) => format!(
-            "; configure the namespace's block device /dev/nvme{rest} instead: nvsoak checks and holds it, then opens {} itself",
-            spec.path.display()
-        ),
-        None => String::new(),
-    };
+    let hint = generic_node_hint(&spec.path);
     Err(TargetError::Refused {
         target: spec.name.clone(),
         reason: format!(
