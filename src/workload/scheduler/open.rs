@@ -250,3 +250,24 @@ pub fn plan_writes(spec: &TargetSpec) -> bool {
         PhaseSpec::Soak { jobs, .. } => jobs.iter().any(|j| j.read_pct < 100),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generic_nodes_get_the_block_device_to_name_instead() {
+        let h = generic_node_hint(Path::new("/dev/ng3n12"));
+        assert!(h.contains("/dev/nvme3n12 instead"), "{h}");
+        assert!(h.contains("io_uring_cmd"), "{h}");
+        for other in [
+            "/dev/null",
+            "/dev/ng",
+            "/dev/ngx",
+            "/dev/nvme0n1",
+            "/tmp/ng0n1x",
+        ] {
+            assert_eq!(generic_node_hint(Path::new(other)), "", "{other}");
+        }
+    }
+}
