@@ -32,6 +32,9 @@ pub enum EngineChoice {
     /// io_uring with polled completions (`IORING_SETUP_IOPOLL`): O_DIRECT on a block device
     /// with poll queues; an error naming the reason otherwise.
     IoUringPoll,
+    /// NVMe passthrough (`IORING_OP_URING_CMD`) on the namespace's generic character device,
+    /// found from the target's block device; an error naming the reason elsewhere.
+    IoUringCmd,
     Psync,
     /// Completes every I/O immediately without touching the target (tests the worker loop).
     Null,
@@ -43,6 +46,7 @@ impl EngineChoice {
             EngineChoice::Auto => "auto",
             EngineChoice::IoUring => "io_uring",
             EngineChoice::IoUringPoll => "io_uring_poll",
+            EngineChoice::IoUringCmd => "io_uring_cmd",
             EngineChoice::Psync => "psync",
             EngineChoice::Null => "null",
         }

@@ -10,6 +10,7 @@
 
 pub mod buf;
 pub mod null;
+pub mod passthru;
 pub mod pollcap;
 pub mod psync;
 pub mod uring;
@@ -32,11 +33,51 @@ pub struct IoReq {
     pub user_data: u64,
 }
 
-/// A finished I/O. `result` is the byte count (>= 0) or `-errno`.
+/// A finished I/O. `result` is the byte count (>= 0) or `-errno`; the passthrough engine hands
+/// up a command's NVMe status as `-(NVME_STATUS_ERRNO_BASE + status)` ([`nvme_status`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Completion {
     pub user_data: u64,
     pub result: i32,
+}
+
+/// NVMe statuses ride above every errno (Linux's errnos end at 4095).
+pub const NVME_STATUS_ERRNO_BASE: i32 = 4096;
+
+/// The NVMe status (SCT in bits 10:8, SC in 7:0) an "errno" carries, if it carries one.
+#[inline]
+pub fn nvme_status(errno: i32) -> Option<u16> {
+    (NVME_STATUS_ERRNO_BASE..NVME_STATUS_ERRNO_BASE + 0x800)
+        .contains(&errno)
+        .then(|| (errno - NVME_STATUS_ERRNO_BASE) as u16)
+}
+
+/// The errno Linux's block layer gives an I/O that failed with NVMe `status`
+/// (`nvme_error_status`): `ENODATA` (BLK_STS_MEDIUM) for the media errors (write fault,
+/// unrecovered read error, access denied, unwritten block), `EIO` otherwise. A passthrough
+/// failure counts under this errno too, so errors read the same on every engine.
+pub fn block_errno(status: u16) -> i32 {
+    match (
+        crate::nvme::status_sct(status),
+        crate::nvme::status_sc(status),
+    ) {
+        (2, 0x80 | 0x81 | 0x86 | 0x87) => libc::ENODATA,
+        _ => libc::EIO,
+    }
+}
+
+/// How a failed I/O's status reads in logs: the errno's name, or `NVMe status sct 0x2 sc
+/// 0x81 (unrecovered read error)`.
+pub fn describe_error(errno: i32) -> String {
+    match nvme_status(errno) {
+        Some(s) => format!(
+            "NVMe status sct {:#x} sc {:#x} ({})",
+            crate::nvme::status_sct(s),
+            crate::nvme::status_sc(s),
+            crate::nvme::status_name(s)
+        ),
+        None => std::io::Error::from_raw_os_error(errno).to_string(),
+    }
 }
 
 #[derive(Debug, Error)]
@@ -61,6 +102,10 @@ pub enum EngineError {
         "polled I/O (engine = \"io_uring_poll\") cannot be used here: {0}; use engine = \"io_uring\" for interrupt-driven completions"
     )]
     PollUnsupported(#[source] pollcap::PollRefusal),
+    #[error(
+        "NVMe passthrough (engine = \"io_uring_cmd\") cannot be used here: {0}; use engine = \"io_uring\" for the block device path"
+    )]
+    PassthruUnsupported(#[source] passthru::PassthruRefusal),
 }
 
 /// Capability flags.
@@ -137,6 +182,7 @@ pub fn open(choice: EngineChoice, setup: EngineSetup) -> Result<Box<dyn IoEngine
             };
             Ok(Box::new(uring::UringEngine::with_options(setup, opts)?))
         }
+        EngineChoice::IoUringCmd => Ok(Box::new(passthru::PassthruEngine::new(setup)?)),
         EngineChoice::Auto => match uring::UringEngine::new(setup.clone()) {
             Ok(e) => Ok(Box::new(e)),
             Err(EngineError::UringRefused(err)) => {

@@ -70,13 +70,13 @@ fn build_ring(entries: u32, iopoll: bool) -> Result<(IoUring, &'static str), Eng
 
 /// The flag-dropping loop, with the final `build` injectable so tests can play a kernel that
 /// rejects flags.
-fn build_ring_with(
+pub(super) fn build_ring_with<S: squeue::EntryMarker, C: io_uring::cqueue::EntryMarker>(
     entries: u32,
-    mut build: impl FnMut(&io_uring::Builder, u32) -> io::Result<IoUring>,
-) -> Result<(IoUring, &'static str), EngineError> {
+    mut build: impl FnMut(&io_uring::Builder<S, C>, u32) -> io::Result<IoUring<S, C>>,
+) -> Result<(IoUring<S, C>, &'static str), EngineError> {
     // Ordered from most to least optimised; each is a superset of what the kernel may not know.
-    type Attempt = (&'static str, fn(&mut io_uring::Builder));
-    let attempts: [Attempt; 4] = [
+    type Attempt<S, C> = (&'static str, fn(&mut io_uring::Builder<S, C>));
+    let attempts: [Attempt<S, C>; 4] = [
         ("single_issuer,defer_taskrun,cqsize", |b| {
             b.setup_single_issuer().setup_defer_taskrun();
         }),
@@ -90,7 +90,7 @@ fn build_ring_with(
     ];
     let mut last = None;
     for (i, (label, apply)) in attempts.iter().enumerate() {
-        let mut b = IoUring::builder();
+        let mut b = IoUring::<S, C>::builder();
         apply(&mut b);
         if i + 1 < attempts.len() {
             b.setup_cqsize(entries * 2);
@@ -286,7 +286,7 @@ impl UringEngine {
     }
 }
 
-fn is_transient(e: &io::Error) -> bool {
+pub(super) fn is_transient(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
         Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ETIME)
@@ -617,7 +617,7 @@ mod tests {
     fn setup_drops_optional_flags_on_einval() {
         // A kernel that knows neither SINGLE_ISSUER nor DEFER_TASKRUN.
         let mut tried = 0;
-        let (ring, label) = build_ring_with(8, |b, n| {
+        let (ring, label) = build_ring_with::<squeue::Entry, io_uring::cqueue::Entry>(8, |b, n| {
             tried += 1;
             if tried <= 2 {
                 Err(io::Error::from_raw_os_error(libc::EINVAL))
@@ -630,9 +630,11 @@ mod tests {
         assert_eq!(label, "coop_taskrun,cqsize");
         assert_eq!(ring.params().cq_entries(), 16);
         // Every attempt rejected: the error says io_uring setup failed, with EINVAL.
-        let e = build_ring_with(8, |_, _| Err(io::Error::from_raw_os_error(libc::EINVAL)))
-            .err()
-            .expect("all rejected");
+        let e = build_ring_with::<squeue::Entry, io_uring::cqueue::Entry>(8, |_, _| {
+            Err(io::Error::from_raw_os_error(libc::EINVAL))
+        })
+        .err()
+        .expect("all rejected");
         assert!(
             matches!(&e, EngineError::UringSetup(io) if io.raw_os_error() == Some(libc::EINVAL))
         );
@@ -642,7 +644,7 @@ mod tests {
     fn eperm_and_enosys_mean_refused_so_auto_can_fall_back() {
         for errno in [libc::EPERM, libc::ENOSYS] {
             let mut tried = 0;
-            let e = build_ring_with(8, |_, _| {
+            let e = build_ring_with::<squeue::Entry, io_uring::cqueue::Entry>(8, |_, _| {
                 tried += 1;
                 Err(io::Error::from_raw_os_error(errno))
             })
@@ -652,9 +654,11 @@ mod tests {
             assert!(matches!(e, EngineError::UringRefused(_)));
             assert!(e.to_string().contains("engine = \"psync\""), "{e}");
         }
-        let e = build_ring_with(8, |_, _| Err(io::Error::from_raw_os_error(libc::ENOMEM)))
-            .err()
-            .expect("fails");
+        let e = build_ring_with::<squeue::Entry, io_uring::cqueue::Entry>(8, |_, _| {
+            Err(io::Error::from_raw_os_error(libc::ENOMEM))
+        })
+        .err()
+        .expect("fails");
         assert!(matches!(e, EngineError::UringSetup(_)));
     }
 

@@ -26,6 +26,47 @@ pub struct SoakTotals {
     pub elapsed_secs: f64,
 }
 
+/// Failed passthrough commands by NVMe status (engine = "io_uring_cmd").
+fn nvme_status_family(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {
+    let mut f = Family::counter(
+        "nvsoak_io_nvme_status_errors_total",
+        "Failed NVMe passthrough commands (engine io_uring_cmd) by op and the NVMe status the drive completed them with (sct: status code type, sc: status code, from the completion queue entry); each also counts as errno EIO in nvsoak_io_errors_total.",
+    );
+    for t in targets {
+        for (job, j) in &t.jobs {
+            for (op, c) in [("read", &j.read), ("write", &j.write)] {
+                for (st, n) in c.errors.nvme().iter() {
+                    let sct = format!("{:#x}", crate::nvme::status_sct(st));
+                    let sc = format!("{:#x}", crate::nvme::status_sc(st));
+                    f.add(
+                        &[
+                            ("target", &t.name),
+                            ("workload", job),
+                            ("op", op),
+                            ("sct", &sct),
+                            ("sc", &sc),
+                        ],
+                        n as f64,
+                    );
+                }
+                if c.errors.nvme().other > 0 {
+                    f.add(
+                        &[
+                            ("target", &t.name),
+                            ("workload", job),
+                            ("op", op),
+                            ("sct", "other"),
+                            ("sc", "other"),
+                        ],
+                        c.errors.nvme().other as f64,
+                    );
+                }
+            }
+        }
+    }
+    push(out, f);
+}
+
 pub fn errno_name(e: i32) -> String {
     let n = nix::errno::Errno::from_raw(e);
     if n == nix::errno::Errno::UnknownErrno {
@@ -228,6 +269,7 @@ fn error_families(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {
         }
     }
     push(out, errs);
+    nvme_status_family(targets, out);
 
     let mut verr = Family::counter(
         "nvsoak_verify_errors_total",

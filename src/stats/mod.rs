@@ -45,21 +45,72 @@ pub const HDR_MAX_NS: u64 = 60_000_000_000;
 /// errno values below this get their own counter; others share the last slot.
 pub const ERRNO_SLOTS: usize = 160;
 
-/// I/O error counts by errno, fixed size so that counting never allocates.
+/// Distinct NVMe statuses counted one by one; more share `NvmeStatusCounts::other`.
+pub const NVME_STATUS_SLOTS: usize = 8;
+
+/// Failed passthrough commands by NVMe status (SCT and SC, bits 10:0), a fixed table so that
+/// counting never allocates. A status is never 0 (success), so 0 marks a free slot.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NvmeStatusCounts {
+    pub slots: [(u16, u64); NVME_STATUS_SLOTS],
+    /// Statuses beyond the table's distinct slots.
+    pub other: u64,
+}
+
+impl NvmeStatusCounts {
+    #[inline]
+    pub fn add_n(&mut self, status: u16, n: u64) {
+        for slot in self.slots.iter_mut() {
+            if slot.0 == status || slot.0 == 0 {
+                slot.0 = status;
+                slot.1 += n;
+                return;
+            }
+        }
+        self.other += n;
+    }
+    pub fn total(&self) -> u64 {
+        self.slots.iter().map(|s| s.1).sum::<u64>() + self.other
+    }
+    /// (status, count) for every status seen.
+    pub fn iter(&self) -> impl Iterator<Item = (u16, u64)> + '_ {
+        self.slots.iter().copied().filter(|s| s.0 != 0 && s.1 > 0)
+    }
+    pub fn merge(&mut self, o: &NvmeStatusCounts) {
+        for (st, n) in o.iter() {
+            self.add_n(st, n);
+        }
+        self.other += o.other;
+    }
+}
+
+/// I/O error counts by errno, fixed size so that counting never allocates. A passthrough
+/// command's NVMe status (an errno from `engine::NVME_STATUS_ERRNO_BASE` up) counts under the
+/// errno the block layer would report (`engine::block_errno`: ENODATA or EIO), and by its
+/// status in `.1`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ErrnoCounts(pub [u64; ERRNO_SLOTS]);
+pub struct ErrnoCounts(pub [u64; ERRNO_SLOTS], pub NvmeStatusCounts);
 
 impl Default for ErrnoCounts {
     fn default() -> Self {
-        ErrnoCounts([0; ERRNO_SLOTS])
+        ErrnoCounts([0; ERRNO_SLOTS], NvmeStatusCounts::default())
     }
 }
 
 impl ErrnoCounts {
     #[inline]
     pub fn add(&mut self, errno: i32) {
+        if let Some(st) = crate::engine::nvme_status(errno) {
+            self.1.add_n(st, 1);
+            self.0[crate::engine::block_errno(st) as usize] += 1;
+            return;
+        }
         let i = (errno.max(0) as usize).min(ERRNO_SLOTS - 1);
         self.0[i] += 1;
+    }
+    /// The NVMe statuses among the errors.
+    pub fn nvme(&self) -> &NvmeStatusCounts {
+        &self.1
     }
     pub fn total(&self) -> u64 {
         self.0.iter().sum()
@@ -76,6 +127,7 @@ impl ErrnoCounts {
         for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
             *a += *b;
         }
+        self.1.merge(&other.1);
     }
 }
 
@@ -301,5 +353,34 @@ mod tests {
         let v: Vec<_> = e.iter().collect();
         assert_eq!(v, vec![(5, 2), (28, 1), ((ERRNO_SLOTS - 1) as i32, 1)]);
         assert_eq!(e.total(), 4);
+    }
+
+    #[test]
+    fn nvme_statuses_count_as_the_block_layers_errno_and_by_status() {
+        let base = crate::engine::NVME_STATUS_ERRNO_BASE;
+        let mut e = ErrnoCounts::default();
+        e.add(base + 0x281);
+        e.add(base + 0x281);
+        e.add(base + 0x280);
+        e.add(libc::ENOSPC);
+        assert_eq!(e.total(), 4);
+        // Unrecovered read error and write fault are media errors (ENODATA); invalid field
+        // in command (0x002) is not (EIO).
+        assert_eq!(e.0[libc::ENODATA as usize], 3);
+        e.add(base + 0x002);
+        assert_eq!(e.0[libc::EIO as usize], 1);
+        let v: Vec<_> = e.nvme().iter().collect();
+        assert_eq!(v, vec![(0x281, 2), (0x280, 1), (0x002, 1)]);
+        // More distinct statuses than slots share `other`; merging keeps every count.
+        let mut f = ErrnoCounts::default();
+        for st in 1..=(NVME_STATUS_SLOTS as i32 + 3) {
+            f.add(base + st);
+        }
+        assert_eq!(f.nvme().other, 3);
+        e.merge(&f);
+        assert_eq!(e.nvme().total(), 4 + NVME_STATUS_SLOTS as u64 + 3);
+        assert_eq!(e.nvme().iter().find(|s| s.0 == 0x281), Some((0x281, 2)));
+        assert_eq!(e.nvme().iter().find(|s| s.0 == 0x002), Some((0x002, 2)));
+        assert_eq!(e.total(), 5 + NVME_STATUS_SLOTS as u64 + 3);
     }
 }

@@ -213,7 +213,7 @@ impl std::fmt::Display for Mismatch {
             )?,
             None if self.kind == VerifyKind::Unreadable => {
                 let e = self.errno.unwrap_or(0);
-                write!(f, ", read failed: {}", std::io::Error::from_raw_os_error(e))?
+                write!(f, ", read failed: {}", crate::engine::describe_error(e))?
             }
             None => write!(f, ", found no header")?,
         }

@@ -565,6 +565,7 @@ fn engine_name(e: EngineChoice) -> &'static str {
     match e {
         EngineChoice::IoUring | EngineChoice::Auto => "io_uring",
         EngineChoice::IoUringPoll => "io_uring_poll",
+        EngineChoice::IoUringCmd => "io_uring_cmd",
         EngineChoice::Psync => "psync",
         EngineChoice::Null => "null",
     }

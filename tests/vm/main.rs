@@ -21,6 +21,9 @@ mod health;
 mod hotplug;
 /// Scenarios 7 and 8: two controllers, refusal of an ext4 namespace.
 mod multi;
+/// NVMe passthrough (`io_uring_cmd`) on the generic device: verified, accounted, off the
+/// block layer; media errors with their NVMe status; refusals.
+mod passthru;
 /// Without root: plain permission messages, the workload keeps running.
 mod perm;
 /// Polled completions (`io_uring_poll`) with the driver's poll queues: verified, no interrupts;

@@ -134,8 +134,9 @@ fn is_block_device(key: &str, path: &Path) -> R<bool> {
         Ok(_) => bad(
             k("path"),
             format!(
-                "{} is neither a regular file nor a block device",
-                path.display()
+                "{} is neither a regular file nor a block device{}",
+                path.display(),
+                crate::workload::scheduler::generic_node_hint(path)
             ),
         ),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -222,6 +223,7 @@ fn engine_and_verify(key: &str, t: &RawTarget) -> R<(EngineChoice, VerifyMode, b
                 ("auto", EngineChoice::Auto),
                 ("io_uring", EngineChoice::IoUring),
                 ("io_uring_poll", EngineChoice::IoUringPoll),
+                ("io_uring_cmd", EngineChoice::IoUringCmd),
                 ("psync", EngineChoice::Psync),
                 ("null", EngineChoice::Null),
             ],

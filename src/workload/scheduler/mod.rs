@@ -17,7 +17,8 @@ mod snapshot;
 pub(crate) use crate::workload::hooks::{HookMode, ProgressHook, StampOnly};
 pub use error::RunError;
 pub use open::{
-    OpenedTarget, check_aliases, open_target, open_target_expecting, plan_writes, preflight,
+    OpenedTarget, check_aliases, generic_node_hint, open_target, open_target_expecting,
+    plan_writes, preflight,
 };
 pub(crate) use phase::precondition::precondition_job;
 pub(crate) use segment::{Segment, SegmentOutcome};

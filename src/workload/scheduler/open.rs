@@ -45,6 +45,7 @@ pub fn open_target_expecting(
     let is_block = std::fs::metadata(&spec.path)
         .map(|m| m.file_type().is_block_device())
         .unwrap_or(false);
+    passthru_target(spec, is_block)?;
     if is_block {
         let claimed = if writes {
             crate::safety::claim_block(
@@ -110,6 +111,7 @@ pub fn preflight(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
     let is_block = std::fs::metadata(&spec.path)
         .map(|m| m.file_type().is_block_device())
         .unwrap_or(false);
+    passthru_target(spec, is_block)?;
     let r = if is_block {
         if !plan_writes(spec) {
             return poll_preflight(spec).map(|()| None);
@@ -144,6 +146,43 @@ pub fn preflight(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
             reason: e.to_string(),
         }),
     }
+}
+
+/// For an NVMe generic node (`/dev/ng0n1`) named as a target: which block device to name
+/// instead (empty for any other path).
+pub fn generic_node_hint(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match name
+        .strip_prefix("ng")
+        .filter(|r| crate::engine::passthru::generic_name(&format!("nvme{r}")).is_some())
+    {
+        Some(rest) => format!(
+            "; for NVMe passthrough (engine = \"io_uring_cmd\") configure the namespace's block device /dev/nvme{rest} instead: nvsoak checks and holds it, then opens {} itself",
+            path.display()
+        ),
+        None => String::new(),
+    }
+}
+
+/// `engine = "io_uring_cmd"` needs the namespace's block device as the target: the safety
+/// checks and the `O_EXCL` hold apply to it, and the engine finds its generic device from the
+/// claimed descriptor. A generic device (`/dev/ngXnY`) or a file named as the target is
+/// refused before anything opens it for writing, naming the block device to configure.
+fn passthru_target(spec: &TargetSpec, is_block: bool) -> Result<(), TargetError> {
+    if spec.engine != crate::op::EngineChoice::IoUringCmd || is_block {
+        return Ok(());
+    }
+    let hint = generic_node_hint(&spec.path);
+    Err(TargetError::Refused {
+        target: spec.name.clone(),
+        reason: format!(
+            "engine = \"io_uring_cmd\" needs an NVMe namespace block device as the target, and {} is not a block device{hint}",
+            spec.path.display()
+        ),
+    })
 }
 
 /// `engine = "io_uring_poll"`: the device behind the target (or the directory its file will be
@@ -213,4 +252,25 @@ pub fn plan_writes(spec: &TargetSpec) -> bool {
         PhaseSpec::Purge { .. } => true,
         PhaseSpec::SelfTest { .. } => false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generic_nodes_get_the_block_device_to_name_instead() {
+        let h = generic_node_hint(Path::new("/dev/ng3n12"));
+        assert!(h.contains("/dev/nvme3n12 instead"), "{h}");
+        assert!(h.contains("io_uring_cmd"), "{h}");
+        for other in [
+            "/dev/null",
+            "/dev/ng",
+            "/dev/ngx",
+            "/dev/nvme0n1",
+            "/tmp/ng0n1x",
+        ] {
+            assert_eq!(generic_node_hint(Path::new(other)), "", "{other}");
+        }
+    }
 }

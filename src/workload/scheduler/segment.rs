@@ -210,12 +210,30 @@ impl Tally {
     }
 }
 
+/// Log a segment's failed passthrough commands by NVMe status: `new` since the last line, and
+/// each status's count so far, named as `sct 0x2 sc 0x81 (unrecovered read error)`.
+fn log_nvme_statuses(target: &str, sr: &OpCounters, sw: &OpCounters, new: u64) {
+    for (op, c) in [("read", sr), ("write", sw)] {
+        for (st, n) in c.errors.nvme().iter() {
+            tracing::warn!(target_name = %target, op, count = n, new,
+                "{op} commands failed with NVMe status sct {:#x} sc {:#x} ({})",
+                crate::nvme::status_sct(st), crate::nvme::status_sc(st), crate::nvme::status_name(st));
+        }
+        if c.errors.nvme().other > 0 {
+            tracing::warn!(target_name = %target, op, count = c.errors.nvme().other,
+                "{op} commands failed with other NVMe statuses");
+        }
+    }
+}
+
 /// Why a segment stops early.
 #[derive(Default)]
 struct Stops {
     fatal: Option<RunError>,
     device_gone: bool,
     last_gone_errs: u64,
+    /// NVMe statuses already logged (passthrough), so each interval logs only new failures.
+    last_nvme_errs: u64,
 }
 
 impl Runner {
@@ -477,6 +495,11 @@ impl Runner {
             stops.device_gone = true;
         }
         stops.last_gone_errs = gone_errs;
+        let nvme_errs = sr.errors.nvme().total() + sw.errors.nvme().total();
+        if nvme_errs > stops.last_nvme_errs {
+            log_nvme_statuses(&self.spec.name, sr, sw, nvme_errs - stops.last_nvme_errs);
+        }
+        stops.last_nvme_errs = nvme_errs;
         if let Some(v) = verify
             && self.spec.verify_fatal
             && stops.fatal.is_none()
