@@ -77,6 +77,10 @@ pub struct TargetView {
     pub precondition: Option<Arc<PrecondLive>>,
     /// The running sweep so far (set for the current phase only, once its maximum is known).
     pub sweep_progress: Option<SweepResult>,
+    /// The soak over time (closed points, events, steady windows), replaced when it changes,
+    /// and the point being built (see `soaksample.rs`).
+    pub soak_history: Option<Arc<crate::workload::soakhist::SoakHistory>>,
+    pub soak_partial: Option<crate::workload::soakhist::SoakPoint>,
 }
 
 /// A full copy of one target's three parts, for renderers that show everything (metrics, the
@@ -120,6 +124,9 @@ pub struct TargetSnapshot {
     pub live: Arc<crate::stats::live::LiveIo>,
     pub precondition: Option<Arc<PrecondLive>>,
     pub sweep_progress: Option<SweepResult>,
+    /// See [`TargetView::soak_history`].
+    pub soak_history: Option<Arc<crate::workload::soakhist::SoakHistory>>,
+    pub soak_partial: Option<crate::workload::soakhist::SoakPoint>,
 }
 
 /// Live progress of a precondition phase: per worker stripe, the bytes of its sequential walk
@@ -341,6 +348,8 @@ impl TargetShared {
             live: f.live.clone(),
             precondition: v.precondition,
             sweep_progress: v.sweep_progress,
+            soak_history: v.soak_history,
+            soak_partial: v.soak_partial,
         }
     }
 
@@ -430,6 +439,8 @@ impl From<TargetSnapshot> for TargetShared {
                 steady_history: s.steady_history,
                 precondition: s.precondition,
                 sweep_progress: s.sweep_progress,
+                soak_history: s.soak_history,
+                soak_partial: s.soak_partial,
             },
             drive,
         )
