@@ -282,6 +282,7 @@ pub fn render_status(
     }
     for s in targets {
         target_charts(&mut h, s, history, now, span_min);
+        h.push_str(&super::soakchart::status_html(s));
     }
     drive_section(&mut h, drives, history, now, span_min);
     h.push_str("</body></html>\n");
