@@ -20,6 +20,7 @@ pub mod compute;
 pub mod history;
 pub mod html;
 pub mod markdown;
+pub mod nodrives;
 pub mod soakchart;
 pub mod status;
 

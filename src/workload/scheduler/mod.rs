@@ -559,6 +559,10 @@ impl Runner {
                 }
                 if !self.stopping() {
                     self.phase_ended(&started, phase);
+                } else if matches!(phase, PhaseSpec::Soak { duration: None, .. }) {
+                    // A soak without a duration only ever ends this way: it still gets its
+                    // end line, with its totals.
+                    self.phase_stopped(&started, phase);
                 }
             }
             if self.stopping() {
