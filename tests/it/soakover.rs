@@ -140,7 +140,7 @@ fn an_endless_soak_keeps_its_history_shows_it_and_ends_its_phase_at_shutdown() {
 }
 
 /// A version-3 results file with a day of history, events and a steady window.
-fn with_history() -> Value {
+pub(crate) fn with_history() -> Value {
     let t0 = 1_750_000_000.0;
     let points: Vec<Value> = (0..1440)
         .map(|i| {
