@@ -127,8 +127,11 @@ impl DaemonApp {
             Some(h) => drives_from_health(&h.snapshot()),
             None => Vec::new(),
         };
+        let why = crate::report::nodrives::no_drives_reason(
+            self.health.as_ref().map(|h| h.snapshot()).as_deref(),
+        );
         let history = crate::util::lock(&self.history);
-        crate::report::status::render_status(&snaps, &drives, &history)
+        crate::report::status::render_status_why(&snaps, &drives, &history, &why)
     }
 
     /// Sample the current figures into the status page's history (once per second).

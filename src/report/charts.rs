@@ -136,7 +136,7 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
         let mut chart = ChartBuilder::on(&root)
             .caption(c.title, ("sans-serif", if small { 13 } else { 16 }))
             .margin(if small { 4 } else { 8 })
-            .x_label_area_size(if small { 22 } else { 36 })
+            .x_label_area_size(if small { 34 } else { 36 })
             .y_label_area_size(if small { 44 } else { 60 })
             .build_cartesian_2d(x0..x1, 0f64..y1)
             .map_err(|e| err(&e))?;

@@ -261,6 +261,9 @@ pub struct SoakFigures {
     /// the plan); empty for results files written before they were recorded.
     #[serde(default)]
     pub phases: Vec<crate::workload::results::SoakPhase>,
+    /// The soak over time (IOPS, latency, events), when the results file has it (version 3).
+    #[serde(default)]
+    pub history: Option<crate::workload::soakhist::SoakHistory>,
 }
 
 /// The plain sentences the report puts above a drive's soak figures.
@@ -643,6 +646,7 @@ pub fn soak_figures_with(
         callouts: drive.as_ref().map(drive_callouts).unwrap_or_default(),
         drive,
         phases: s.phases.clone(),
+        history: s.history.clone(),
     }
 }
 

@@ -71,7 +71,7 @@ pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, Strin
         let chart = report.drives.len() <= super::batch::MAX_CHART_DRIVES;
         comparison(&mut md, c, chart.then_some(f), stem, &mut files);
     }
-    for (d, fs) in report.drives.iter().zip(&figs.drives) {
+    for (di, (d, fs)) in report.drives.iter().zip(&figs.drives).enumerate() {
         md.push_str(&format!("## {}\n\n", cell(&d.label)));
         drive_info(&mut md, d);
         if !d.sweeps.is_empty() {
@@ -93,6 +93,7 @@ pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, Strin
         if let Some(s) = &d.soak {
             soak_section(&mut md, s);
         }
+        super::soakchart::report_markdown(&mut md, stem, di, d, &mut files);
     }
     Ok((md, files))
 }

@@ -21,6 +21,8 @@ pub mod drive_ata;
 pub mod history;
 pub mod html;
 pub mod markdown;
+pub mod nodrives;
+pub mod soakchart;
 pub mod status;
 pub mod verdict;
 pub mod status_ata;

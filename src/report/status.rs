@@ -273,6 +273,22 @@ pub fn render_status(
     drives: &[DriveStatus],
     history: &History,
 ) -> String {
+    render_status_why(
+        targets,
+        drives,
+        history,
+        "No drive health: health polling is off, no NVMe controller was found, \
+         or the first poll has not finished.",
+    )
+}
+
+/// [`render_status`], saying `no_drives` (see [`super::nodrives`]) when there are no drives.
+pub fn render_status_why(
+    targets: &[TargetSnapshot],
+    drives: &[DriveStatus],
+    history: &History,
+    no_drives: &str,
+) -> String {
     let span = history.span_secs();
     let span_min = span / 60.0;
     let now = history.latest().unwrap_or(0.0);
@@ -287,8 +303,9 @@ pub fn render_status(
     }
     for s in targets {
         target_charts(&mut h, s, history, now, span_min);
+        h.push_str(&super::soakchart::status_html(s));
     }
-    drive_section(&mut h, drives, history, now, span_min);
+    drive_section(&mut h, drives, history, now, span_min, no_drives);
     h.push_str("</body></html>\n");
     h
 }
@@ -368,14 +385,15 @@ fn drive_section(
     history: &History,
     now: f64,
     span_min: f64,
+    no_drives: &str,
 ) {
     let ago = |t: f64| (t - now) / 60.0;
     h.push_str("<h2>Drives</h2>\n");
     if drives.is_empty() {
-        h.push_str(
-            "<p class=\"muted\">No drive health: health polling is off, no NVMe controller was found, \
-             or the first poll has not finished.</p>\n",
-        );
+        h.push_str(&format!(
+            "<p class=\"muted no-drives\">{}</p>\n",
+            esc(no_drives)
+        ));
     } else {
         h.push_str(&drive_rows(drives));
         h.push_str("<div class=\"charts\">");

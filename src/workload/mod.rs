@@ -9,6 +9,7 @@ pub mod pattern;
 pub mod profiles;
 pub mod results;
 pub mod scheduler;
+pub mod soakhist;
 pub mod spec;
 pub mod steady;
 pub mod steps;

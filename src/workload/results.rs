@@ -3,7 +3,9 @@
 //! whenever a sweep point or round completes; `nvsoak report` reads these files.
 //!
 //! Format versions: 1 had no drive-side soak figures; 2 adds [`SoakSummary::drive`]
-//! ([`DriveSoak`]). Every field added after version 1 is `serde(default)`, so older files load.
+//! ([`DriveSoak`]); 3 adds [`SoakSummary::history`], the soak over time
+//! ([`crate::workload::soakhist`]). Every field added after version 1 is `serde(default)`, so
+//! older files load.
 //!
 //! Records are never overwritten by a run that does not continue them: [`archive`] moves an
 //! earlier file aside as `<target>.json.<why>-<unix time>` (a changed plan, `state reset`, a
@@ -19,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::nvme::log::smart::SmartLog;
 
 /// The format version this nvsoak writes.
-pub const RESULTS_VERSION: u32 = 2;
+pub const RESULTS_VERSION: u32 = 3;
 
 /// Bytes per SMART data unit (1000 x 512 bytes).
 pub const DATA_UNIT_BYTES: u64 = 512_000;
@@ -131,6 +133,10 @@ pub struct SoakSummary {
     /// whole plan from the soak's start); files written before have none.
     #[serde(default)]
     pub phases: Vec<SoakPhase>,
+    /// The soak over time: IOPS and latency points, events, steady-state windows (format
+    /// version 3); `None` in older files.
+    #[serde(default)]
+    pub history: Option<crate::workload::soakhist::SoakHistory>,
 }
 
 /// One soak phase's own figures, recorded when the phase ends.

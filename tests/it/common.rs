@@ -249,6 +249,16 @@ impl Daemon {
     /// [`Daemon::start_in`] without waiting for `/healthz` (which needs credentials when the
     /// web config asks for basic auth).
     pub fn spawn_in(dir: tempfile::TempDir, config: &str, extra_args: &[&str]) -> Daemon {
+        Self::spawn_in_env(dir, config, extra_args, &[])
+    }
+
+    /// [`Daemon::spawn_in`] with extra environment variables (test-only knobs).
+    pub fn spawn_in_env(
+        dir: tempfile::TempDir,
+        config: &str,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Daemon {
         let port = free_port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
         let cfg = config.replace("{dir}", &dir.path().display().to_string());
@@ -261,6 +271,7 @@ impl Daemon {
             .arg("--web.listen-address")
             .arg(addr.to_string())
             .args(extra_args)
+            .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -47,6 +47,10 @@ mod resume;
 mod safety;
 /// The shipped config/nvsoak.toml as installed: health polling only, writing nothing.
 mod shipped;
+/// The soak over time: an endless soak's history in the results file, the status page and
+/// the report (charts, events, steady window), its phase-end line at shutdown, and why the
+/// status page has no drives.
+mod soakover;
 /// Start-up order: busy port, bad certificate, FIFO web config exit before any file; check-config
 /// checks the web config.
 mod startup;

@@ -795,6 +795,72 @@ fn browser_renders_the_report_offline() {
     cdp.screenshot(&screenshot_dir().join("report.png"));
 }
 
+/// The soak chart's layout as rendered: the legend clear of both plot areas, no two time-axis
+/// labels overlapping, every label inside the chart.
+const SOAK_LAYOUT: &str = r#"JSON.stringify(Array.from(document.querySelectorAll('svg.soak-chart')).map(s => {
+  const box = e => { const b = e.getBoundingClientRect(); return {l: b.left, r: b.right, t: b.top, b: b.bottom}; };
+  const plots = Array.from(s.querySelectorAll('rect.plot-area')).map(box);
+  const legend = Array.from(s.querySelectorAll('g.legend > *')).map(box);
+  const xl = Array.from(s.querySelectorAll('text.x-label')).map(box);
+  const hit = (a, b) => a.l < b.r && b.l < a.r && a.t < b.b && b.t < a.b;
+  const chart = box(s);
+  return {plots: plots.length, legend: legend.length,
+          legend_over_plot: legend.filter(a => plots.some(p => hit(a, p))).length,
+          labels: xl.length,
+          overlapping: xl.filter((a, i) => xl.some((b, j) => i !== j && hit(a, b))).length,
+          outside: xl.filter(a => a.l < chart.l - 1 || a.r > chart.r + 1).length,
+          events: s.querySelectorAll('g.event').length,
+          declared_events: Number(s.dataset.eventCount),
+          steady: s.querySelectorAll('rect.steady-window').length};
+}))"#;
+
+fn assert_soak_layout(cdp: &mut Cdp) -> Vec<Value> {
+    let v = cdp.eval(SOAK_LAYOUT);
+    let list: Value = serde_json::from_str(v.as_str().expect("layout")).expect("layout JSON");
+    let list = list.as_array().expect("soak charts").clone();
+    assert!(!list.is_empty(), "no soak chart rendered");
+    for c in &list {
+        assert_eq!(c["plots"], 2, "{c}");
+        assert!(c["legend"].as_u64().unwrap_or(0) >= 2, "{c}");
+        assert_eq!(c["legend_over_plot"], 0, "the legend covers a plot: {c}");
+        assert!(c["labels"].as_u64().unwrap_or(0) >= 2, "{c}");
+        assert_eq!(c["overlapping"], 0, "time-axis labels overlap: {c}");
+        assert_eq!(c["outside"], 0, "a time-axis label is cut off: {c}");
+        assert_eq!(c["events"], c["declared_events"], "{c}");
+    }
+    list
+}
+
+#[test]
+#[ignore = "needs chromium; run by scripts/test-browser"]
+fn browser_renders_the_soak_over_time() {
+    let dir = shm_dir();
+    let f = dir.path().join("d1.json");
+    std::fs::write(&f, crate::soakover::with_history().to_string()).expect("fixture");
+    let html_path = dir.path().join("soak.html");
+    let (fs, hs) = (f.display().to_string(), html_path.display().to_string());
+    let out = report(&["--from", &fs, "--out", &hs]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let browser = Browser::start();
+    let mut cdp = browser.page();
+    let url = format!("file://{}", html_path.display());
+    let urls = cdp.load(&url);
+    assert_eq!(urls, vec![url.clone()]);
+    let charts = probe_charts(&mut cdp);
+    assert_eq!(charts.len(), 1, "{charts:?}");
+    let c = &charts[0];
+    assert_eq!((c.declared, c.series, c.drawn), (4, 4, 4), "{c:?}");
+    assert!(c.w > 900.0, "the soak chart is {} px wide", c.w);
+    let layout = assert_soak_layout(&mut cdp);
+    assert_eq!(layout[0]["events"], 3, "{layout:?}");
+    assert_eq!(layout[0]["steady"], 2, "{layout:?}");
+    cdp.screenshot(&screenshot_dir().join("soak.png"));
+}
+
 const STATUS_CONFIG: &str = r#"
 [state]
 dir = "{dir}/state"
@@ -866,9 +932,15 @@ fn browser_renders_the_daemon_status_page() {
         "the page requested more than itself: {urls:?}"
     );
     let charts = probe_charts(&mut cdp);
-    // One target: IOPS, bandwidth and p99 charts, one series each (health is off: no drives).
-    assert_eq!(charts.len(), 3, "{charts:?}");
-    for c in &charts {
+    // One target: IOPS, bandwidth and p99 charts, one series each (health is off: no drives),
+    // then its soak over time (read IOPS, average and p99 latency).
+    assert_eq!(charts.len(), 4, "{charts:?}");
+    let soak = &charts[3];
+    assert_eq!((soak.declared, soak.series), (3, 3), "{soak:?}");
+    assert!(soak.w > 600.0, "the soak chart is {} px wide", soak.w);
+    assert_soak_layout(&mut cdp);
+    let charts = &charts[..3];
+    for c in charts {
         assert!(
             c.w > 100.0 && c.h > 50.0,
             "chart rendered at {}x{}",
@@ -880,6 +952,10 @@ fn browser_renders_the_daemon_status_page() {
     let text = cdp.eval("document.body.innerText");
     let text = text.as_str().unwrap_or("");
     assert!(text.contains("live") && text.contains("running"), "{text}");
+    assert!(
+        text.contains("No drive health: health polling is off"),
+        "{text}"
+    );
     cdp.screenshot(&screenshot_dir().join("status.png"));
 }
 

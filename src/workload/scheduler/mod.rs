@@ -13,6 +13,7 @@ mod phaselog;
 mod recover;
 mod segment;
 mod snapshot;
+mod soaksample;
 
 pub(crate) use crate::workload::hooks::{HookMode, ProgressHook, StampOnly};
 pub use error::RunError;
@@ -297,6 +298,16 @@ pub fn start(
     let snapshot: SharedSnapshot = Arc::new(TargetShared::new(fixed, view, drive));
     let stop = Arc::new(AtomicBool::new(false));
     let (results, max_iops) = resumed_results(&spec, &opts, resume.is_some());
+    // A resumed soak continues the history its results file kept.
+    let soak_history = results
+        .soak
+        .as_ref()
+        .and_then(|s| s.history.clone())
+        .unwrap_or_default();
+    if !soak_history.is_empty() {
+        let h = Arc::new(soak_history.clone());
+        snapshot.update(|v| v.soak_history = Some(h));
+    }
     let mut runner = Runner {
         spec: spec.clone(),
         fd: Arc::new(fd),
@@ -316,6 +327,7 @@ pub fn start(
         last_results_save: Instant::now(),
         plan_state: crate::verdict::PlanState::Running,
         live,
+        soak_history,
     };
     let thread = std::thread::Builder::new()
         .name(format!("sched-{}", spec.name))
@@ -436,6 +448,9 @@ pub(crate) struct Runner {
     plan_state: crate::verdict::PlanState,
     /// The snapshot's live counters, handed to each worker.
     live: Arc<crate::stats::live::LiveIo>,
+    /// The soak over time, between soak phases (a soak phase's sampler holds it while it runs
+    /// and publishes it in the view).
+    soak_history: crate::workload::soakhist::SoakHistory,
 }
 
 /// How often a running soak refreshes its results file.
@@ -569,6 +584,10 @@ impl Runner {
                 }
                 if !self.stopping() {
                     self.phase_ended(&started, phase);
+                } else if matches!(phase, PhaseSpec::Soak { duration: None, .. }) {
+                    // A soak without a duration only ever ends this way: it still gets its
+                    // end line, with its totals.
+                    self.phase_stopped(&started, phase);
                 }
             }
             if self.stopping() {
@@ -612,9 +631,13 @@ impl Runner {
     }
 
     fn save_results(&mut self) {
-        let (t, soak_started) = self
-            .snapshot
-            .view(|s| (s.soak_totals(), s.soak_started.unwrap_or(s.started_at)));
+        let (t, soak_started, history) = self.snapshot.view(|s| {
+            (
+                s.soak_totals(),
+                s.soak_started.unwrap_or(s.started_at),
+                s.soak_history.clone(),
+            )
+        });
         let (figures, identity) = self
             .snapshot
             .drive(|d| (d.figures.clone(), d.identity.clone()));
@@ -634,6 +657,7 @@ impl Runner {
             write_ops: t.write_ops,
             errors: t.errors,
             verify_errors,
+            history: history.map(|h| (*h).clone()).or(prev.history.clone()),
             ..prev
         });
         if let (Some(d), Some(soak)) = (figures, self.results.soak.as_mut()) {

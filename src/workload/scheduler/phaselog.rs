@@ -157,6 +157,27 @@ impl Runner {
             start.index + 1, phase.kind(), format_bytes(read_b), format_bytes(write_b));
     }
 
+    /// Logs the end of a phase that runs until stopped (a soak without a duration) at
+    /// shutdown: duration, totals and outcome, as [`Self::phase_ended`] does for a phase that
+    /// ran to its end.
+    pub(crate) fn phase_stopped(&self, start: &PhaseStart, phase: &PhaseSpec) {
+        let (line, read_b, write_b, errors) = self.snapshot.view(|v| {
+            let (r, w) = super::snapshot::job_totals(&v.jobs);
+            (
+                outcome(phase, v),
+                r.bytes.saturating_sub(start.read.bytes),
+                w.bytes.saturating_sub(start.write.bytes),
+                (r.errors.total() + w.errors.total())
+                    .saturating_sub(start.read.errors.total() + start.write.errors.total()),
+            )
+        });
+        let secs = start.at.elapsed().as_secs_f64();
+        tracing::info!(target_name = %self.spec.name, phase = start.index, kind = phase.kind(),
+            secs, read_bytes = read_b, written_bytes = write_b, errors,
+            "phase {} ({}) ended at shutdown after {secs:.0} s (it runs until stopped): read {}, wrote {}, {errors} I/O errors; {line}",
+            start.index + 1, phase.kind(), format_bytes(read_b), format_bytes(write_b));
+    }
+
     /// Logs why the plan ended: `finished` (every phase ran), else a stop on request.
     pub(crate) fn plan_ended(&self, finished: bool, failed: bool) {
         if failed {

@@ -81,6 +81,10 @@ pub struct TargetView {
     pub sweep_progress: Option<SweepResult>,
     /// The verdict as of the latest results write (final once the plan ended).
     pub verdict: Option<crate::verdict::Verdict>,
+    /// The soak over time (closed points, events, steady windows), replaced when it changes,
+    /// and the point being built (see `soaksample.rs`).
+    pub soak_history: Option<Arc<crate::workload::soakhist::SoakHistory>>,
+    pub soak_partial: Option<crate::workload::soakhist::SoakPoint>,
 }
 
 /// A full copy of one target's three parts, for renderers that show everything (metrics, the
@@ -126,6 +130,9 @@ pub struct TargetSnapshot {
     pub sweep_progress: Option<SweepResult>,
     /// The verdict as of the latest results write.
     pub verdict: Option<crate::verdict::Verdict>,
+    /// See [`TargetView::soak_history`].
+    pub soak_history: Option<Arc<crate::workload::soakhist::SoakHistory>>,
+    pub soak_partial: Option<crate::workload::soakhist::SoakPoint>,
 }
 
 /// Live progress of a precondition phase: per worker stripe, the bytes of its sequential walk
@@ -348,6 +355,8 @@ impl TargetShared {
             precondition: v.precondition,
             sweep_progress: v.sweep_progress,
             verdict: v.verdict,
+            soak_history: v.soak_history,
+            soak_partial: v.soak_partial,
         }
     }
 
@@ -442,6 +451,8 @@ impl From<TargetSnapshot> for TargetShared {
                 precondition: s.precondition,
                 sweep_progress: s.sweep_progress,
                 verdict: s.verdict,
+                soak_history: s.soak_history,
+                soak_partial: s.soak_partial,
             },
             drive,
         )

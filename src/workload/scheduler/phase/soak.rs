@@ -1,11 +1,34 @@
 //! The soak phase: its jobs run (rotating when asked) for the duration, with SNIA-style
 //! steady-state detection recorded as it goes.
 
+use crate::workload::scheduler::soaksample::{SoakSampler, base_step_secs};
 use crate::workload::scheduler::*;
 
 impl Runner {
+    /// Runs the soak, sampling its history (IOPS, latency, events) once per interval.
     pub(crate) fn soak(
         &mut self,
+        jobs: &[JobSpec],
+        duration: Option<Duration>,
+        rotate: Option<Duration>,
+        steady: &SteadyConfig,
+    ) -> Result<(), RunError> {
+        let interval = self.opts.stats_interval.as_secs_f64();
+        let mut sampler = SoakSampler::new(
+            std::mem::take(&mut self.soak_history),
+            base_step_secs(),
+            (interval * 3.0).max(5.0),
+        );
+        let r = self.soak_sampled(&mut sampler, jobs, duration, rotate, steady);
+        let snapshot = self.snapshot.clone();
+        self.soak_history = sampler.finish(&snapshot);
+        self.save_results();
+        r
+    }
+
+    fn soak_sampled(
+        &mut self,
+        sampler: &mut SoakSampler,
         jobs: &[JobSpec],
         duration: Option<Duration>,
         rotate: Option<Duration>,
@@ -53,12 +76,18 @@ impl Runner {
             det.2 = Instant::now();
             let round = steady.round;
             let snapshot = self.snapshot.clone();
+            sampler.resync(&snapshot);
             let mut on_interval = |ops_delta: u64, now: Instant| {
+                sampler.sample(&snapshot);
                 det.1 += ops_delta;
                 let el = now.duration_since(det.2);
                 if el >= round {
                     let iops = det.1 as f64 / el.as_secs_f64();
                     let st = det.0.push_round(iops, now_unix());
+                    if let Some(end) = st.first_time {
+                        let rounds = st.window.len() as f64;
+                        sampler.steady(&name, end - rounds * round.as_secs_f64(), end);
+                    }
                     det.1 = 0;
                     det.2 = now;
                     snapshot.update(|s| {

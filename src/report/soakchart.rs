@@ -1,0 +1,791 @@
+//! "Soak over time": one SVG with two panels sharing the soak's time axis, IOPS (read, write)
+//! above and latency (average, p99) below, with the events marked on both (a dashed line and a
+//! labelled marker per event, a band per throttling period) and the steady-state window shaded.
+//! The legend sits above the panels, outside the plot areas, so it never hides a point. The
+//! latency axis is logarithmic when the largest latency is more than [`LOG_RATIO`] times the
+//! smallest (one slow point would flatten the rest on a linear axis).
+//!
+//! Drawn by hand (not plotters) for full control of the layout; pure: numbers in, SVG text out.
+//! Hooks for tests and tools: the root has `class="chart soak-chart"`, `data-series-count`,
+//! `data-event-count` and `data-latency-scale` (`log` or `linear`); each series is a
+//! `<polyline class="series" data-series="...">`; plot areas are `<rect class="plot-area">`;
+//! events are `<g class="event" data-kind="...">`; the steady window is
+//! `<rect class="steady-window">`; time-axis labels are `<text class="x-label">`.
+
+use std::fmt::Write as _;
+
+use super::charts::{PALETTE, esc, si};
+use crate::workload::soakhist::{EventKind, SoakHistory, SoakPoint};
+
+/// Above this max/min latency ratio the latency axis is logarithmic.
+pub const LOG_RATIO: f64 = 30.0;
+
+pub const WIDTH: f64 = 1000.0;
+const LEFT: f64 = 84.0;
+const RIGHT: f64 = 24.0;
+const TITLE_H: f64 = 30.0;
+const LEGEND_H: f64 = 24.0;
+const PANEL_H: f64 = 170.0;
+const PANEL_GAP: f64 = 44.0;
+const AXIS_H: f64 = 48.0;
+pub const HEIGHT: f64 = TITLE_H + LEGEND_H + 2.0 * PANEL_H + PANEL_GAP + AXIS_H + 8.0;
+const FONT: &str = "font-family=\"sans-serif\"";
+
+fn event_color(k: EventKind) -> &'static str {
+    match k {
+        EventKind::Throttled => "#ff7f0e",
+        EventKind::IoErrors => "#d62728",
+        EventKind::VerifyErrors => "#9467bd",
+        EventKind::CriticalWarning => "#8b0000",
+        EventKind::MediaErrors => "#e377c2",
+        EventKind::UnsafeShutdown => "#7f7f7f",
+    }
+}
+
+/// One letter per event kind, drawn in its marker.
+fn event_letter(k: EventKind) -> &'static str {
+    match k {
+        EventKind::Throttled => "T",
+        EventKind::IoErrors => "E",
+        EventKind::VerifyErrors => "V",
+        EventKind::CriticalWarning => "C",
+        EventKind::MediaErrors => "M",
+        EventKind::UnsafeShutdown => "U",
+    }
+}
+
+/// Time-axis units: the largest that still gives a few ticks over `span` seconds.
+fn time_unit(span: f64) -> (f64, &'static str) {
+    if span >= 2.0 * 86400.0 {
+        (86400.0, "days")
+    } else if span >= 2.0 * 3600.0 {
+        (3600.0, "hours")
+    } else if span >= 120.0 {
+        (60.0, "minutes")
+    } else {
+        (1.0, "seconds")
+    }
+}
+
+/// A "nice" tick step (1, 2, 5 x 10^n) giving about `n` ticks over `range`.
+pub fn nice_step(range: f64, n: f64) -> f64 {
+    if !(range.is_finite() && range > 0.0) {
+        return 1.0;
+    }
+    let raw = range / n.max(1.0);
+    let mag = 10f64.powf(raw.log10().floor());
+    let f = raw / mag;
+    let m = if f <= 1.0 {
+        1.0
+    } else if f <= 2.0 {
+        2.0
+    } else if f <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    m * mag
+}
+
+fn tick_label(v: f64) -> String {
+    let s = format!("{v:.2}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" { "0".into() } else { s.into() }
+}
+
+/// A latency tick: "100 µs", "1 ms", "2.5 ms", "1 s".
+fn lat_label(us: f64) -> String {
+    if us >= 1e6 {
+        format!("{} s", tick_label(us / 1e6))
+    } else if us >= 1000.0 {
+        format!("{} ms", tick_label(us / 1000.0))
+    } else {
+        format!("{} µs", tick_label(us))
+    }
+}
+
+/// A y axis: maps values to pixels within a panel.
+struct YAxis {
+    log: bool,
+    lo: f64,
+    hi: f64,
+    top: f64,
+}
+
+impl YAxis {
+    fn px(&self, v: f64) -> f64 {
+        let f = if self.log {
+            (v.max(self.lo).log10() - self.lo.log10()) / (self.hi.log10() - self.lo.log10())
+        } else {
+            (v - self.lo) / (self.hi - self.lo)
+        };
+        self.top + PANEL_H * (1.0 - f.clamp(0.0, 1.0))
+    }
+    fn ticks(&self) -> Vec<f64> {
+        if self.log {
+            let (a, b) = (
+                self.lo.log10().floor() as i32,
+                self.hi.log10().ceil() as i32,
+            );
+            (a..=b)
+                .map(|e| 10f64.powi(e))
+                .filter(|v| *v >= self.lo * 0.999 && *v <= self.hi * 1.001)
+                .collect()
+        } else {
+            let step = nice_step(self.hi - self.lo, 4.0);
+            let mut v = (self.lo / step).ceil() * step;
+            let mut out = Vec::new();
+            while v <= self.hi + step * 1e-9 && out.len() < 20 {
+                out.push(v);
+                v += step;
+            }
+            out
+        }
+    }
+}
+
+/// A series: its name, its (time, value) points, and the axis it is drawn against.
+type Line<'a> = (&'static str, Vec<(f64, f64)>, &'a YAxis);
+
+/// The chart's series values from the history (and the point being built, for a running soak).
+fn points(h: &SoakHistory, partial: Option<&SoakPoint>) -> Vec<SoakPoint> {
+    let mut pts: Vec<SoakPoint> = h.points.iter().copied().filter(|p| p.secs > 0.0).collect();
+    if let Some(p) = partial.filter(|p| p.secs > 0.0) {
+        pts.push(*p);
+    }
+    pts
+}
+
+/// Whether there is anything to draw.
+pub fn has_data(h: &SoakHistory, partial: Option<&SoakPoint>) -> bool {
+    !points(h, partial).is_empty() || !h.events.is_empty()
+}
+
+/// Whether a latency axis over these values should be logarithmic.
+pub fn wants_log(values: &[f64]) -> bool {
+    let pos = values.iter().copied().filter(|v| v.is_finite() && *v > 0.0);
+    let (lo, hi) = pos.fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(v), b.max(v)));
+    lo.is_finite() && hi / lo > LOG_RATIO
+}
+
+/// The chart. `title` names the target or drive.
+pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> String {
+    let pts = points(h, partial);
+    let (t0, t1) = {
+        let lo = pts
+            .iter()
+            .map(|p| p.t)
+            .chain(h.events.iter().map(|e| e.t))
+            .fold(f64::INFINITY, f64::min);
+        let hi = pts
+            .iter()
+            .map(|p| p.t + p.secs)
+            .chain(h.events.iter().map(|e| e.end))
+            .fold(f64::NEG_INFINITY, f64::max);
+        if lo.is_finite() && hi > lo {
+            (lo, hi)
+        } else if lo.is_finite() {
+            (lo, lo + 60.0)
+        } else {
+            (0.0, 60.0)
+        }
+    };
+    let plot_w = WIDTH - LEFT - RIGHT;
+    let x = |t: f64| LEFT + plot_w * ((t - t0) / (t1 - t0)).clamp(0.0, 1.0);
+    let top1 = TITLE_H + LEGEND_H + 8.0;
+    let top2 = top1 + PANEL_H + PANEL_GAP;
+
+    let max_iops = pts
+        .iter()
+        .map(|p| p.read_iops().max(p.write_iops()))
+        .fold(0.0f64, f64::max);
+    let iops_hi = if max_iops > 0.0 {
+        let s = nice_step(max_iops * 1.05, 4.0);
+        (max_iops * 1.05 / s).ceil() * s
+    } else {
+        1.0
+    };
+    let y1 = YAxis {
+        log: false,
+        lo: 0.0,
+        hi: iops_hi,
+        top: top1,
+    };
+    let lats: Vec<f64> = pts
+        .iter()
+        .flat_map(|p| [p.lat_avg_us, p.lat_p99_us])
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .collect();
+    let log = wants_log(&lats);
+    let lat_max = lats.iter().copied().fold(0.0f64, f64::max);
+    let lat_min = lats.iter().copied().fold(f64::INFINITY, f64::min);
+    let y2 = if log {
+        YAxis {
+            log: true,
+            lo: 10f64.powf(lat_min.log10().floor()),
+            hi: 10f64.powf(lat_max.log10().ceil()),
+            top: top2,
+        }
+    } else {
+        let hi = if lat_max > 0.0 {
+            let s = nice_step(lat_max * 1.05, 4.0);
+            (lat_max * 1.05 / s).ceil() * s
+        } else {
+            1.0
+        };
+        YAxis {
+            log: false,
+            lo: 0.0,
+            hi,
+            top: top2,
+        }
+    };
+
+    let series: [Line<'_>; 4] = [
+        (
+            "read IOPS",
+            pts.iter().map(|p| (p.mid(), p.read_iops())).collect(),
+            &y1,
+        ),
+        (
+            "write IOPS",
+            pts.iter().map(|p| (p.mid(), p.write_iops())).collect(),
+            &y1,
+        ),
+        (
+            "average latency",
+            pts.iter()
+                .filter(|p| p.lat_avg_us > 0.0)
+                .map(|p| (p.mid(), p.lat_avg_us))
+                .collect(),
+            &y2,
+        ),
+        (
+            "p99 latency",
+            pts.iter()
+                .filter(|p| p.lat_p99_us > 0.0)
+                .map(|p| (p.mid(), p.lat_p99_us))
+                .collect(),
+            &y2,
+        ),
+    ];
+    let drawn: Vec<usize> = (0..series.len())
+        .filter(|i| series[*i].1.iter().any(|(_, v)| *v > 0.0))
+        .collect();
+
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<svg class=\"chart soak-chart\" role=\"img\" data-series-count=\"{}\" data-event-count=\"{}\" data-latency-scale=\"{}\" width=\"{WIDTH}\" height=\"{HEIGHT}\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" xmlns=\"http://www.w3.org/2000/svg\">",
+        drawn.len(),
+        h.events.len(),
+        if log { "log" } else { "linear" }
+    );
+    let _ = writeln!(s, "<title>{}</title>", esc(title));
+    let _ = writeln!(s, "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>");
+    let _ = writeln!(
+        s,
+        "<text x=\"{}\" y=\"20\" text-anchor=\"middle\" {FONT} font-size=\"17\" font-weight=\"600\">{}</text>",
+        WIDTH / 2.0,
+        esc(title)
+    );
+
+    // Legend, above the plot areas: the series, then each event kind present.
+    let mut lx = LEFT;
+    let ly = TITLE_H + 14.0;
+    let _ = writeln!(s, "<g class=\"legend\">");
+    for i in &drawn {
+        let name = series[*i].0;
+        let c = PALETTE[*i % PALETTE.len()];
+        let _ = writeln!(
+            s,
+            "<rect x=\"{lx}\" y=\"{}\" width=\"14\" height=\"4\" fill=\"#{:02x}{:02x}{:02x}\"/><text x=\"{}\" y=\"{}\" {FONT} font-size=\"13\">{}</text>",
+            ly - 6.0,
+            c.0,
+            c.1,
+            c.2,
+            lx + 18.0,
+            ly,
+            esc(name)
+        );
+        lx += 26.0 + name.len() as f64 * 7.2;
+    }
+    for k in EventKind::ALL {
+        if h.events.iter().any(|e| e.kind == k) {
+            let _ = writeln!(
+                s,
+                "<circle cx=\"{}\" cy=\"{}\" r=\"7\" fill=\"{}\"/><text x=\"{}\" y=\"{}\" text-anchor=\"middle\" {FONT} font-size=\"10\" fill=\"#fff\">{}</text><text x=\"{}\" y=\"{ly}\" {FONT} font-size=\"13\">{}</text>",
+                lx + 7.0,
+                ly - 4.0,
+                event_color(k),
+                lx + 7.0,
+                ly - 0.5,
+                event_letter(k),
+                lx + 18.0,
+                esc(k.label())
+            );
+            lx += 28.0 + k.label().len() as f64 * 7.2;
+        }
+    }
+    if !h.steady.is_empty() {
+        let _ = writeln!(
+            s,
+            "<rect x=\"{lx}\" y=\"{}\" width=\"14\" height=\"12\" fill=\"#2ca02c\" fill-opacity=\"0.18\" stroke=\"#2ca02c\"/><text x=\"{}\" y=\"{ly}\" {FONT} font-size=\"13\">steady-state window</text>",
+            ly - 10.0,
+            lx + 18.0
+        );
+    }
+    let _ = writeln!(s, "</g>");
+
+    // Panels: frame, grid and y labels.
+    for (y, name, unit) in [(&y1, "iops", "IOPS"), (&y2, "latency", "latency")] {
+        let _ = writeln!(
+            s,
+            "<rect class=\"plot-area\" data-panel=\"{name}\" x=\"{LEFT}\" y=\"{}\" width=\"{plot_w}\" height=\"{PANEL_H}\" fill=\"none\" stroke=\"#999\"/>",
+            y.top
+        );
+        for v in y.ticks() {
+            let py = y.px(v);
+            let label = if name == "iops" { si(v) } else { lat_label(v) };
+            let _ = writeln!(
+                s,
+                "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{py:.1}\" y2=\"{py:.1}\" stroke=\"#e5e5e5\"/><text class=\"y-label\" x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" {FONT} font-size=\"12\">{}</text>",
+                LEFT + plot_w,
+                LEFT - 6.0,
+                py + 4.0,
+                esc(&label)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "<text x=\"16\" y=\"{:.1}\" transform=\"rotate(-90 16 {:.1})\" text-anchor=\"middle\" {FONT} font-size=\"13\">{}{}</text>",
+            y.top + PANEL_H / 2.0,
+            y.top + PANEL_H / 2.0,
+            unit,
+            if y.log { " (log)" } else { "" }
+        );
+    }
+
+    // Steady-state windows and throttling periods, shaded across both panels.
+    let band = |s: &mut String, class: &str, attrs: &str, a: f64, b: f64, fill: &str| {
+        let (xa, xb) = (x(a), x(b).max(x(a) + 2.0));
+        for top in [top1, top2] {
+            let _ = writeln!(
+                s,
+                "<rect class=\"{class}\" {attrs} x=\"{xa:.1}\" y=\"{top}\" width=\"{:.1}\" height=\"{PANEL_H}\" fill=\"{fill}\" fill-opacity=\"0.15\"/>",
+                xb - xa
+            );
+        }
+    };
+    for w in &h.steady {
+        band(
+            &mut s,
+            "steady-window",
+            &format!("data-profile=\"{}\"", esc(&w.profile)),
+            w.start.max(t0),
+            w.end.min(t1),
+            "#2ca02c",
+        );
+    }
+    for e in h
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::Throttled && e.end > e.t)
+    {
+        band(
+            &mut s,
+            "event-band",
+            "data-kind=\"throttled\"",
+            e.t,
+            e.end,
+            event_color(EventKind::Throttled),
+        );
+    }
+
+    // The 1 ms reference, when it falls in the latency range; its label sits inside the plot
+    // at the right, clear of the axis labels.
+    if y2.lo <= 1000.0 && 1000.0 <= y2.hi && lat_max > 0.0 {
+        let py = y2.px(1000.0);
+        let _ = writeln!(
+            s,
+            "<line class=\"reference\" x1=\"{LEFT}\" x2=\"{}\" y1=\"{py:.1}\" y2=\"{py:.1}\" stroke=\"#555\" stroke-dasharray=\"6 4\"/><text class=\"reference-label\" x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" {FONT} font-size=\"12\" fill=\"#555\">1 ms</text>",
+            LEFT + plot_w,
+            LEFT + plot_w - 6.0,
+            py - 5.0
+        );
+    }
+
+    // The series.
+    for i in &drawn {
+        let (name, pts, y) = &series[*i];
+        let c = PALETTE[*i % PALETTE.len()];
+        let coords: Vec<String> = pts
+            .iter()
+            .filter(|(_, v)| v.is_finite())
+            .map(|(t, v)| format!("{:.1},{:.1}", x(*t), y.px(*v)))
+            .collect();
+        let _ = writeln!(
+            s,
+            "<polyline class=\"series\" data-series=\"{}\" points=\"{}\" fill=\"none\" stroke=\"#{:02x}{:02x}{:02x}\" stroke-width=\"2\"/>",
+            esc(name),
+            coords.join(" "),
+            c.0,
+            c.1,
+            c.2
+        );
+        if pts.len() < 40 {
+            for (t, v) in pts.iter().filter(|(_, v)| v.is_finite()) {
+                let _ = writeln!(
+                    s,
+                    "<circle class=\"point\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"#{:02x}{:02x}{:02x}\"/>",
+                    x(*t),
+                    y.px(*v),
+                    c.0,
+                    c.1,
+                    c.2
+                );
+            }
+        }
+    }
+
+    // Events: a dashed line through both panels and a lettered marker above the IOPS panel.
+    for e in &h.events {
+        let ex = x(e.t);
+        let c = event_color(e.kind);
+        let detail = match e.kind {
+            EventKind::CriticalWarning => format!("critical warning 0x{:02x}", e.count),
+            EventKind::Throttled => format!("throttling ({})", e.count),
+            k => format!("{} {}", e.count, k.label()),
+        };
+        let _ = writeln!(
+            s,
+            "<g class=\"event\" data-kind=\"{}\" data-count=\"{}\"><title>{}</title><line x1=\"{ex:.1}\" x2=\"{ex:.1}\" y1=\"{top1}\" y2=\"{}\" stroke=\"{c}\" stroke-dasharray=\"3 3\"/><line x1=\"{ex:.1}\" x2=\"{ex:.1}\" y1=\"{top2}\" y2=\"{}\" stroke=\"{c}\" stroke-dasharray=\"3 3\"/><circle cx=\"{ex:.1}\" cy=\"{}\" r=\"7\" fill=\"{c}\"/><text x=\"{ex:.1}\" y=\"{}\" text-anchor=\"middle\" {FONT} font-size=\"10\" fill=\"#fff\">{}</text></g>",
+            e.kind.key(),
+            e.count,
+            esc(&detail),
+            top1 + PANEL_H,
+            top2 + PANEL_H,
+            top1 + 9.0,
+            top1 + 12.5,
+            event_letter(e.kind)
+        );
+    }
+
+    // Time axis, under the latency panel: time since the soak's first point.
+    let (unit, unit_name) = time_unit(t1 - t0);
+    let span_u = (t1 - t0) / unit;
+    let step = nice_step(span_u, 8.0);
+    let base = top2 + PANEL_H;
+    let mut v = 0.0;
+    let mut k = 0;
+    while v <= span_u + step * 1e-9 && k < 30 {
+        let px = x(t0 + v * unit);
+        let _ = writeln!(
+            s,
+            "<line x1=\"{px:.1}\" x2=\"{px:.1}\" y1=\"{base}\" y2=\"{}\" stroke=\"#999\"/><text class=\"x-label\" x=\"{px:.1}\" y=\"{}\" text-anchor=\"middle\" {FONT} font-size=\"12\">{}</text>",
+            base + 5.0,
+            base + 19.0,
+            tick_label(v)
+        );
+        v += step;
+        k += 1;
+    }
+    let _ = writeln!(
+        s,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" {FONT} font-size=\"13\">{unit_name} since the soak started</text>",
+        LEFT + plot_w / 2.0,
+        base + 40.0
+    );
+    s.push_str("</svg>\n");
+    s
+}
+
+/// At most this many events are listed under a chart (the chart marks them all).
+const MAX_LISTED: usize = 20;
+
+/// One line per event, relative to the soak's first point: "at 01:10:00, 3 I/O errors",
+/// "from 02:00:00 to 02:30:00, throttling (1800)".
+pub fn event_lines(h: &SoakHistory) -> Vec<String> {
+    let t0 = h.span().map_or(0.0, |s| s.0);
+    let at = |t: f64| super::compute::fmt_elapsed(t - t0);
+    h.events
+        .iter()
+        .take(MAX_LISTED)
+        .map(|e| {
+            let what = match e.kind {
+                EventKind::CriticalWarning => format!("critical warning 0x{:02x}", e.count),
+                EventKind::Throttled => "throttling".to_string(),
+                k => format!("{} {}", e.count, k.label()),
+            };
+            if e.end > e.t {
+                format!("from {} to {}, {what}", at(e.t), at(e.end))
+            } else {
+                format!("at {}, {what}", at(e.t))
+            }
+        })
+        .collect()
+}
+
+fn steady_lines(h: &SoakHistory) -> Vec<String> {
+    let t0 = h.span().map_or(0.0, |s| s.0);
+    let at = |t: f64| super::compute::fmt_elapsed(t - t0);
+    h.steady
+        .iter()
+        .map(|w| {
+            format!(
+                "steady state ({}) over the window {} to {}",
+                w.profile,
+                at(w.start),
+                at(w.end)
+            )
+        })
+        .collect()
+}
+
+/// The report's id of a drive's chart (`drive1--soak`: profile slugs never hold `--`).
+pub fn figure_id(drive_index: usize) -> String {
+    format!("drive{}--soak", drive_index + 1)
+}
+
+/// The report's "Soak over time" for a drive (HTML): the chart, then the events and steady
+/// windows in words; empty when the results file has no history.
+pub fn report_html(drive_index: usize, d: &super::DriveReport) -> String {
+    let Some(h) = d.soak.as_ref().and_then(|s| s.history.as_ref()) else {
+        return String::new();
+    };
+    if !has_data(h, None) {
+        return String::new();
+    }
+    let mut o = String::from("<h3>Soak over time</h3>\n");
+    let _ = writeln!(
+        o,
+        "<figure id=\"{}\" class=\"soak-over-time\" data-series=\"4\">{}</figure>",
+        figure_id(drive_index),
+        soak_chart(&format!("{}: soak over time", d.label), h, None)
+    );
+    o.push_str(&lines_html(h));
+    o
+}
+
+fn lines_html(h: &SoakHistory) -> String {
+    let lines: Vec<String> = steady_lines(h).into_iter().chain(event_lines(h)).collect();
+    let mut o = String::new();
+    if lines.is_empty() {
+        o.push_str("<p class=\"soak-events muted\">No events during the soak.</p>\n");
+    } else {
+        o.push_str("<ul class=\"soak-events\">");
+        for l in lines {
+            let _ = write!(o, "<li>{}</li>", esc(&l));
+        }
+        o.push_str("</ul>\n");
+        if h.events.len() > MAX_LISTED {
+            let _ = writeln!(
+                o,
+                "<p class=\"muted\">{} more events are marked on the chart.</p>",
+                h.events.len() - MAX_LISTED
+            );
+        }
+    }
+    o
+}
+
+/// The Markdown report's "Soak over time": the chart as an SVG file (`<stem>-<id>.svg`, added
+/// to `files`) and the events in words.
+pub fn report_markdown(
+    md: &mut String,
+    stem: &str,
+    drive_index: usize,
+    d: &super::DriveReport,
+    files: &mut Vec<(String, String)>,
+) {
+    let Some(h) = d.soak.as_ref().and_then(|s| s.history.as_ref()) else {
+        return;
+    };
+    if !has_data(h, None) {
+        return;
+    }
+    let name = format!("{stem}-{}.svg", figure_id(drive_index));
+    md.push_str("### Soak over time\n\n");
+    let _ = write!(
+        md,
+        "![{}: soak over time]({name})\n\n",
+        d.label.replace(['[', ']'], "")
+    );
+    files.push((
+        name,
+        soak_chart(&format!("{}: soak over time", d.label), h, None),
+    ));
+    let lines: Vec<String> = steady_lines(h).into_iter().chain(event_lines(h)).collect();
+    if lines.is_empty() {
+        md.push_str("No events during the soak.\n\n");
+    } else {
+        for l in lines {
+            let _ = writeln!(md, "- {l}");
+        }
+        md.push('\n');
+    }
+}
+
+/// The status page's "soak over time" for a running (or stopped) target: the history so far
+/// and the point being built; empty before the first soak interval.
+pub fn status_html(s: &crate::workload::scheduler::TargetSnapshot) -> String {
+    let empty = SoakHistory::default();
+    let h = s.soak_history.as_deref().unwrap_or(&empty);
+    if !has_data(h, s.soak_partial.as_ref()) {
+        return String::new();
+    }
+    let mut o = format!(
+        "<h3>{} — soak over time</h3>\n<figure class=\"soak-over-time\">",
+        esc(&s.name)
+    );
+    o.push_str(&soak_chart(
+        &format!("{}: soak over time", s.name),
+        h,
+        s.soak_partial.as_ref(),
+    ));
+    o.push_str("</figure>\n");
+    o.push_str(&lines_html(h));
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn history(lat: impl Fn(u64) -> f64) -> SoakHistory {
+        let mut h = SoakHistory::default();
+        for i in 0..100u64 {
+            h.push(SoakPoint {
+                t: 1_000_000.0 + i as f64 * 60.0,
+                secs: 60.0,
+                read_ops: 600_000,
+                write_ops: 300_000,
+                lat_avg_us: lat(i),
+                lat_p99_us: lat(i) * 4.0,
+                ..Default::default()
+            });
+        }
+        h
+    }
+
+    fn attr(svg: &str, name: &str) -> String {
+        let key = format!("{name}=\"");
+        let i = svg.find(&key).expect(name) + key.len();
+        svg[i..].split('"').next().expect("attribute").to_string()
+    }
+
+    #[test]
+    fn four_series_events_and_the_steady_window() {
+        let mut h = history(|_| 200.0);
+        h.event(EventKind::IoErrors, 1_000_000.0 + 600.0, 3);
+        h.event(EventKind::Throttled, 1_000_000.0 + 1200.0, 10);
+        h.event(EventKind::Throttled, 1_000_000.0 + 1230.0, 10);
+        h.set_steady("4k-rr", 1_000_000.0 + 1800.0, 1_000_000.0 + 3600.0);
+        let svg = soak_chart("t<1>: soak over time", &h, None);
+        assert_eq!(attr(&svg, "data-series-count"), "4");
+        assert_eq!(attr(&svg, "data-event-count"), "2");
+        assert_eq!(svg.matches("class=\"series\"").count(), 4);
+        for s in ["read IOPS", "write IOPS", "average latency", "p99 latency"] {
+            assert!(svg.contains(&format!("data-series=\"{s}\"")), "{s}");
+        }
+        assert_eq!(svg.matches("<g class=\"event\"").count(), 2);
+        assert!(svg.contains("data-kind=\"io_errors\" data-count=\"3\""));
+        assert_eq!(svg.matches("class=\"event-band\"").count(), 2);
+        assert_eq!(svg.matches("class=\"steady-window\"").count(), 2);
+        assert!(svg.contains("t&lt;1&gt;"));
+        assert!(!svg.contains("t<1>"));
+        // 200 µs average and 800 µs p99: linear, no 1 ms line (out of range).
+        assert_eq!(attr(&svg, "data-latency-scale"), "linear");
+        assert!(svg.contains("minutes since the soak started"));
+        // The event markers sit at the right place on the time axis: 10 of 100 minutes.
+        let plot_w = WIDTH - LEFT - RIGHT;
+        let ex = LEFT + plot_w * 600.0 / 6000.0;
+        assert!(svg.contains(&format!("x1=\"{ex:.1}\"")), "{ex}");
+    }
+
+    #[test]
+    fn one_slow_point_makes_the_latency_axis_logarithmic() {
+        let h = history(|i| if i == 50 { 80_000.0 } else { 90.0 });
+        let svg = soak_chart("t", &h, None);
+        assert_eq!(attr(&svg, "data-latency-scale"), "log");
+        assert!(svg.contains("latency (log)"));
+        assert!(svg.contains("class=\"reference-label\""));
+        // Decade ticks: 10 µs .. 1 s.
+        for l in ["10 µs", "100 µs", "1 ms", "10 ms"] {
+            assert!(svg.contains(&format!(">{l}</text>")), "{l}");
+        }
+        assert!(wants_log(&[100.0, 100.0 * LOG_RATIO + 1.0]));
+        assert!(!wants_log(&[100.0, 100.0 * LOG_RATIO - 1.0]));
+        assert!(!wants_log(&[0.0, 5.0]));
+    }
+
+    #[test]
+    fn the_legend_is_above_the_plot_areas() {
+        let mut h = history(|_| 200.0);
+        h.event(EventKind::MediaErrors, 1_000_300.0, 1);
+        let svg = soak_chart("t", &h, None);
+        let legend = &svg[svg.find("<g class=\"legend\">").expect("legend")..];
+        let legend = &legend[..legend.find("</g>").expect("end")];
+        let top1 = TITLE_H + LEGEND_H + 8.0;
+        for part in legend.split(" y=\"").skip(1) {
+            let y: f64 = part
+                .split('"')
+                .next()
+                .and_then(|v| v.parse().ok())
+                .expect("y");
+            assert!(
+                y < top1,
+                "legend item at y={y} inside the plot (top {top1})"
+            );
+        }
+        assert!(legend.contains("media errors"));
+    }
+
+    #[test]
+    fn time_labels_do_not_overlap_and_units_follow_the_span() {
+        for minutes in [3u64, 90, 600, 4000, 43_200] {
+            let mut h = SoakHistory::default();
+            for i in 0..minutes.min(1440) {
+                let step = minutes as f64 * 60.0 / minutes.min(1440) as f64;
+                h.push(SoakPoint {
+                    t: i as f64 * step,
+                    secs: step,
+                    read_ops: 10,
+                    ..Default::default()
+                });
+            }
+            let svg = soak_chart("t", &h, None);
+            let xs: Vec<f64> = svg
+                .split("<text class=\"x-label\" x=\"")
+                .skip(1)
+                .filter_map(|p| p.split('"').next().and_then(|v| v.parse().ok()))
+                .collect();
+            assert!(xs.len() >= 3, "{minutes}: {xs:?}");
+            for w in xs.windows(2) {
+                assert!(w[1] - w[0] >= 50.0, "{minutes} min: labels {w:?} overlap");
+            }
+        }
+        assert_eq!(time_unit(3.0 * 86400.0).1, "days");
+        assert_eq!(time_unit(5.0 * 3600.0).1, "hours");
+        assert_eq!(time_unit(600.0).1, "minutes");
+    }
+
+    #[test]
+    fn a_running_soak_shows_the_point_being_built() {
+        let h = SoakHistory::default();
+        assert!(!has_data(&h, None));
+        let p = SoakPoint {
+            t: 10.0,
+            secs: 5.0,
+            read_ops: 500,
+            lat_avg_us: 50.0,
+            lat_p99_us: 90.0,
+            ..Default::default()
+        };
+        assert!(has_data(&h, Some(&p)));
+        let svg = soak_chart("t", &h, Some(&p));
+        // Reads only: read IOPS and the two latencies.
+        assert_eq!(attr(&svg, "data-series-count"), "3");
+        assert!(svg.contains("seconds since the soak started"));
+    }
+}
