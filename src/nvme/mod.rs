@@ -15,6 +15,7 @@ pub mod features;
 pub mod identify;
 pub mod ioctl;
 pub mod log;
+pub mod ocp_cmd;
 pub mod ratings;
 pub mod replay;
 

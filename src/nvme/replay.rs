@@ -30,6 +30,9 @@ struct Inner {
     /// Replies matched on the opcode and the low byte of cdw10 (CNS, LID or FID) alone.
     loose: HashMap<(u8, u8), Reply>,
     sent: Vec<AdminCmd>,
+    /// The data buffer of each command as it was sent (what a host-to-controller command
+    /// such as Set Features carries), in the order of `sent`.
+    sent_data: Vec<Vec<u8>>,
 }
 
 /// The replay transport. Cheap to share behind `Arc`; interior state is locked.
@@ -67,8 +70,15 @@ impl ReplayTransport {
         self.lock().sent.clone()
     }
 
+    /// The data buffer of every command sent so far, as it was handed to the transport.
+    pub fn sent_data(&self) -> Vec<Vec<u8>> {
+        self.lock().sent_data.clone()
+    }
+
     pub fn clear_sent(&self) {
-        self.lock().sent.clear();
+        let mut inner = self.lock();
+        inner.sent.clear();
+        inner.sent_data.clear();
     }
 }
 
@@ -80,6 +90,7 @@ impl AdminTransport for ReplayTransport {
     fn admin(&self, cmd: &AdminCmd, data: &mut [u8]) -> Result<u32, NvmeError> {
         let mut inner = self.lock();
         inner.sent.push(cmd.clone());
+        inner.sent_data.push(data.to_vec());
         let reply = inner
             .replies
             .get(&key_of(cmd))

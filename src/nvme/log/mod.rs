@@ -5,7 +5,10 @@
 pub mod error;
 pub mod fwslot;
 pub mod ocp;
+pub mod ocp_latency;
+pub mod ocp_recovery;
 pub mod smart;
+pub mod telemetry;
 
 /// The NSID for controller-wide log pages.
 pub const NSID_ALL: u32 = 0xffff_ffff;
