@@ -83,6 +83,10 @@ pub struct HealthSettings {
     pub ratings_file: Option<PathBuf>,
     /// Per-device rated endurance from config, overriding the ratings table.
     pub devices: Vec<DeviceRatingOverride>,
+    /// `[health.latency_monitor]` when enabled: the OCP Latency Monitor settings nvsoak sets on
+    /// OCP drives (`config/validate/latency_monitor.rs`); `None` (the default) leaves drives as
+    /// they are.
+    pub latency_monitor: Option<crate::nvme::log::ocp_latency::LatencyMonitorConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -355,6 +359,7 @@ pub fn builtin_default() -> Settings {
             exclude: vec![],
             ratings_file: None,
             devices: vec![],
+            latency_monitor: None,
         },
         log: LogSettings {
             level: "info".into(),

@@ -131,6 +131,17 @@ pub struct RawHealth {
     pub ratings_file: Option<PathBuf>,
     #[serde(default)]
     pub device: Vec<RawDevice>,
+    pub latency_monitor: Option<RawLatencyMonitor>,
+}
+
+/// `[health.latency_monitor]`: the OCP Latency Monitor feature (C5h) nvsoak enables.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLatencyMonitor {
+    pub enabled: Option<bool>,
+    pub thresholds: Option<Vec<Scalar>>,
+    pub bucket_timer: Option<Scalar>,
+    pub minimum_window: Option<Scalar>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -45,6 +45,7 @@ pub mod ata;
 pub mod derive;
 mod inflight;
 pub mod known;
+pub mod ocp_pages;
 pub mod poller;
 
 pub use poller::{

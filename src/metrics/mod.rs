@@ -6,6 +6,7 @@
 
 mod ata;
 pub mod health;
+mod ocp;
 pub mod state;
 pub mod workload;
 

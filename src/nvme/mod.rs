@@ -241,13 +241,19 @@ mod fixtures {
     #[test]
     fn handbuilt_fixtures_match_their_generators() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nvme/handbuilt");
-        let pages: [(&str, Vec<u8>); 6] = [
+        let pages: [(&str, Vec<u8>); 9] = [
             ("id-ctrl.bin", super::identify::testdata::id_ctrl()),
             ("id-ns.bin", super::identify::testdata::id_ns()),
             ("smart.bin", super::log::smart::testdata::smart()),
             ("error.bin", super::log::error::testdata::error_log()),
             ("fw-slot.bin", super::log::fwslot::testdata::fw_slot()),
             ("ocp-c0.bin", super::log::ocp::testdata::ocp()),
+            ("ocp-c1.bin", super::log::ocp_recovery::testdata::recovery()),
+            ("ocp-c3.bin", super::log::ocp_latency::testdata::latency()),
+            (
+                "telemetry-08.bin",
+                super::log::telemetry::testdata::header(4),
+            ),
         ];
         let update = std::env::var_os("NVSOAK_UPDATE_FIXTURES").is_some();
         for (name, bytes) in pages {

@@ -49,6 +49,10 @@ pub(super) fn health(raw: &RawHealth) -> R<HealthSettings> {
         exclude: raw.exclude.clone(),
         ratings_file: raw.ratings_file.clone(),
         devices,
+        latency_monitor: match &raw.latency_monitor {
+            Some(l) => super::latency_monitor::latency_monitor("health.latency_monitor", l)?,
+            None => None,
+        },
     })
 }
 

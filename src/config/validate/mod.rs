@@ -7,6 +7,7 @@
 
 mod health;
 mod job;
+mod latency_monitor;
 mod phase;
 mod scalar;
 mod settings;
