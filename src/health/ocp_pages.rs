@@ -117,6 +117,19 @@ impl DrivePages {
     }
 }
 
+/// The static bucket counters of a C3h page, bucket 0..3, each read, write, deallocate.
+pub type LatencyCounts = [crate::nvme::log::ocp_latency::PerOp<u32>; 4];
+
+/// The soak-wide figures of these pages for a target on drive `p` whose soak runs since `since`
+/// (Unix time): whether a panic or a telemetry capture happened, the events, and the C3h
+/// counters now (the caller keeps the first it saw as the start).
+pub fn soak_figures(f: &mut crate::workload::results::DriveSoak, p: &DrivePages, since: f64) {
+    f.ocp_panic_changed = p.changed_since(kind::OCP_PANIC, since);
+    f.telemetry_generation_changed = p.changed_since(kind::TELEMETRY_GENERATION, since);
+    f.drive_events = p.events_since(since);
+    f.ocp_latency_latest = p.latency.as_ref().map(|l| l.statics.counters);
+}
+
 /// How one probe of a page ended.
 enum Probe<T> {
     Got(T),

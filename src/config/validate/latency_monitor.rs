@@ -120,3 +120,84 @@ pub(super) fn latency_monitor(
         active_latency_min_window: window,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::nvme::log::ocp_latency::LatencyMonitorConfig;
+
+    fn load(table: &str) -> Result<Option<LatencyMonitorConfig>, String> {
+        let doc = format!("default_target = false\n[health.latency_monitor]\n{table}\n");
+        crate::config::load_str(&doc, "test", Vec::new())
+            .map(|s| s.health.latency_monitor)
+            .map_err(|e| format!("{e:#}"))
+    }
+
+    #[test]
+    fn off_by_default_and_when_not_enabled() {
+        let s =
+            crate::config::load_str("default_target = false\n", "test", Vec::new()).expect("valid");
+        assert_eq!(s.health.latency_monitor, None);
+        assert_eq!(
+            load("thresholds = [\"5ms\", \"10ms\", \"15ms\", \"20ms\"]"),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn enabled_values_in_the_feature_units() {
+        let c = load(
+            "enabled = true\nthresholds = [\"5ms\", \"50ms\", \"0.1s\", \"1275ms\"]\nbucket_timer = \"1h\"\nminimum_window = \"300ms\"",
+        )
+        .expect("valid")
+        .expect("enabled");
+        assert_eq!(c.thresholds, [1, 10, 20, 255]);
+        assert_eq!(c.active_bucket_timer_threshold, 12);
+        assert_eq!(c.active_latency_min_window, 3);
+        assert_eq!(c.active_latency_config, 0x0fff);
+        let d = load("enabled = true").expect("valid").expect("enabled");
+        assert_eq!(d.thresholds, [5, 19, 30, 46], "25, 95, 150, 230 ms");
+        assert_eq!(d.active_bucket_timer_threshold, 2016, "a week");
+        assert_eq!(d.active_latency_min_window, 10);
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        for (table, key, why) in [
+            (
+                "thresholds = [\"5ms\", \"7ms\", \"15ms\", \"20ms\"]",
+                "health.latency_monitor.thresholds[1]",
+                "multiple of 5ms",
+            ),
+            (
+                "thresholds = [\"5ms\", \"10ms\"]",
+                "health.latency_monitor.thresholds",
+                "four thresholds",
+            ),
+            (
+                "thresholds = [\"20ms\", \"10ms\", \"30ms\", \"40ms\"]",
+                "health.latency_monitor.thresholds[1]",
+                "not above",
+            ),
+            (
+                "thresholds = [\"5ms\", \"10ms\", \"15ms\", \"2s\"]",
+                "health.latency_monitor.thresholds[3]",
+                "too long",
+            ),
+            (
+                "bucket_timer = \"7m\"",
+                "health.latency_monitor.bucket_timer",
+                "multiple of 5m",
+            ),
+            (
+                "minimum_window = \"30s\"",
+                "health.latency_monitor.minimum_window",
+                "too long",
+            ),
+            ("thresold = 1", "thresold", "unknown"),
+        ] {
+            let e = load(&format!("enabled = true\n{table}")).expect_err(table);
+            assert!(e.contains(key), "{table}: {e}");
+            assert!(e.contains(why), "{table}: {e}");
+        }
+    }
+}
