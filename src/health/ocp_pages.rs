@@ -133,8 +133,9 @@ pub fn soak_figures(f: &mut crate::workload::results::DriveSoak, p: &DrivePages,
 /// How one probe of a page ended.
 enum Probe<T> {
     Got(T),
-    /// Refused with an NVMe status, or no GUID: the drive has no such page.
-    Absent,
+    /// Refused with an NVMe status (kept), or no GUID: the drive has no such page, if it was
+    /// not known yet; a page known present keeps its last values (a refusal is counted).
+    Absent(Option<NvmeError>),
     /// Anything else (an I/O error, EACCES, a malformed page): counted, tried again.
     Failed(NvmeError),
 }
@@ -142,9 +143,32 @@ enum Probe<T> {
 fn probe<T>(r: Result<Option<T>, NvmeError>) -> Probe<T> {
     match r {
         Ok(Some(v)) => Probe::Got(v),
-        Ok(None) => Probe::Absent,
-        Err(e) if e.status().is_some() => Probe::Absent,
+        Ok(None) => Probe::Absent(None),
+        Err(e) if e.status().is_some() => Probe::Absent(Some(e)),
         Err(e) => Probe::Failed(e),
+    }
+}
+
+/// A refused page: learnt as absent when its support was unknown (`what` is reported once),
+/// else, for a page known present, a refusal is a poll error and the last values stay.
+fn refused(
+    d: &mut DeviceHealth,
+    which: fn(&mut DrivePages) -> &mut Support,
+    e: Option<NvmeError>,
+    page: &'static str,
+    what: &'static str,
+    absent: &mut Vec<&'static str>,
+) {
+    match *which(&mut d.pages) {
+        Support::Unknown => {
+            absent.push(what);
+            *which(&mut d.pages) = Support::Absent;
+        }
+        _ => {
+            if let Some(e) = e {
+                d.fail(page, &e);
+            }
+        }
     }
 }
 
@@ -179,12 +203,14 @@ pub fn poll(
                         d.pages.recovery = Some(r);
                         d.pages.recovery_support = Support::Present;
                     }
-                    Probe::Absent => {
-                        if d.pages.recovery_support == Support::Unknown {
-                            absent.push("OCP error recovery log C1h");
-                        }
-                        d.pages.recovery_support = Support::Absent;
-                    }
+                    Probe::Absent(e) => refused(
+                        d,
+                        |p| &mut p.recovery_support,
+                        e,
+                        page::OCP_RECOVERY,
+                        "OCP error recovery log C1h",
+                        &mut absent,
+                    ),
                     Probe::Failed(e) => d.fail(page::OCP_RECOVERY, &e),
                 }
             }
@@ -216,12 +242,14 @@ pub fn poll(
                         d.pages.latency = Some(l);
                         d.pages.latency_support = Support::Present;
                     }
-                    Probe::Absent => {
-                        if d.pages.latency_support == Support::Unknown {
-                            absent.push("OCP latency monitor log C3h");
-                        }
-                        d.pages.latency_support = Support::Absent;
-                    }
+                    Probe::Absent(e) => refused(
+                        d,
+                        |p| &mut p.latency_support,
+                        e,
+                        page::OCP_LATENCY,
+                        "OCP latency monitor log C3h",
+                        &mut absent,
+                    ),
                     Probe::Failed(e) => d.fail(page::OCP_LATENCY, &e),
                 }
             }
@@ -231,7 +259,7 @@ pub fn poll(
         && let Some(lpa) = d.id.as_ref().map(|i| i.lpa)
     {
         let r = if lpa & (1 << 3) == 0 {
-            Probe::Absent // LPA bit 3: no telemetry pages
+            Probe::Absent(None) // LPA bit 3: no telemetry pages
         } else {
             probe(ocp_cmd::read_telemetry_header(t).map(Some))
         };
@@ -251,12 +279,14 @@ pub fn poll(
                 d.pages.telemetry = Some(h);
                 d.pages.telemetry_support = Support::Present;
             }
-            Probe::Absent => {
-                if d.pages.telemetry_support == Support::Unknown {
-                    absent.push("telemetry controller-initiated log 08h");
-                }
-                d.pages.telemetry_support = Support::Absent;
-            }
+            Probe::Absent(e) => refused(
+                d,
+                |p| &mut p.telemetry_support,
+                e,
+                page::TELEMETRY,
+                "telemetry controller-initiated log 08h",
+                &mut absent,
+            ),
             Probe::Failed(e) => d.fail(page::TELEMETRY, &e),
         }
     }
@@ -576,6 +606,22 @@ mod tests {
         assert_eq!(d2.pages.latency_monitor_set, Some(false));
         assert_eq!(d2.poll_errors.get(page::OCP_LATENCY_FEATURE), Some(&1));
         assert_eq!(d2.pages.latency_support, Support::Present);
+    }
+
+    #[test]
+    fn a_known_page_refused_later_keeps_its_values_and_counts_an_error() {
+        let t = ocp_drive();
+        let mut d = DeviceHealth::new(&ctrl());
+        let ctx = RatingContext::default();
+        poll_device(&t, &mut d, 100.0, &NoHostIo, &ctx);
+        t.on_loose(OPC_GET_LOG_PAGE, 0xc3, Reply::Status(INVALID_LOG_PAGE));
+        poll_device(&t, &mut d, 130.0, &NoHostIo, &ctx);
+        assert_eq!(d.pages.latency_support, Support::Present);
+        assert!(d.pages.latency.is_some(), "last values kept");
+        assert_eq!(d.poll_errors.get(page::OCP_LATENCY), Some(&1));
+        t.clear_sent();
+        poll_device(&t, &mut d, 160.0, &NoHostIo, &ctx);
+        assert!(lids(&t).contains(&0xc3), "still asked for");
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub(super) fn device(f: &mut F, d: &DeviceHealth) {
                 "nvme_ocp_latency_threshold_seconds",
                 "The latency monitor's bucket thresholds A..D as threshold 0..3 (OCP latency monitor log C3h, bytes 6..9, units of 5 ms); bucket N counts commands between threshold N and N+1 (bucket 3: above threshold 3).",
                 &[("device", dev), ("threshold", &i.to_string())],
-                f64::from(*ms) * 0.005,
+                f64::from(*ms) * 5.0 / 1000.0,
             );
         }
         buckets(f, dev, "active", &l.active);

@@ -21,6 +21,8 @@ mod health;
 mod hotplug;
 /// Scenarios 7 and 8: two controllers, refusal of an ext4 namespace.
 mod multi;
+/// QEMU has no OCP C1h/C3h or telemetry pages: reported unsupported once, polling goes on.
+mod ocp;
 /// Without root: plain permission messages, the workload keeps running.
 mod perm;
 /// Polled completions (`io_uring_poll`) with the driver's poll queues: verified, no interrupts;
