@@ -1,12 +1,14 @@
 //! The drive's own view beyond SMART (`health::ocp_pages`): OCP Error Recovery (C1h) and
 //! Latency Monitor (C3h) families, the telemetry controller-initiated header (08h), which of
 //! these pages each drive has, and the drive events they raised. Every value reflects the
-//! latest background poll, into the health families' builder.
+//! latest background poll, into the health families' builder. To stay within the per-drive
+//! cardinality budget (README), C3h's thresholds, timestamps and measured latencies are not
+//! exported; they are in the health snapshot and the bucket counts in the results file.
 
 use super::health::F;
 use crate::health::DeviceHealth;
 use crate::health::ocp_pages::{DrivePages, Support, page};
-use crate::nvme::log::ocp_latency::{BucketSet, NO_TIMESTAMP};
+use crate::nvme::log::ocp_latency::BucketSet;
 
 /// Every family of these pages for one controller.
 pub(super) fn device(f: &mut F, d: &DeviceHealth) {
@@ -41,14 +43,6 @@ pub(super) fn device(f: &mut F, d: &DeviceHealth) {
             &[("device", dev)],
             f64::from(u8::from(l.enabled())),
         );
-        for (i, ms) in l.thresholds.iter().enumerate() {
-            f.gauge(
-                "nvme_ocp_latency_threshold_seconds",
-                "The latency monitor's bucket thresholds A..D as threshold 0..3 (OCP latency monitor log C3h, bytes 6..9, units of 5 ms); bucket N counts commands between threshold N and N+1 (bucket 3: above threshold 3).",
-                &[("device", dev), ("threshold", &i.to_string())],
-                f64::from(*ms) * 5.0 / 1000.0,
-            );
-        }
         buckets(f, dev, "active", &l.active);
         buckets(f, dev, "static", &l.statics);
     }
@@ -105,25 +99,6 @@ fn buckets(f: &mut F, dev: &str, set: &str, s: &BucketSet) {
                 "Commands whose latency fell in this bucket, by set (active: restarts with the bucket timer; static: since the feature was enabled) and op (OCP latency monitor log C3h, bytes 32..95 and 240..303). A gauge: the drive restarts the counts.",
                 &[("device", dev), ("set", set), ("bucket", &b), ("op", op)],
                 f64::from(n),
-            );
-        }
-        for (op, ms) in s.timestamps_ms[i].each() {
-            if ms == NO_TIMESTAMP {
-                continue;
-            }
-            f.gauge(
-                "nvme_ocp_latency_max_timestamp_seconds",
-                "When the bucket recorded its latency (OCP latency monitor log C3h, bytes 96..191 and 304..399, ms / 1000; the drive's timestamp: Unix time if the host set it, else time since power-on). No series when the drive has none.",
-                &[("device", dev), ("set", set), ("bucket", &b), ("op", op)],
-                ms as f64 / 1000.0,
-            );
-        }
-        for (op, ms) in s.measured_latency_ms[i].each() {
-            f.gauge(
-                "nvme_ocp_latency_measured_seconds",
-                "The latency the bucket recorded at that timestamp (OCP latency monitor log C3h, bytes 192..215 and 400..423, ms / 1000).",
-                &[("device", dev), ("set", set), ("bucket", &b), ("op", op)],
-                f64::from(ms) / 1000.0,
             );
         }
     }

@@ -125,6 +125,12 @@ async fn ocp_families_over_http_with_drive_events_and_promtool_clean() {
         f[0].value
     };
     let dev = [("device", "nvme0")];
+    let per_drive = s
+        .iter()
+        .filter(|x| x.labels.get("device").map(String::as_str) == Some("nvme0"))
+        .count();
+    // README's cardinality budget (tests/scale.rs holds every drive to it).
+    assert!(per_drive <= 120, "{per_drive} series for one OCP drive");
     for log in [
         "ocp_error_recovery",
         "ocp_latency_monitor",
@@ -145,13 +151,6 @@ async fn ocp_families_over_http_with_drive_events_and_promtool_clean() {
     assert_eq!(one("nvme_ocp_panics_total", &dev), 8.0);
     assert_eq!(one("nvme_ocp_panic_reset_wait_seconds", &dev), 0.258);
     assert_eq!(one("nvme_ocp_latency_monitor_enabled", &dev), 1.0);
-    assert_eq!(
-        one(
-            "nvme_ocp_latency_threshold_seconds",
-            &[("device", "nvme0"), ("threshold", "3")]
-        ),
-        0.045
-    );
     // Fixture: counter (set s, bucket i, op k) = s*1000 + i*10 + k.
     fn b<'a>(set: &'a str, bucket: &'a str, op: &'a str) -> [(&'a str, &'a str); 4] {
         [
@@ -178,20 +177,6 @@ async fn ocp_families_over_http_with_drive_events_and_promtool_clean() {
     assert_eq!(
         find(&s, "nvme_ocp_latency_bucket_commands", &dev).len(),
         2 * 4 * 3
-    );
-    assert_eq!(
-        one(
-            "nvme_ocp_latency_measured_seconds",
-            &b("static", "0", "read")
-        ),
-        7.001
-    );
-    assert_eq!(
-        one(
-            "nvme_ocp_latency_max_timestamp_seconds",
-            &b("active", "2", "read")
-        ),
-        1_700_000_001.021
     );
     assert_eq!(one("nvme_telemetry_ctrl_data_generation", &dev), 5.0);
     assert_eq!(one("nvme_telemetry_ctrl_data_available", &dev), 1.0);
