@@ -156,6 +156,8 @@ pub fn run_with(
     let ratings = RatingContext {
         table: RatingsTable::load(settings.ratings_file.as_deref())?,
         overrides: settings.devices.clone(),
+        // `nvsoak health` only reads: it never enables the latency monitor.
+        latency_monitor: None,
     };
     let mut results = Vec::new();
     let mut failures = Vec::new();

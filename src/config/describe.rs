@@ -307,6 +307,24 @@ pub fn plan(s: &Settings) -> String {
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "(built-in drive ratings table)".into())
     );
+    let _ = writeln!(
+        w,
+        "  {:<20} {}",
+        "latency_monitor",
+        match &h.latency_monitor {
+            None => "off (the drives' OCP latency monitor is left as it is)".to_string(),
+            Some(c) => format!(
+                "enabled on OCP drives (Set Features C5h): thresholds {} ms, bucket timer {} min, minimum window {} ms",
+                c.thresholds
+                    .iter()
+                    .map(|t| (u32::from(*t) * 5).to_string())
+                    .collect::<Vec<_>>()
+                    .join("/"),
+                u32::from(c.active_bucket_timer_threshold) * 5,
+                u32::from(c.active_latency_min_window) * 100
+            ),
+        }
+    );
     for d in &h.devices {
         let mut parts = Vec::new();
         if let Some(b) = d.rated_tbw_bytes {

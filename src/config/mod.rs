@@ -94,6 +94,10 @@ pub struct CardRating {
     pub matcher: String,
     /// Looked up in the ratings table like a model string (`Liqid Element AIC`).
     pub rating: String,
+    /// `[health.latency_monitor]` when enabled: the OCP Latency Monitor settings nvsoak sets on
+    /// OCP drives (`config/validate/latency_monitor.rs`); `None` (the default) leaves drives as
+    /// they are.
+    pub latency_monitor: Option<crate::nvme::log::ocp_latency::LatencyMonitorConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -367,6 +371,7 @@ pub fn builtin_default() -> Settings {
             ratings_file: None,
             devices: vec![],
             cards: vec![],
+            latency_monitor: None,
         },
         log: LogSettings {
             level: "info".into(),

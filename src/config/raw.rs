@@ -165,6 +165,17 @@ pub struct RawCard {
     #[serde(rename = "match")]
     pub matcher: Option<String>,
     pub rating: Option<String>,
+    pub latency_monitor: Option<RawLatencyMonitor>,
+}
+
+/// `[health.latency_monitor]`: the OCP Latency Monitor feature (C5h) nvsoak enables.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLatencyMonitor {
+    pub enabled: Option<bool>,
+    pub thresholds: Option<Vec<Scalar>>,
+    pub bucket_timer: Option<Scalar>,
+    pub minimum_window: Option<Scalar>,
 }
 
 #[derive(Debug, Default, Deserialize)]

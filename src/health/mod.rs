@@ -46,6 +46,7 @@ pub mod ata_sample;
 pub mod derive;
 mod inflight;
 pub mod known;
+pub mod ocp_pages;
 pub mod poller;
 
 pub use poller::{

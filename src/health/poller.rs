@@ -112,6 +112,9 @@ pub struct DeviceHealth {
     pub thresholds: Option<TempThresholds>,
     pub ocp_support: OcpSupport,
     pub ocp: Option<OcpSmartLog>,
+    /// The OCP C1h and C3h pages, the telemetry header and the drive events they raised
+    /// (`health::ocp_pages`).
+    pub pages: super::ocp_pages::DrivePages,
     /// Failed reads by page, cumulative.
     pub poll_errors: BTreeMap<&'static str, u64>,
     /// The last failure's message, for logs and `nvsoak health`.
@@ -160,6 +163,7 @@ impl DeviceHealth {
             thresholds: None,
             ocp_support: OcpSupport::Unknown,
             ocp: None,
+            pages: Default::default(),
             poll_errors: BTreeMap::new(),
             last_error: None,
             poll_duration_seconds: None,
@@ -191,7 +195,7 @@ impl DeviceHealth {
         u64::try_from(cap).unwrap_or(u64::MAX)
     }
 
-    fn fail(&mut self, page: &'static str, e: &NvmeError) {
+    pub(super) fn fail(&mut self, page: &'static str, e: &NvmeError) {
         self.failed(page, e.to_string(), e.is_permission());
     }
 
@@ -304,6 +308,9 @@ impl HealthSnapshot {
 pub struct RatingContext {
     pub table: RatingsTable,
     pub overrides: Vec<DeviceRatingOverride>,
+    /// `[health.latency_monitor]`: enable the OCP Latency Monitor (Set Features C5h) with
+    /// these settings on OCP drives; `None` leaves the drive's feature as it is.
+    pub latency_monitor: Option<crate::nvme::log::ocp_latency::LatencyMonitorConfig>,
 }
 
 impl Default for RatingContext {
@@ -311,6 +318,7 @@ impl Default for RatingContext {
         RatingContext {
             table: RatingsTable::builtin(),
             overrides: Vec::new(),
+            latency_monitor: None,
         }
     }
 }
@@ -413,6 +421,10 @@ pub fn poll_device(
             Ok(None) => {}
             Err(e) => d.fail(page::OCP, &e),
         },
+    }
+    if d.up {
+        // The drive's own view (C1h, C3h, 08h): only from a drive that answered SMART.
+        super::ocp_pages::poll(t, d, now, ratings.latency_monitor.as_ref());
     }
     derive_device(d, now, &host_io, ratings);
     if d.up
@@ -592,6 +604,7 @@ impl Poller {
             ratings: Arc::new(RatingContext {
                 table,
                 overrides: settings.devices.clone(),
+                latency_monitor: settings.latency_monitor,
             }),
             inflight: Default::default(),
             settings,
@@ -944,6 +957,7 @@ mod tests {
         t.on_loose(OPC_GET_LOG_PAGE, 0x01, Reply::Data(errt::error_log(), 0));
         t.on_loose(OPC_GET_LOG_PAGE, 0x03, Reply::Data(fwt::fw_slot(), 0));
         t.on_loose(OPC_GET_LOG_PAGE, 0xc0, Reply::Status(0x4109));
+        t.on_loose(OPC_GET_LOG_PAGE, 0x08, Reply::Status(0x4109));
         t.on_loose(OPC_GET_FEATURES, 0x04, Reply::Data(vec![], 343));
         t
     }
@@ -987,7 +1001,7 @@ mod tests {
         );
         assert!(d.poll_errors.is_empty(), "{:?}", d.poll_errors);
         // Identify, namespace, SMART, error (ELPE 62 -> 63 entries), fw slot, 2 features,
-        // UUID list (CTRATT bit 9), C0h.
+        // UUID list (CTRATT bit 9), C0h, the telemetry header (LPA bit 3).
         let ops: Vec<(u8, u32)> = t
             .sent()
             .iter()
@@ -1004,7 +1018,8 @@ mod tests {
                 (0xa, 4),
                 (0xa, 4),
                 (6, 0x17),
-                (2, 0xc0)
+                (2, 0xc0),
+                (2, 0x08)
             ]
         );
     }

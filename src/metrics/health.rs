@@ -11,7 +11,7 @@ use crate::nvme::log::smart::{CRITICAL_WARNING_BITS, SmartLog};
 
 const POLLED: &str = "As of the latest background health poll.";
 
-pub(super) const POLL_ERRORS_HELP: &str = "Failed admin commands by device and log page (NVMe: open, identify, identify_ns, smart, error, fw_slot, ocp, temp_threshold; ATA: open, identify, smart, smart_status, devstat; both: timeout, a poll not answered within its deadline); a failed page keeps its last values.";
+pub(super) const POLL_ERRORS_HELP: &str = "Failed admin commands by device and log page (NVMe: open, identify, identify_ns, smart, error, fw_slot, ocp, temp_threshold, ocp_error_recovery, ocp_latency_monitor, ocp_latency_monitor_feature, telemetry_ctrl; ATA: open, identify, smart, smart_status, devstat; both: timeout, a poll not answered within its deadline); a failed page keeps its last values.";
 
 pub(super) const DEVICE_POLL_DURATION_HELP: &str = "How long this drive's latest poll took; while a poll runs past its deadline (half the poll interval, at most 10 s), how long it has been running.";
 
@@ -224,6 +224,7 @@ fn device(f: &mut F, d: &DeviceHealth, topo: Option<&crate::pcie::CtrlTopology>)
     if let Some(o) = &d.ocp {
         ocp(f, dev, o);
     }
+    super::ocp::device(f, d);
     derived(f, dev, &d.derived, d.smart.is_some());
 }
 

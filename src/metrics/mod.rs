@@ -7,6 +7,7 @@
 mod ata;
 pub mod health;
 mod pcie;
+mod ocp;
 pub mod state;
 pub mod verdict;
 pub mod workload;

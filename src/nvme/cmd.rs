@@ -86,7 +86,7 @@ pub const WHAT_ERROR: &str = "reading error log";
 pub const WHAT_FWSLOT: &str = "reading firmware slot log";
 pub const WHAT_OCP: &str = "reading OCP SMART extended log";
 
-fn parsed<T>(
+pub(crate) fn parsed<T>(
     t: &dyn AdminTransport,
     what: &'static str,
     r: Result<T, ParseError>,

@@ -17,6 +17,7 @@ pub mod features;
 pub mod identify;
 pub mod ioctl;
 pub mod log;
+pub mod ocp_cmd;
 pub mod ratings;
 pub mod replay;
 pub mod steps;
@@ -256,6 +257,12 @@ mod fixtures {
                 super::log::selftest::testdata::failed_extended(),
             ),
             ("sanitize.bin", super::log::sanitize::testdata::status()),
+            ("ocp-c1.bin", super::log::ocp_recovery::testdata::recovery()),
+            ("ocp-c3.bin", super::log::ocp_latency::testdata::latency()),
+            (
+                "telemetry-08.bin",
+                super::log::telemetry::testdata::header(4),
+            ),
         ];
         let update = std::env::var_os("NVSOAK_UPDATE_FIXTURES").is_some();
         for (name, bytes) in pages {

@@ -32,6 +32,9 @@ struct Inner {
     /// Replies given in turn to the exact command; the last one repeats.
     seq: HashMap<ReplayKey, VecDeque<Reply>>,
     sent: Vec<AdminCmd>,
+    /// The data buffer of each command as it was sent (what a host-to-controller command
+    /// such as Set Features carries), in the order of `sent`.
+    sent_data: Vec<Vec<u8>>,
 }
 
 /// The replay transport. Cheap to share behind `Arc`; interior state is locked.
@@ -76,8 +79,15 @@ impl ReplayTransport {
         self.lock().sent.clone()
     }
 
+    /// The data buffer of every command sent so far, as it was handed to the transport.
+    pub fn sent_data(&self) -> Vec<Vec<u8>> {
+        self.lock().sent_data.clone()
+    }
+
     pub fn clear_sent(&self) {
-        self.lock().sent.clear();
+        let mut inner = self.lock();
+        inner.sent.clear();
+        inner.sent_data.clear();
     }
 }
 
@@ -103,6 +113,12 @@ impl AdminTransport for ReplayTransport {
                 .or_else(|| inner.loose.get(&(cmd.opcode, (cmd.cdw10 & 0xff) as u8)))
                 .cloned()
         });
+        inner.sent_data.push(data.to_vec());
+        let reply = inner
+            .replies
+            .get(&key_of(cmd))
+            .or_else(|| inner.loose.get(&(cmd.opcode, (cmd.cdw10 & 0xff) as u8)))
+            .cloned();
         drop(inner);
         match reply {
             Some(Reply::Data(bytes, dw0)) => {

@@ -50,6 +50,8 @@ pub struct DriveTracking {
     /// up to the root) was seen degraded since this run of the target started: `None` when
     /// sysfs does not say (`pcie::link_degraded_during`), for a verdict gate.
     pub link_degraded: Option<bool>,
+    /// The drive's OCP C3h static bucket counters at the first C3h read of this run.
+    pub ocp_latency_start: Option<crate::health::ocp_pages::LatencyCounts>,
 }
 
 /// What the drive bookkeeping needs to know of its target.
@@ -202,6 +204,11 @@ impl DriveTracking {
         f.endurance_consumed_ratio = d.derived.endurance_consumed_ratio;
         f.iops_throttled = d.derived.throttle.throttled_iops;
         f.iops_unthrottled = d.derived.throttle.unthrottled_iops;
+        crate::health::ocp_pages::soak_figures(&mut f, &d.pages, start_time);
+        if self.ocp_latency_start.is_none() {
+            self.ocp_latency_start = f.ocp_latency_latest;
+        }
+        f.ocp_latency_start = self.ocp_latency_start;
         self.figures = Some(f);
     }
 
@@ -506,5 +513,56 @@ mod tests {
         other.path = "/dev/nvme1n1".into();
         update_target_drive(&mut other, &h);
         assert!(other.drive.figures.is_none() && other.drive.smart_at_soak_start.is_none());
+    }
+
+    /// The drive's own view reaches the soak figures: a panic after the soak started is
+    /// `ocp_panic_changed`, a drive without a telemetry page leaves that figure `None`, and the
+    /// C3h counters keep the first reading as the start.
+    #[test]
+    fn ocp_panics_and_latency_counts_reach_the_soak_figures() {
+        use crate::health::ocp_pages::{DriveEvent, kind};
+        use crate::nvme::log::ocp_latency::{LatencyMonitorLog, PerOp};
+        let mut t = target(100.0);
+        let s = sample(130.0, 1, 0, 0, false);
+        let mut d = device(Some(s.clone()), Some(s));
+        d.pages.recovery = Some(Default::default());
+        let mut l = LatencyMonitorLog::default();
+        l.statics.counters[2] = PerOp {
+            read: 5,
+            write: 6,
+            deallocate: 7,
+        };
+        d.pages.latency = Some(l.clone());
+        update_target_drive(&mut t, &snap(d.clone()));
+        let f = t.drive.figures.clone().expect("figures");
+        assert_eq!(f.ocp_panic_changed, Some(false));
+        assert_eq!(f.telemetry_generation_changed, None, "no 08h page");
+        assert!(f.drive_events.is_empty());
+        assert_eq!(f.ocp_latency_start.map(|c| c[2].read), Some(5));
+        // Later: a panic at 150 s and more outliers.
+        d.pages.events.push(DriveEvent {
+            time: 150.0,
+            kind: kind::OCP_PANIC.into(),
+            detail: "OCP panic: panic ID 0x0 -> 0x9".into(),
+        });
+        d.pages.last_event.insert(kind::OCP_PANIC.into(), 150.0);
+        l.statics.counters[2].read = 9;
+        d.pages.latency = Some(l);
+        update_target_drive(&mut t, &snap(d));
+        let f = t.drive.figures.clone().expect("figures");
+        assert_eq!(f.ocp_panic_changed, Some(true));
+        assert_eq!(f.drive_events.len(), 1);
+        assert_eq!(
+            f.ocp_latency_start.map(|c| c[2].read),
+            Some(5),
+            "the start stays"
+        );
+        assert_eq!(f.ocp_latency_latest.map(|c| c[2].read), Some(9));
+        // An older results file without these fields still loads.
+        let old: crate::workload::results::DriveSoak =
+            serde_json::from_str(r#"{"device":"nvme0","start_time":1.0,"latest_time":2.0}"#)
+                .expect("old file");
+        assert_eq!(old.ocp_panic_changed, None);
+        assert!(old.drive_events.is_empty());
     }
 }

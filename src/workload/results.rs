@@ -256,6 +256,19 @@ pub struct DriveSoak {
     /// A SATA drive's own figures (`workload::drive_ata`); `None` for NVMe drives. For a SATA
     /// drive, `media_errors` holds its reported uncorrectable errors.
     pub ata: Option<crate::workload::drive_ata::AtaSoak>,
+    /// The drive's own view (`health::ocp_pages`; absent from older files, so defaulted).
+    /// OCP C1h: the panic ID or panic count changed during the soak; `None` when the drive has
+    /// no C1h page. Counts the events this run of the daemon saw.
+    pub ocp_panic_changed: Option<bool>,
+    /// Telemetry 08h: the controller-initiated data generation number changed during the soak;
+    /// `None` when the drive has no telemetry page.
+    pub telemetry_generation_changed: Option<bool>,
+    /// The drive events seen during the soak, oldest first.
+    pub drive_events: Vec<crate::health::ocp_pages::DriveEvent>,
+    /// OCP C3h static bucket counters (per bucket: read, write, deallocate) at the first C3h
+    /// read of the soak and at the latest poll.
+    pub ocp_latency_start: Option<crate::health::ocp_pages::LatencyCounts>,
+    pub ocp_latency_latest: Option<crate::health::ocp_pages::LatencyCounts>,
 }
 
 impl DriveSoak {

@@ -377,7 +377,7 @@ pub fn nvme_fixture(name: &str) -> Vec<u8> {
 }
 
 /// A replayed controller answering every command the poller sends with the hand-built pages
-/// (OCP C0h included, temperature threshold 343 K).
+/// (OCP C0h, C1h and C3h and the telemetry header 08h included, temperature threshold 343 K).
 pub fn handbuilt_replay() -> std::sync::Arc<nvsoak::nvme::replay::ReplayTransport> {
     replay_drive("/dev/nvme0", None, None)
 }
@@ -409,6 +409,9 @@ pub fn replay_drive(
     t.on_loose(OPC_GET_LOG_PAGE, 0x01, page("error.bin"));
     t.on_loose(OPC_GET_LOG_PAGE, 0x03, page("fw-slot.bin"));
     t.on_loose(OPC_GET_LOG_PAGE, 0xc0, page("ocp-c0.bin"));
+    t.on_loose(OPC_GET_LOG_PAGE, 0xc1, page("ocp-c1.bin"));
+    t.on_loose(OPC_GET_LOG_PAGE, 0xc3, page("ocp-c3.bin"));
+    t.on_loose(OPC_GET_LOG_PAGE, 0x08, page("telemetry-08.bin"));
     t.on_loose(OPC_GET_FEATURES, 0x04, Reply::Data(vec![], 343));
     std::sync::Arc::new(t)
 }

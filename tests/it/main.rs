@@ -33,6 +33,8 @@ mod figures;
 mod health;
 /// The journal: phase start and end lines with outcomes, finished against stopped.
 mod journal;
+/// The drive's own view (OCP C1h, C3h, telemetry 08h) over HTTP, drive events, promtool.
+mod ocp;
 /// Deployment: web config (TLS, basic auth), connection limits, systemd unit, promtool.
 mod ops;
 /// Records never overwritten: results files moved aside on each way a run starts over, report

@@ -24,6 +24,8 @@ mod multi;
 /// NVMe passthrough (`io_uring_cmd`) on the generic device: verified, accounted, off the
 /// block layer; media errors with their NVMe status; refusals.
 mod passthru;
+/// QEMU has no OCP C1h/C3h or telemetry pages: reported unsupported once, polling goes on.
+mod ocp;
 /// Without root: plain permission messages, the workload keeps running.
 mod perm;
 /// Polled completions (`io_uring_poll`) with the driver's poll queues: verified, no interrupts;

@@ -51,6 +51,10 @@ pub(super) fn health(raw: &RawHealth) -> R<HealthSettings> {
         ratings_file: raw.ratings_file.clone(),
         devices,
         cards,
+        latency_monitor: match &raw.latency_monitor {
+            Some(l) => super::latency_monitor::latency_monitor("health.latency_monitor", l)?,
+            None => None,
+        },
     })
 }
 

@@ -9,6 +9,7 @@ mod gates;
 mod card;
 mod health;
 mod job;
+mod latency_monitor;
 mod phase;
 mod scalar;
 mod settings;

@@ -7,7 +7,10 @@ pub mod fwslot;
 pub mod ocp;
 pub mod sanitize;
 pub mod selftest;
+pub mod ocp_latency;
+pub mod ocp_recovery;
 pub mod smart;
+pub mod telemetry;
 
 /// The NSID for controller-wide log pages.
 pub const NSID_ALL: u32 = 0xffff_ffff;
