@@ -85,6 +85,10 @@ pub struct HealthSettings {
     pub devices: Vec<DeviceRatingOverride>,
     /// Card ratings (`[[health.card]]`): which cards a ratings-table series rates.
     pub cards: Vec<CardRating>,
+    /// `[health.latency_monitor]` when enabled: the OCP Latency Monitor settings nvsoak sets on
+    /// OCP drives (`config/validate/latency_monitor.rs`); `None` (the default) leaves drives as
+    /// they are.
+    pub latency_monitor: Option<crate::nvme::log::ocp_latency::LatencyMonitorConfig>,
 }
 
 /// One `[[health.card]]`: a card (switch upstream port address, `slot:NAME`, or a controller
@@ -94,10 +98,6 @@ pub struct CardRating {
     pub matcher: String,
     /// Looked up in the ratings table like a model string (`Liqid Element AIC`).
     pub rating: String,
-    /// `[health.latency_monitor]` when enabled: the OCP Latency Monitor settings nvsoak sets on
-    /// OCP drives (`config/validate/latency_monitor.rs`); `None` (the default) leaves drives as
-    /// they are.
-    pub latency_monitor: Option<crate::nvme::log::ocp_latency::LatencyMonitorConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

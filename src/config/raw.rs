@@ -157,6 +157,7 @@ pub struct RawHealth {
     pub device: Vec<RawDevice>,
     #[serde(default)]
     pub card: Vec<RawCard>,
+    pub latency_monitor: Option<RawLatencyMonitor>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -165,7 +166,6 @@ pub struct RawCard {
     #[serde(rename = "match")]
     pub matcher: Option<String>,
     pub rating: Option<String>,
-    pub latency_monitor: Option<RawLatencyMonitor>,
 }
 
 /// `[health.latency_monitor]`: the OCP Latency Monitor feature (C5h) nvsoak enables.

@@ -6,8 +6,8 @@
 
 mod ata;
 pub mod health;
-mod pcie;
 mod ocp;
+mod pcie;
 pub mod state;
 pub mod verdict;
 pub mod workload;

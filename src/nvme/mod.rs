@@ -244,7 +244,7 @@ mod fixtures {
     #[test]
     fn handbuilt_fixtures_match_their_generators() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nvme/handbuilt");
-        let pages: [(&str, Vec<u8>); 9] = [
+        let pages: [(&str, Vec<u8>); 12] = [
             ("id-ctrl.bin", super::identify::testdata::id_ctrl()),
             ("id-ns.bin", super::identify::testdata::id_ns()),
             ("smart.bin", super::log::smart::testdata::smart()),

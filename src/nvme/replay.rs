@@ -114,11 +114,6 @@ impl AdminTransport for ReplayTransport {
                 .cloned()
         });
         inner.sent_data.push(data.to_vec());
-        let reply = inner
-            .replies
-            .get(&key_of(cmd))
-            .or_else(|| inner.loose.get(&(cmd.opcode, (cmd.cdw10 & 0xff) as u8)))
-            .cloned();
         drop(inner);
         match reply {
             Some(Reply::Data(bytes, dw0)) => {

@@ -24,8 +24,8 @@ pub mod markdown;
 pub mod nodrives;
 pub mod soakchart;
 pub mod status;
-pub mod verdict;
 pub mod status_ata;
+pub mod verdict;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -129,9 +129,30 @@ impl ExternalInputs {
                 .join("; ");
             Outcome { value, detail }
         });
+        let drive = r.soak.as_ref().and_then(|s| s.drive.as_ref());
+        let link_degraded = drive.and_then(|d| d.link_degraded).map(|value| Outcome {
+            value,
+            detail: if value {
+                "a link on the drive's path ran below what both ends support".into()
+            } else {
+                "every link on the drive's path at its full speed and width".into()
+            },
+        });
+        // The panics the daemon saw as events (ID or count changed), when the drive has C1h.
+        let ocp_panic_count_change = drive.and_then(|d| {
+            d.ocp_panic_changed.map(|changed| {
+                let seen = d
+                    .drive_events
+                    .iter()
+                    .filter(|e| e.kind == crate::health::ocp_pages::kind::OCP_PANIC)
+                    .count() as u64;
+                if changed { seen.max(1) } else { 0 }
+            })
+        });
         ExternalInputs {
             self_test,
-            ..ExternalInputs::default()
+            link_degraded,
+            ocp_panic_count_change,
         }
     }
 }

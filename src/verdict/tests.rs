@@ -557,9 +557,51 @@ fn self_test_gate_reads_the_recorded_steps() {
     ];
     let g = judge(&r);
     assert_eq!(g.state, GateState::Pass, "{g:?}");
-    assert!(g.measured.contains("short self-test: not supported"), "{g:?}");
-    r.qualification_steps.push(step("extended", StepStatus::Failed));
+    assert!(
+        g.measured.contains("short self-test: not supported"),
+        "{g:?}"
+    );
+    r.qualification_steps
+        .push(step("extended", StepStatus::Failed));
     let g = judge(&r);
     assert_eq!(g.state, GateState::Fail, "{g:?}");
     assert!(g.measured.contains("extended self-test: failed"), "{g:?}");
+}
+
+/// The link and OCP panic gates read the drive figures the results file carries.
+#[test]
+fn link_and_ocp_panic_gates_read_the_drive_figures() {
+    let judge = |r: &TargetResults, gate| {
+        let ext = ExternalInputs::from_results(r);
+        let v = evaluate(
+            &GateSettings::default(),
+            r,
+            &ext,
+            None,
+            PlanState::Finished,
+            None,
+            1.0,
+        );
+        v.gate(gate).expect("listed").state
+    };
+    let mut d = drive();
+    assert_eq!(
+        judge(&with_drive(d.clone()), Gate::Link),
+        GateState::NotEvaluated
+    );
+    assert_eq!(
+        judge(&with_drive(d.clone()), Gate::OcpPanics),
+        GateState::NotEvaluated
+    );
+    d.link_degraded = Some(false);
+    d.ocp_panic_changed = Some(false);
+    assert_eq!(judge(&with_drive(d.clone()), Gate::Link), GateState::Pass);
+    assert_eq!(
+        judge(&with_drive(d.clone()), Gate::OcpPanics),
+        GateState::Pass
+    );
+    d.link_degraded = Some(true);
+    d.ocp_panic_changed = Some(true);
+    assert_eq!(judge(&with_drive(d.clone()), Gate::Link), GateState::Fail);
+    assert_eq!(judge(&with_drive(d), Gate::OcpPanics), GateState::Fail);
 }

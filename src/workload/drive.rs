@@ -185,6 +185,7 @@ impl DriveTracking {
             capacity,
         );
         f.device = d.name.clone();
+        f.link_degraded = self.link_degraded;
         self.warning_seen |= latest.smart.critical_warning;
         self.temperature_max_kelvin = self.temperature_max_kelvin.max(latest.smart.temperature);
         f.critical_warning_seen |= self.warning_seen;

@@ -263,6 +263,10 @@ pub struct DriveSoak {
     /// Telemetry 08h: the controller-initiated data generation number changed during the soak;
     /// `None` when the drive has no telemetry page.
     pub telemetry_generation_changed: Option<bool>,
+    /// The PCIe link of the drive (or a port on its path) ran below what both ends support
+    /// at a poll during the plan (`pcie::link_degraded_during`); `None` when sysfs has no link
+    /// figures for it.
+    pub link_degraded: Option<bool>,
     /// The drive events seen during the soak, oldest first.
     pub drive_events: Vec<crate::health::ocp_pages::DriveEvent>,
     /// OCP C3h static bucket counters (per bucket: read, write, deallocate) at the first C3h

@@ -21,11 +21,11 @@ mod health;
 mod hotplug;
 /// Scenarios 7 and 8: two controllers, refusal of an ext4 namespace.
 mod multi;
+/// QEMU has no OCP C1h/C3h or telemetry pages: reported unsupported once, polling goes on.
+mod ocp;
 /// NVMe passthrough (`io_uring_cmd`) on the generic device: verified, accounted, off the
 /// block layer; media errors with their NVMe status; refusals.
 mod passthru;
-/// QEMU has no OCP C1h/C3h or telemetry pages: reported unsupported once, polling goes on.
-mod ocp;
 /// Without root: plain permission messages, the workload keeps running.
 mod perm;
 /// Polled completions (`io_uring_poll`) with the driver's poll queues: verified, no interrupts;
@@ -42,10 +42,10 @@ mod sata;
 mod steps;
 /// O_DIRECT on tmpfs under Linux 6.1: refused with advice at start and by check-config.
 mod tmpfs;
-/// The verdict: a clean soak PASSes (exit 0), a critical warning through QMP FAILs it (exit 2).
-mod verdict;
 /// PCIe topology (issue 16): a card behind a switch, a lone drive, a dual-port drive, link
 /// figures.
 mod topo;
+/// The verdict: a clean soak PASSes (exit 0), a critical warning through QMP FAILs it (exit 2).
+mod verdict;
 /// Scenarios 3 and 4: critical warning bits through QMP and Set Features.
 mod warn;

@@ -5,8 +5,8 @@
 //! mixes, rates and skews (`values`), inline jobs and profiles (`job`), phases (`phase`),
 //! targets (`target`), the `[health]` section (`health`) and the whole document (`settings`).
 
-mod gates;
 mod card;
+mod gates;
 mod health;
 mod job;
 mod latency_monitor;

@@ -5,10 +5,10 @@
 pub mod error;
 pub mod fwslot;
 pub mod ocp;
-pub mod sanitize;
-pub mod selftest;
 pub mod ocp_latency;
 pub mod ocp_recovery;
+pub mod sanitize;
+pub mod selftest;
 pub mod smart;
 pub mod telemetry;
 

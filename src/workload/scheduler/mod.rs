@@ -401,13 +401,7 @@ pub fn refresh_results_drive(state_dir: &Path, target: &TargetShared) -> bool {
             (v.plan, v.stop_reason.clone())
         });
     let inputs = crate::verdict::ExternalInputs::from_results(&r);
-    crate::verdict::stamp(
-        &mut r,
-        &target.fixed.gates,
-        &inputs,
-        plan,
-        reason,
-    );
+    crate::verdict::stamp(&mut r, &target.fixed.gates, &inputs, plan, reason);
     let verdict = r.verdict.clone();
     target.update(|s| s.verdict = verdict);
     let saved = crate::workload::results::save(state_dir, &r);
