@@ -114,10 +114,12 @@ impl ExternalInputs {
     /// the plan ran no self-test yet.
     pub fn from_results(r: &TargetResults) -> ExternalInputs {
         use crate::workload::steps::StepStatus;
+        // A refused self-test (not an NVMe namespace, or a controller that cannot run one
+        // now) has no outcome to judge: it leaves the gate "not evaluated" rather than failed.
         let tests: Vec<_> = r
             .qualification_steps
             .iter()
-            .filter(|s| s.kind == "self-test")
+            .filter(|s| s.kind == "self-test" && s.status != StepStatus::Refused)
             .collect();
         let self_test = (!tests.is_empty()).then(|| {
             let ok = |s: StepStatus| matches!(s, StepStatus::Passed | StepStatus::NotSupported);

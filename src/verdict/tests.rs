@@ -541,6 +541,17 @@ fn self_test_gate_reads_the_recorded_steps() {
     };
     let mut r = clean_results();
     assert_eq!(judge(&r).state, GateState::NotEvaluated);
+    r.qualification_steps = vec![StepOutcome {
+        kind: "self-test".into(),
+        method: "short".into(),
+        status: StepStatus::Refused,
+        ..Default::default()
+    }];
+    assert_eq!(
+        judge(&r).state,
+        GateState::NotEvaluated,
+        "refused: no outcome"
+    );
     let step = |method: &str, status| StepOutcome {
         kind: "self-test".into(),
         method: method.into(),

@@ -522,6 +522,8 @@ impl Runner {
             if !self.spec.loop_phases {
                 tracing::info!(target_name = %self.spec.name,
                         "the checkpoint says this plan already finished; nothing to run (nvsoak state reset starts over)");
+                // Its verdict is the finished plan's, judged again on what it recorded.
+                self.plan_state = crate::verdict::PlanState::Finished;
                 self.finish();
                 return;
             }
