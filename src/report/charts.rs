@@ -47,6 +47,9 @@ pub struct LineChart<'a> {
     /// Axis labels with k/M suffixes (for IOPS, bytes).
     pub x_si: bool,
     pub y_si: bool,
+    /// x is minutes relative to now (negative: the past): labels read as time, "60 s ago" …
+    /// "now" (seconds under two minutes, whole minutes beyond), instead of plain numbers.
+    pub x_ago: bool,
     /// Draw a marker per point (off for dense time series).
     pub markers: bool,
     /// Points to flag with a distinct marker (a red ring, `class="flagged"`), e.g. sweep points
@@ -96,6 +99,18 @@ pub fn si(v: f64) -> String {
     format!("{s}{suffix}")
 }
 
+/// A time-axis label for `minutes` relative to now: "now", "45 s ago", "5 min ago".
+pub fn ago(minutes: f64) -> String {
+    let secs = (-minutes * 60.0).round();
+    if secs.abs() < 0.5 {
+        "now".to_string()
+    } else if secs < 120.0 {
+        format!("{secs:.0} s ago")
+    } else {
+        format!("{} min ago", plain((secs / 60.0 * 10.0).round() / 10.0))
+    }
+}
+
 fn plain(v: f64) -> String {
     let s = if v.abs() >= 100.0 || v.fract() == 0.0 {
         format!("{v:.0}")
@@ -140,7 +155,15 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
             .y_label_area_size(if small { 44 } else { 60 })
             .build_cartesian_2d(x0..x1, 0f64..y1)
             .map_err(|e| err(&e))?;
-        let xf = |v: &f64| if c.x_si { si(*v) } else { plain(*v) };
+        let xf = |v: &f64| {
+            if c.x_ago {
+                ago(*v)
+            } else if c.x_si {
+                si(*v)
+            } else {
+                plain(*v)
+            }
+        };
         let yf = |v: &f64| if c.y_si { si(*v) } else { plain(*v) };
         chart
             .configure_mesh()
@@ -336,6 +359,7 @@ mod tests {
             legend: true,
             x_si: true,
             y_si: false,
+            x_ago: false,
             markers: true,
             flagged: &[],
             flag_label: "",
@@ -362,6 +386,7 @@ mod tests {
             legend: true,
             x_si: true,
             y_si: false,
+            x_ago: false,
             markers: true,
             flagged: &flagged,
             flag_label: "short of target",
@@ -452,5 +477,46 @@ mod tests {
         assert_eq!(si(3.5e9), "3.5G");
         assert_eq!(si(0.0), "0");
         assert_eq!(plain(0.25), "0.25");
+    }
+
+    #[test]
+    fn time_ago_labels() {
+        assert_eq!(ago(0.0), "now");
+        assert_eq!(ago(-0.0), "now");
+        assert_eq!(ago(-0.25), "15 s ago");
+        assert_eq!(ago(-1.0), "60 s ago");
+        assert_eq!(ago(-5.0), "5 min ago");
+        assert_eq!(ago(-2.5), "2.5 min ago");
+    }
+
+    /// A chart with `x_ago` labels its time axis "60 s ago" … "now", not "-1" … "0".
+    #[test]
+    fn an_ago_axis_reads_as_time() {
+        let series = [Series {
+            name: "IOPS".into(),
+            points: vec![(-1.0, 10.0), (-0.5, 20.0), (0.0, 15.0)],
+        }];
+        let svg = line_chart(&LineChart {
+            title: "t",
+            x_desc: "",
+            y_desc: "IOPS",
+            width: 400,
+            height: 150,
+            series: &series,
+            x_range: Some((-1.0, 0.0)),
+            reference: None,
+            legend: false,
+            x_si: false,
+            y_si: true,
+            x_ago: true,
+            markers: false,
+            flagged: &[],
+            flag_label: "",
+        })
+        .expect("renders");
+        let labels: Vec<&str> = svg.lines().map(str::trim).collect();
+        assert!(labels.contains(&"60 s ago"), "{svg}");
+        assert!(labels.contains(&"now"), "{svg}");
+        assert!(!labels.contains(&"-1"), "{svg}");
     }
 }

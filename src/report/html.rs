@@ -88,6 +88,7 @@ pub fn curve_figure(
         legend: true,
         x_si: true,
         y_si: false,
+        x_ago: false,
         markers: true,
         flagged: &flagged,
         flag_label: "short of target rate by more than 10 %",

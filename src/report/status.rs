@@ -82,7 +82,7 @@ fn spark(
     }];
     let svg = charts::line_chart(&LineChart {
         title,
-        x_desc: "minutes ago",
+        x_desc: "",
         y_desc,
         width: SPARK_W,
         height: SPARK_H,
@@ -92,6 +92,7 @@ fn spark(
         legend: false,
         x_si: false,
         y_si: true,
+        x_ago: true,
         // A young history (a few samples) would be an invisible line: mark the points.
         markers: few,
         flagged: &[],
