@@ -151,6 +151,14 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
         let mut chart = ChartBuilder::on(&root)
             .caption(c.title, ("sans-serif", if small { 13 } else { 16 }))
             .margin(if small { 4 } else { 8 })
+            // Room for the last time label ("now"), centred on the right edge of the plot.
+            .margin_right(if c.x_ago {
+                16
+            } else if small {
+                4
+            } else {
+                8
+            })
             .x_label_area_size(if small { 34 } else { 36 })
             .y_label_area_size(if small { 44 } else { 60 })
             .build_cartesian_2d(x0..x1, 0f64..y1)
@@ -518,5 +526,14 @@ mod tests {
         assert!(labels.contains(&"60 s ago"), "{svg}");
         assert!(labels.contains(&"now"), "{svg}");
         assert!(!labels.contains(&"-1"), "{svg}");
+        // "now" sits on the plot's right edge: its centre leaves room for the word.
+        let now_x: f64 = svg
+            .split("<text ")
+            .find(|t| t.contains("\nnow\n"))
+            .and_then(|t| t.split("x=\"").nth(1))
+            .and_then(|t| t.split('"').next())
+            .and_then(|x| x.parse().ok())
+            .expect("the now label's x");
+        assert!(now_x <= 400.0 - 12.0, "now at x={now_x}");
     }
 }
