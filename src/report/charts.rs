@@ -8,6 +8,7 @@
 //!
 //! Architecture Invariant: charts are pure functions from numbers to SVG text; no I/O.
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use thiserror::Error;
 
@@ -50,6 +51,9 @@ pub struct LineChart<'a> {
     /// x is minutes relative to now (negative: the past): labels read as time, "60 s ago" …
     /// "now" (seconds under two minutes, whole minutes beyond), instead of plain numbers.
     pub x_ago: bool,
+    /// A logarithmic y axis when the largest positive value is more than
+    /// `soakchart::LOG_RATIO` times the smallest (one slow point would flatten the rest).
+    pub y_log_auto: bool,
     /// Draw a marker per point (off for dense time series).
     pub markers: bool,
     /// Points to flag with a distinct marker (a red ring, `class="flagged"`), e.g. sweep points
@@ -126,7 +130,37 @@ fn plain(v: f64) -> String {
     }
 }
 
+/// Height of one legend row below the plot.
+const LEGEND_ROW: u32 = 18;
+
+/// One legend entry: a swatch colour (or a red ring for flagged points) and its text.
+struct LegendEntry {
+    color: Option<RGBColor>,
+    text: String,
+}
+
+/// Lay the legend entries out in rows across `width` (a rough 7 px per character at 12 px);
+/// returns each entry's (x, row).
+fn legend_layout(entries: &[LegendEntry], width: u32) -> Vec<(u32, u32)> {
+    let (mut x, mut row) = (8u32, 0u32);
+    let mut out = Vec::with_capacity(entries.len());
+    for e in entries {
+        let w = 22 + (e.text.chars().count() as f64 * 7.0).ceil() as u32 + 14;
+        if x > 8 && x + w > width.saturating_sub(8) {
+            row += 1;
+            x = 8;
+        }
+        out.push((x, row));
+        x += w;
+    }
+    out
+}
+
 /// Draw the chart; returns the SVG document as a string.
+///
+/// The legend (series names, and the flagged points' meaning) is drawn in its own strip below
+/// the plot, as `<g class="legend">`, so it never hides a point; the plot area is marked with
+/// an invisible `<rect class="plot-area">` for layout checks.
 pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
     let err = |e: &dyn std::fmt::Display| ChartError::Draw {
         title: c.title.to_string(),
@@ -139,16 +173,62 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
         .filter(|(_, s)| s.points.iter().any(|(x, y)| x.is_finite() && y.is_finite()))
         .collect();
     let (x0, x1, max_y) = bounds(c, &drawn);
-    let reference = c.reference.as_ref().filter(|r| r.y <= max_y && r.y > 0.0);
-    let y1 = if max_y > 0.0 { max_y * 1.1 } else { 1.0 };
+    let ys: Vec<f64> = drawn
+        .iter()
+        .flat_map(|(_, s)| s.points.iter().map(|p| p.1))
+        .collect();
+    let log = c.y_log_auto && super::soakchart::wants_log(&ys);
+    let (y0, y1) = if log {
+        let lo = ys
+            .iter()
+            .copied()
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        (
+            10f64.powf(lo.log10().floor()),
+            10f64.powf(max_y.log10().ceil()),
+        )
+    } else {
+        (0.0, if max_y > 0.0 { max_y * 1.1 } else { 1.0 })
+    };
+    let reference = c
+        .reference
+        .as_ref()
+        .filter(|r| r.y <= max_y && r.y > 0.0 && r.y >= y0);
+
+    let mut entries: Vec<LegendEntry> = Vec::new();
+    if c.legend {
+        entries.extend(drawn.iter().map(|(i, s)| LegendEntry {
+            color: Some(PALETTE[i % PALETTE.len()]),
+            text: s.name.clone(),
+        }));
+    }
+    let any_flagged = c
+        .flagged
+        .iter()
+        .any(|(x, y)| x.is_finite() && y.is_finite());
+    if any_flagged && !c.flag_label.is_empty() {
+        entries.push(LegendEntry {
+            color: None,
+            text: c.flag_label.to_string(),
+        });
+    }
+    let layout = legend_layout(&entries, c.width);
+    let legend_h = layout
+        .last()
+        .map(|(_, row)| (row + 1) * LEGEND_ROW + 6)
+        .unwrap_or(0);
 
     let mut out = String::new();
-    let mut flagged_px: Vec<(i32, i32)> = Vec::new();
+    let painted;
     {
-        let root = SVGBackend::with_string(&mut out, (c.width, c.height)).into_drawing_area();
+        let root =
+            SVGBackend::with_string(&mut out, (c.width, c.height + legend_h)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| err(&e))?;
+        let (plot, _legend) = root.split_vertically(c.height);
         let small = c.height < 200;
-        let mut chart = ChartBuilder::on(&root)
+        let mut builder = ChartBuilder::on(&plot);
+        builder
             .caption(c.title, ("sans-serif", if small { 13 } else { 16 }))
             .margin(if small { 4 } else { 8 })
             // Room for the last time label ("now"), centred on the right edge of the plot.
@@ -159,10 +239,69 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
             } else {
                 8
             })
-            .x_label_area_size(if small { 34 } else { 36 })
-            .y_label_area_size(if small { 44 } else { 60 })
-            .build_cartesian_2d(x0..x1, 0f64..y1)
-            .map_err(|e| err(&e))?;
+            .x_label_area_size(if small { 34 } else { 42 })
+            .y_label_area_size(if small { 44 } else { 66 });
+        let frame = Frame {
+            c,
+            drawn: &drawn,
+            reference,
+            x: (x0, x1),
+            y: (y0, y1),
+            log,
+        };
+        painted = if log {
+            let chart = builder
+                .build_cartesian_2d(x0..x1, (y0..y1).log_scale())
+                .map_err(|e| err(&e))?;
+            frame.paint(chart)?
+        } else {
+            let chart = builder
+                .build_cartesian_2d(x0..x1, y0..y1)
+                .map_err(|e| err(&e))?;
+            frame.paint(chart)?
+        };
+        root.present().map_err(|e| err(&e))?;
+    }
+    let names: Vec<&str> = drawn.iter().map(|(_, s)| s.name.as_str()).collect();
+    let svg = flag_points(&tag_series(&out, c.title, &names), &painted.flagged);
+    Ok(add_overlay(
+        &svg,
+        &plot_area_rect(painted.area, log),
+        &legend_svg(&entries, &layout, c.height),
+    ))
+}
+
+/// What [`Frame::paint`] leaves for the SVG overlay: the flagged points' pixels and the plot
+/// area (x range, y range in pixels).
+struct Painted {
+    flagged: Vec<(i32, i32)>,
+    area: (std::ops::Range<i32>, std::ops::Range<i32>),
+}
+
+/// The chart's data and ranges, drawn on a linear or a logarithmic y axis.
+struct Frame<'c, 'a> {
+    c: &'c LineChart<'a>,
+    drawn: &'c [(usize, &'c Series)],
+    reference: Option<&'c RefLine>,
+    x: (f64, f64),
+    y: (f64, f64),
+    log: bool,
+}
+
+impl Frame<'_, '_> {
+    fn paint<Y>(
+        &self,
+        mut chart: ChartContext<'_, SVGBackend<'_>, Cartesian2d<RangedCoordf64, Y>>,
+    ) -> Result<Painted, ChartError>
+    where
+        Y: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+    {
+        let c = self.c;
+        let err = |e: &dyn std::fmt::Display| ChartError::Draw {
+            title: c.title.to_string(),
+            detail: e.to_string(),
+        };
+        let small = c.height < 200;
         let xf = |v: &f64| {
             if c.x_ago {
                 ago(*v)
@@ -173,18 +312,26 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
             }
         };
         let yf = |v: &f64| if c.y_si { si(*v) } else { plain(*v) };
+        let (x0, x1) = self.x;
+        let (y0, y1) = self.y;
         chart
             .configure_mesh()
             .x_desc(c.x_desc)
-            .y_desc(c.y_desc)
+            .y_desc(if self.log {
+                format!("{} (log scale)", c.y_desc)
+            } else {
+                c.y_desc.to_string()
+            })
             .x_labels(if small { 5 } else { 8 })
             .y_labels(if small { 4 } else { 8 })
             .max_light_lines(1)
+            .label_style(("sans-serif", if small { 11 } else { 13 }))
+            .axis_desc_style(("sans-serif", if small { 11 } else { 14 }))
             .x_label_formatter(&xf)
             .y_label_formatter(&yf)
             .draw()
             .map_err(|e| err(&e))?;
-        if let Some(r) = reference {
+        if let Some(r) = self.reference {
             let grey = RGBColor(0x55, 0x55, 0x55);
             chart
                 .draw_series(LineSeries::new(
@@ -192,71 +339,109 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
                     grey.stroke_width(1),
                 ))
                 .map_err(|e| err(&e))?;
+            // Just above the line, clear of the y axis.
+            let above = if self.log {
+                r.y * (y1 / y0).powf(0.015)
+            } else {
+                r.y + (y1 - y0) * 0.015
+            };
             chart
                 .draw_series(std::iter::once(Text::new(
                     r.label.clone(),
-                    (x0 + (x1 - x0) * 0.01, r.y + y1 * 0.01),
-                    ("sans-serif", 12).into_font().color(&grey),
+                    (x0 + (x1 - x0) * 0.015, above),
+                    ("sans-serif", 13).into_font().color(&grey),
                 )))
                 .map_err(|e| err(&e))?;
         }
-        for (i, s) in &drawn {
+        for (i, s) in self.drawn {
             let color = PALETTE[i % PALETTE.len()];
             let pts: Vec<(f64, f64)> = s
                 .points
                 .iter()
                 .copied()
-                .filter(|(x, y)| x.is_finite() && y.is_finite())
+                .filter(|(x, y)| x.is_finite() && y.is_finite() && (!self.log || *y > 0.0))
                 .collect();
-            let ann = chart
+            chart
                 .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
                 .map_err(|e| err(&e))?;
-            if c.legend {
-                ann.label(s.name.clone()).legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 4), (x + 12, y + 4)], color.filled())
-                });
-            }
             if c.markers {
                 chart
                     .draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))
                     .map_err(|e| err(&e))?;
             }
         }
-        for p in c
+        let flagged = c
             .flagged
             .iter()
-            .filter(|(x, y)| x.is_finite() && y.is_finite())
-        {
-            flagged_px.push(chart.backend_coord(p));
-        }
-        if c.legend && !drawn.is_empty() {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .background_style(WHITE.mix(0.85))
-                .border_style(RGBColor(0xcc, 0xcc, 0xcc))
-                .draw()
-                .map_err(|e| err(&e))?;
-        }
-        root.present().map_err(|e| err(&e))?;
+            .filter(|(x, y)| x.is_finite() && y.is_finite() && (!self.log || *y > 0.0))
+            .map(|p| chart.backend_coord(p))
+            .collect();
+        Ok(Painted {
+            flagged,
+            area: chart.plotting_area().get_pixel_range(),
+        })
     }
-    let names: Vec<&str> = drawn.iter().map(|(_, s)| s.name.as_str()).collect();
-    Ok(flag_points(
-        &tag_series(&out, c.title, &names),
-        &flagged_px,
-        c.flag_label,
-    ))
 }
 
-/// Ring each flagged point (pixel coordinates) in red, with one legend line at the bottom
-/// right; the SVG is unchanged when none is flagged.
-fn flag_points(svg: &str, px: &[(i32, i32)], label: &str) -> String {
-    if px.is_empty() {
-        return svg.to_string();
+/// An invisible rectangle over the plot area (tests and tools check the legend against it).
+fn plot_area_rect(area: (std::ops::Range<i32>, std::ops::Range<i32>), log: bool) -> String {
+    let (xs, ys) = area;
+    format!(
+        "<rect class=\"plot-area\" data-y-scale=\"{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"none\"/>\n",
+        if log { "log" } else { "linear" },
+        xs.start,
+        ys.start,
+        (xs.end - xs.start).max(0),
+        (ys.end - ys.start).max(0)
+    )
+}
+
+/// The legend strip below the plot: a swatch (or a red ring for flagged points) and a name
+/// per entry.
+fn legend_svg(entries: &[LegendEntry], layout: &[(u32, u32)], top: u32) -> String {
+    if entries.is_empty() {
+        return String::new();
     }
+    let mut g = String::from("<g class=\"legend\">\n");
+    for (e, (x, row)) in entries.iter().zip(layout) {
+        let cy = top + row * LEGEND_ROW + LEGEND_ROW / 2 + 3;
+        match e.color {
+            Some(RGBColor(r, gr, b)) => g.push_str(&format!(
+                "<rect class=\"swatch\" x=\"{x}\" y=\"{}\" width=\"14\" height=\"8\" fill=\"#{r:02x}{gr:02x}{b:02x}\"/>\n",
+                cy - 4
+            )),
+            None => g.push_str(&format!(
+                "<circle class=\"swatch flagged-key\" cx=\"{}\" cy=\"{cy}\" r=\"6\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"1.5\"/>\n",
+                x + 7
+            )),
+        }
+        g.push_str(&format!(
+            "<text class=\"{}\" x=\"{}\" y=\"{}\" font-family=\"sans-serif\" font-size=\"12\" fill=\"{}\">{}</text>\n",
+            if e.color.is_some() { "legend-label" } else { "legend-label flag-label" },
+            x + 20,
+            cy + 4,
+            if e.color.is_some() { "#333" } else { "#d62728" },
+            esc(&e.text)
+        ));
+    }
+    g.push_str("</g>\n");
+    g
+}
+
+/// Insert SVG elements just before the closing tag.
+fn add_overlay(svg: &str, a: &str, b: &str) -> String {
     let Some(end) = svg.rfind("</svg>") else {
         return svg.to_string();
     };
+    format!("{}{a}{b}{}", &svg[..end], &svg[end..])
+}
+
+/// Ring each flagged point (pixel coordinates) in red (the legend strip says what a ring
+/// means); the SVG is unchanged when none is flagged.
+fn flag_points(svg: &str, px: &[(i32, i32)]) -> String {
+    if px.is_empty() {
+        return svg.to_string();
+    }
     let mut g = format!(
         "<g class=\"flagged\" data-flagged-count=\"{}\">\n",
         px.len()
@@ -266,14 +451,8 @@ fn flag_points(svg: &str, px: &[(i32, i32)], label: &str) -> String {
             "<circle class=\"flagged\" cx=\"{x}\" cy=\"{y}\" r=\"7\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"1.5\"/>\n"
         ));
     }
-    if !label.is_empty() {
-        g.push_str(&format!(
-            "<text class=\"flag-label\" x=\"98%\" y=\"97%\" text-anchor=\"end\" font-family=\"sans-serif\" font-size=\"11\" fill=\"#d62728\">\u{25ef} {}</text>\n",
-            esc(label)
-        ));
-    }
     g.push_str("</g>\n");
-    format!("{}{}{}", &svg[..end], g, &svg[end..])
+    add_overlay(svg, &g, "")
 }
 
 /// The x range (the chart's own, else from the data, never empty) and the largest y of the
@@ -368,6 +547,7 @@ mod tests {
             x_si: true,
             y_si: false,
             x_ago: false,
+            y_log_auto: false,
             markers: true,
             flagged: &[],
             flag_label: "",
@@ -395,6 +575,7 @@ mod tests {
             x_si: true,
             y_si: false,
             x_ago: false,
+            y_log_auto: false,
             markers: true,
             flagged: &flagged,
             flag_label: "short of target",
@@ -478,6 +659,129 @@ mod tests {
         assert_eq!(svg.matches("class=\"series\"").count(), 1);
     }
 
+    /// The `y`, `height` (or `cy`) attribute of an SVG element's text.
+    fn attr(el: &str, name: &str) -> f64 {
+        el.split(&format!(" {name}=\""))
+            .nth(1)
+            .and_then(|t| t.split('"').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {el}"))
+    }
+
+    /// The legend sits in its own strip below the plot area: no swatch or label inside it,
+    /// however many series (it wraps into rows), and the flagged points' key is in it too.
+    #[test]
+    fn the_legend_is_below_the_plot_and_never_over_a_point() {
+        let series: Vec<Series> = (0..7)
+            .map(|i| Series {
+                name: format!("a rather long drive name {i}"),
+                points: vec![(1000.0 * (i + 1) as f64, 100.0), (9000.0, 900.0)],
+            })
+            .collect();
+        let svg = line_chart(&LineChart {
+            title: "t",
+            x_desc: "IOPS",
+            y_desc: "latency (µs)",
+            width: 600,
+            height: 380,
+            series: &series,
+            x_range: None,
+            reference: None,
+            legend: true,
+            x_si: true,
+            y_si: false,
+            x_ago: false,
+            y_log_auto: true,
+            markers: true,
+            flagged: &[(9000.0, 900.0)],
+            flag_label: "short of target",
+        })
+        .expect("chart");
+        let plot = svg
+            .lines()
+            .find(|l| l.starts_with("<rect class=\"plot-area\""))
+            .expect("plot area");
+        let bottom = attr(plot, "y") + attr(plot, "height");
+        assert!(bottom <= 380.0, "{plot}");
+        let legend = &svg[svg.find("<g class=\"legend\">").expect("legend")..];
+        let labels: Vec<&str> = legend
+            .lines()
+            .filter(|l| l.starts_with("<text class=\"legend-label"))
+            .collect();
+        assert_eq!(labels.len(), 8, "{legend}");
+        let rows: std::collections::BTreeSet<i64> =
+            labels.iter().map(|l| attr(l, "y") as i64).collect();
+        assert!(rows.len() >= 2, "7 long names on 600 px wrap: {rows:?}");
+        for l in legend
+            .lines()
+            .filter(|l| l.starts_with("<rect class=\"swatch"))
+        {
+            assert!(attr(l, "y") > bottom, "a swatch over the plot: {l}");
+        }
+        for l in &labels {
+            assert!(attr(l, "y") - 11.0 > bottom, "a label over the plot: {l}");
+        }
+        assert!(legend.contains("short of target"), "{legend}");
+        // The SVG is as tall as the plot plus the legend rows.
+        let h = attr(svg.lines().next().expect("root"), "height");
+        assert!(h >= 380.0 + 2.0 * LEGEND_ROW as f64, "{h}");
+    }
+
+    /// One point a hundred times slower than the rest makes the latency axis logarithmic (so
+    /// the rest are not flattened onto the x axis); close values keep a linear axis.
+    #[test]
+    fn one_slow_point_makes_the_y_axis_logarithmic() {
+        let chart_of = |ys: &[f64]| {
+            let series = [Series {
+                name: "d".into(),
+                points: ys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, y)| (1000.0 * (i + 1) as f64, *y))
+                    .collect(),
+            }];
+            line_chart(&LineChart {
+                title: "t",
+                x_desc: "IOPS",
+                y_desc: "p99 latency (µs)",
+                width: 600,
+                height: 380,
+                series: &series,
+                x_range: None,
+                reference: Some(RefLine {
+                    y: 1000.0,
+                    label: "1 ms".into(),
+                }),
+                legend: true,
+                x_si: true,
+                y_si: false,
+                x_ago: false,
+                y_log_auto: true,
+                markers: true,
+                flagged: &[],
+                flag_label: "",
+            })
+            .expect("chart")
+        };
+        let ys = [80.0, 90.0, 110.0, 150.0, 40_000.0];
+        let svg = chart_of(&ys);
+        assert!(svg.contains("data-y-scale=\"log\""), "{svg}");
+        assert!(svg.contains("(log scale)"), "{svg}");
+        // The four fast points are spread over a visible height, not squashed together.
+        let cys: Vec<f64> = svg
+            .lines()
+            .filter(|l| l.starts_with("<circle"))
+            .map(|l| attr(l, "cy"))
+            .collect();
+        assert_eq!(cys.len(), 5, "{svg}");
+        // On a linear axis up to 44,000 they would be under a pixel apart.
+        assert!(cys[0] - cys[3] > 10.0, "fast points squashed: {cys:?}");
+        assert!(svg.contains("1 ms"), "{svg}");
+        let lin = chart_of(&[80.0, 90.0, 110.0, 150.0, 300.0]);
+        assert!(lin.contains("data-y-scale=\"linear\""), "{lin}");
+        assert!(!lin.contains("(log scale)"), "{lin}");
+    }
+
     #[test]
     fn si_labels() {
         assert_eq!(si(12000.0), "12k");
@@ -517,6 +821,7 @@ mod tests {
             x_si: false,
             y_si: true,
             x_ago: true,
+            y_log_auto: false,
             markers: false,
             flagged: &[],
             flag_label: "",

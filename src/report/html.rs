@@ -39,8 +39,8 @@ impl Lat {
     }
 }
 
-pub const CHART_W: u32 = 600;
-pub const CHART_H: u32 = 380;
+pub const CHART_W: u32 = 860;
+pub const CHART_H: u32 = 420;
 
 /// An IOPS-against-latency chart of one or more drives' curves. Latency is plotted in µs when
 /// every point is below 1 ms, else in ms with the 1 ms line drawn.
@@ -89,6 +89,7 @@ pub fn curve_figure(
         x_si: true,
         y_si: false,
         x_ago: false,
+        y_log_auto: true,
         markers: true,
         flagged: &flagged,
         flag_label: "short of target rate by more than 10 %",

@@ -412,9 +412,11 @@ fn build_inner(
         }
     }
     // A ranking needs two drives: a one-drive report has no "first place" and no comparison.
+    // Nor does a profile only one drive ran (its own sweep section shows it).
     if drives.len() < 2 {
         by_profile.clear();
     }
+    by_profile.retain(|_, entries| entries.len() >= 2);
     let comparisons = by_profile
         .into_iter()
         .map(|(profile, entries)| Comparison {
@@ -627,11 +629,11 @@ mod tests {
         assert_eq!(r.drives.len(), 2);
         assert_eq!(r.drives[0].label, "HUAWEI ES3600P V5 A1B2C3");
         let profiles: Vec<&str> = r.comparisons.iter().map(|c| c.profile.as_str()).collect();
-        assert_eq!(profiles, vec!["4k-random-read", "64k-seq-read"]);
+        // 64k-seq-read: only drive A ran it, so it is not ranked ("first place" of one).
+        assert_eq!(profiles, vec!["4k-random-read"]);
         let rr = &r.comparisons[0].ranking;
         assert_eq!(rr[0].drive, "Test Drive B B9Y8X7");
         assert_eq!(rr[0].peak_iops, 121_500.0);
-        assert_eq!(r.comparisons[1].ranking.len(), 1);
         let a_seq = &r.drives[0].sweeps[1];
         assert!(a_seq.sequential && a_seq.complete);
         // 64k: peak 50 000 @ 1 300 µs (uncontrolled); frontier 25 000 @ 300 µs (the 100 % point
@@ -741,8 +743,8 @@ mod tests {
         assert!(page.contains(
             "Peak 5,000 IOPS at 400 µs (uncontrolled); below 1 ms at every measured load."
         ));
-        // 2 comparison charts + drive A 2x2 + fresh 2 + one-point 2 = 10 charts.
-        assert_eq!(page.matches("<svg class=\"chart\"").count(), 10);
+        // 1 comparison chart (4k; 64k has one drive) + drive A 2x2 + fresh 2 + one-point 2.
+        assert_eq!(page.matches("<svg class=\"chart\"").count(), 9);
         assert!(page.contains("data-series-count=\"0\""));
     }
 

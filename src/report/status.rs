@@ -93,6 +93,7 @@ fn spark(
         x_si: false,
         y_si: true,
         x_ago: true,
+        y_log_auto: false,
         // A young history (a few samples) would be an invisible line: mark the points.
         markers: few,
         flagged: &[],

@@ -135,7 +135,8 @@ fn fixture_report_json_has_the_hand_computed_figures() {
         cmp["ranking"][1]["summary"],
         "second place with 100,000 IOPS at 1.28 ms"
     );
-    assert_eq!(v["comparisons"][1]["profile"], "64k-seq-read");
+    // 64k-seq-read ran on drive A only: nothing to rank.
+    assert_eq!(v["comparisons"].as_array().map(Vec::len), Some(1));
     // Steady state and soak of drive B.
     assert_eq!(b["steady"][0]["round"], 4);
     assert_eq!(b["soak"]["accounting_ratio"], 1.03125);
@@ -159,11 +160,11 @@ fn fixture_report_html_is_self_contained_with_every_chart() {
         String::from_utf8_lossy(&out.stderr)
     );
     let html = std::fs::read_to_string(&out_path).expect("report written");
-    // Charts: 2 comparisons (4k: both drives, 64k: drive A), then per drive and sweep the
-    // average and p99 charts (A: 4k + 64k, B: 4k), one series each.
-    assert_eq!(html.matches("<svg").count(), 8);
-    assert_eq!(declared_series(&html), vec![2, 1, 1, 1, 1, 1, 1, 1]);
-    assert_eq!(drawn_series(&html), vec![2, 1, 1, 1, 1, 1, 1, 1]);
+    // Charts: 1 comparison (4k: both drives; 64k ran on drive A only, so it is not ranked),
+    // then per drive and sweep the average and p99 charts (A: 4k + 64k, B: 4k), one series each.
+    assert_eq!(html.matches("<svg").count(), 7);
+    assert_eq!(declared_series(&html), vec![2, 1, 1, 1, 1, 1, 1]);
+    assert_eq!(drawn_series(&html), vec![2, 1, 1, 1, 1, 1, 1]);
     assert!(html.contains("first place with 121,500 IOPS at 880 µs"));
     assert!(html.contains("below 1 ms up to 79,950 IOPS (640 µs), crossing 1 ms above it"));
     assert!(html.contains("12.1 % of rated random read IOPS (825,000)"));
@@ -198,7 +199,7 @@ fn fixture_report_markdown_links_its_svgs() {
         .filter_map(|r| r.split(')').next())
         .filter(|l| l.ends_with(".svg"))
         .collect();
-    assert_eq!(links.len(), 8, "{md}");
+    assert_eq!(links.len(), 7, "{md}");
     let mut series = Vec::new();
     for l in &links {
         assert!(!l.contains('/'), "link {l} is not next to the report");
@@ -206,7 +207,7 @@ fn fixture_report_markdown_links_its_svgs() {
         assert!(svg.starts_with("<svg class=\"chart\""), "{l}");
         series.extend(drawn_series(&svg));
     }
-    assert_eq!(series, vec![2, 1, 1, 1, 1, 1, 1, 1]);
+    assert_eq!(series, vec![2, 1, 1, 1, 1, 1, 1]);
     assert!(md.contains("| 1 | Test Drive B B9Y8X7 | 121,500 | 880 µs | 1.80 ms | 121,500 |"));
     assert!(md.contains("- HUAWEI ES3600P V5 A1B2C3: second place with 100,000 IOPS at 1.28 ms"));
 }
@@ -710,7 +711,15 @@ impl Cdp {
 const CHART_PROBE: &str = r#"JSON.stringify(Array.from(document.querySelectorAll('svg.chart')).map(s => {
   const r = s.getBoundingClientRect();
   const lines = Array.from(s.querySelectorAll('polyline.series'));
+  const box = e => { const b = e.getBoundingClientRect(); return {l: b.left, r: b.right, t: b.top, b: b.bottom}; };
+  const hit = (a, b) => a.l < b.r && b.l < a.r && a.t < b.b && b.t < a.b;
+  const plots = Array.from(s.querySelectorAll('rect.plot-area')).map(box);
+  const legend = Array.from(s.querySelectorAll('g.legend > *')).map(box);
+  const chart = box(s);
   return {w: r.width, h: r.height, declared: Number(s.dataset.seriesCount),
+          legend: legend.length,
+          legend_over_plot: legend.filter(a => plots.some(p => hit(a, p))).length,
+          legend_outside: legend.filter(a => a.l < chart.l - 1 || a.r > chart.r + 1 || a.b > chart.b + 1).length,
           series: lines.length,
           drawn: lines.filter(l => { const b = l.getBoundingClientRect(); return b.width > 0 || b.height > 0; }).length};
 }))"#;
@@ -722,6 +731,10 @@ struct ChartProbe {
     declared: u64,
     series: u64,
     drawn: u64,
+    /// Legend elements (swatches and labels), those over the plot area, those cut off.
+    legend: u64,
+    legend_over_plot: u64,
+    legend_outside: u64,
 }
 
 fn probe_charts(cdp: &mut Cdp) -> Vec<ChartProbe> {
@@ -736,6 +749,9 @@ fn probe_charts(cdp: &mut Cdp) -> Vec<ChartProbe> {
             declared: c["declared"].as_u64().unwrap_or(u64::MAX),
             series: c["series"].as_u64().unwrap_or(0),
             drawn: c["drawn"].as_u64().unwrap_or(0),
+            legend: c["legend"].as_u64().unwrap_or(0),
+            legend_over_plot: c["legend_over_plot"].as_u64().unwrap_or(u64::MAX),
+            legend_outside: c["legend_outside"].as_u64().unwrap_or(u64::MAX),
         })
         .collect()
 }
@@ -779,7 +795,9 @@ fn browser_renders_the_report_offline() {
     assert!(outside(&urls).is_empty());
     let charts = probe_charts(&mut cdp);
     let series: Vec<u64> = charts.iter().map(|c| c.series).collect();
-    assert_eq!(series, vec![2, 1, 1, 1, 1, 1, 1, 1], "{charts:?}");
+    // One comparison (4k-random-read, both drives; 64k-seq-read has one drive, so no ranking),
+    // then each drive's average and p99 charts per sweep.
+    assert_eq!(series, vec![2, 1, 1, 1, 1, 1, 1], "{charts:?}");
     for c in &charts {
         assert!(
             c.w > 100.0 && c.h > 50.0,
@@ -789,6 +807,10 @@ fn browser_renders_the_report_offline() {
         );
         assert_eq!(c.declared, c.series, "{c:?}");
         assert_eq!(c.drawn, c.series, "a series has no rendered extent: {c:?}");
+        // The sweep charts' legend is below the plot: it hides no point and is not cut off.
+        assert!(c.legend >= 2 * c.series, "{c:?}");
+        assert_eq!(c.legend_over_plot, 0, "the legend covers the plot: {c:?}");
+        assert_eq!(c.legend_outside, 0, "the legend is cut off: {c:?}");
     }
     let resources = cdp.eval("performance.getEntriesByType('resource').length");
     assert_eq!(resources, json!(0));
