@@ -3,6 +3,7 @@
 
 pub mod drive;
 pub mod drive_ata;
+pub mod drive_ocp;
 pub mod hooks;
 pub mod odirect;
 pub mod pattern;
