@@ -242,7 +242,55 @@ pub struct Waiting<'a> {
     pub progress: &'a mut dyn FnMut(f64),
 }
 
+/// One read of a progress log during a wait.
+enum Look<T> {
+    /// The operation ended (100 % done); the wait is over.
+    Ended(T),
+    /// The operation ended without completing (no 100 % reported); the wait is over.
+    Failed(T),
+    /// Still running, this far (percent).
+    Running(f64),
+}
+
+/// How a wait ended when the operation did not.
+enum Waited<T> {
+    Ended(T),
+    /// Asked to stop while it ran, at this completion (percent).
+    Stopped(f64),
+    /// Ran past the timeout, at this completion (percent), after this long.
+    TimedOut(f64, Duration),
+}
+
 impl Waiting<'_> {
+    /// The one polling loop of every flow: `look` reads the progress log; the progress is
+    /// reported (100 % once it ended complete), then stop and the timeout are checked (a
+    /// look that ended wins over both), then a nap.
+    fn until<T>(
+        &mut self,
+        mut look: impl FnMut() -> Result<Look<T>, NvmeError>,
+    ) -> Result<Waited<T>, NvmeError> {
+        let started = Instant::now();
+        loop {
+            match look()? {
+                Look::Ended(v) => {
+                    (self.progress)(100.0);
+                    return Ok(Waited::Ended(v));
+                }
+                Look::Failed(v) => return Ok(Waited::Ended(v)),
+                Look::Running(pct) => {
+                    (self.progress)(pct);
+                    if (self.stop)() {
+                        return Ok(Waited::Stopped(pct));
+                    }
+                    if started.elapsed() >= self.timeout {
+                        return Ok(Waited::TimedOut(pct, started.elapsed()));
+                    }
+                }
+            }
+            self.nap();
+        }
+    }
+
     /// Sleep one poll interval in short steps, returning early on stop.
     fn nap(&self) {
         let end = Instant::now() + self.poll;
@@ -309,32 +357,28 @@ pub fn run_self_test(
         }
         Err(e) => return Err(e),
     }
-    let started = Instant::now();
-    loop {
-        if (w.stop)() {
-            t.admin(&self_test_cmd(0x0f, nsid), &mut [])?;
-            return Ok(SelfTestEnd::Aborted);
-        }
+    let waited = w.until(|| {
         let log = read_self_test_log(t)?;
-        if !log.in_progress() {
-            (w.progress)(100.0);
-            return Ok(match log.newest() {
-                Some(r)
-                    if Some(r) != before.newest() || log.results.len() != before.results.len() =>
-                {
-                    SelfTestEnd::Finished(r.clone())
-                }
-                _ => SelfTestEnd::NoResult,
-            });
+        if log.in_progress() {
+            return Ok(Look::Running(f64::from(log.completion_pct)));
         }
-        (w.progress)(f64::from(log.completion_pct));
-        if started.elapsed() >= w.timeout {
+        Ok(Look::Ended(match log.newest() {
+            Some(r) if Some(r) != before.newest() || log.results.len() != before.results.len() => {
+                SelfTestEnd::Finished(r.clone())
+            }
+            _ => SelfTestEnd::NoResult,
+        }))
+    })?;
+    match waited {
+        Waited::Ended(end) => Ok(end),
+        Waited::Stopped(_) => {
             t.admin(&self_test_cmd(0x0f, nsid), &mut [])?;
-            return Ok(SelfTestEnd::TimedOut {
-                waited: started.elapsed(),
-            });
+            Ok(SelfTestEnd::Aborted)
         }
-        w.nap();
+        Waited::TimedOut(_, waited) => {
+            t.admin(&self_test_cmd(0x0f, nsid), &mut [])?;
+            Ok(SelfTestEnd::TimedOut { waited })
+        }
     }
 }
 
@@ -382,40 +426,34 @@ pub fn run_purge(
     if first.state != SanitizeState::InProgress {
         t.admin(&sanitize_cmd(method), &mut [])?;
     }
-    let started = Instant::now();
-    loop {
+    let waited = w.until(|| {
         let s = read_sanitize_status(t)?;
-        match s.state {
-            SanitizeState::InProgress => {
-                let pct = s.fraction() * 100.0;
-                (w.progress)(pct);
-                let stopped = (w.stop)();
-                if stopped || started.elapsed() >= w.timeout {
-                    return Ok(PurgeEnd::StillRunning {
-                        progress_pct: pct,
-                        stopped,
-                    });
-                }
-                w.nap();
-            }
+        Ok(match s.state {
+            SanitizeState::InProgress => Look::Running(s.fraction() * 100.0),
             SanitizeState::Completed | SanitizeState::CompletedNoDeallocate => {
-                (w.progress)(100.0);
-                return Ok(PurgeEnd::Done {
+                Look::Ended(PurgeEnd::Done {
                     sanitize_state: Some(s.state),
-                });
+                })
             }
-            SanitizeState::Failed => {
-                return Ok(PurgeEnd::Failed(
-                    "the Sanitize Status log reports the sanitize failed (the drive may need a Sanitize with Exit Failure Mode)".into(),
-                ));
-            }
-            other => {
-                return Ok(PurgeEnd::Failed(format!(
-                    "after the sanitize command the Sanitize Status log shows {other:?}, not a completed sanitize"
-                )));
-            }
-        }
-    }
+            SanitizeState::Failed => Look::Failed(PurgeEnd::Failed(
+                "the Sanitize Status log reports the sanitize failed (the drive may need a Sanitize with Exit Failure Mode)".into(),
+            )),
+            other => Look::Failed(PurgeEnd::Failed(format!(
+                "after the sanitize command the Sanitize Status log shows {other:?}, not a completed sanitize"
+            ))),
+        })
+    })?;
+    Ok(match waited {
+        Waited::Ended(end) => end,
+        Waited::Stopped(pct) => PurgeEnd::StillRunning {
+            progress_pct: pct,
+            stopped: true,
+        },
+        Waited::TimedOut(pct, _) => PurgeEnd::StillRunning {
+            progress_pct: pct,
+            stopped: false,
+        },
+    })
 }
 
 #[cfg(test)]

@@ -676,6 +676,7 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
         h.push_str("<h3>Soak</h3>\n");
         h.push_str(&soak_table(d));
         h.push_str(&super::soakchart::report_html(i, d));
+        h.push_str(&super::ocp_phases::html(d));
         if d.soak.is_some() {
             h.push_str("<h3>Drive during the soak</h3>\n");
             h.push_str(&drive_section(d));

@@ -94,6 +94,7 @@ pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, Strin
             soak_section(&mut md, s);
         }
         super::soakchart::report_markdown(&mut md, stem, di, d, &mut files);
+        md.push_str(&super::ocp_phases::markdown(d));
     }
     Ok((md, files))
 }

@@ -22,6 +22,7 @@ pub mod history;
 pub mod html;
 pub mod markdown;
 pub mod nodrives;
+pub mod ocp_phases;
 pub mod soakchart;
 pub mod status;
 pub mod status_ata;
@@ -253,6 +254,9 @@ pub struct DriveReport {
     /// The pass/fail verdict the results file records (none in files from before verdicts).
     #[serde(default)]
     pub verdict: Option<crate::verdict::Verdict>,
+    /// The drive's C3h latency-outlier counts per phase (`ocp_phases.rs`).
+    #[serde(default)]
+    pub ocp_phases: Vec<crate::workload::ocp_phases::OcpPhaseCounts>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -396,6 +400,7 @@ fn build_inner(
             }),
             rated,
             verdict: r.verdict.clone(),
+            ocp_phases: r.ocp_phases.clone(),
         });
     }
     let mut by_profile: BTreeMap<String, Vec<(String, CurvePoint, Option<CurvePoint>)>> =

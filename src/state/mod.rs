@@ -129,6 +129,10 @@ pub struct TargetState {
     /// (`workload::drive_ata::AtaBaseline` as JSON); NVMe drives use `smart_at_soak_start`.
     #[serde(default)]
     pub ata_at_soak_start: Option<serde_json::Value>,
+    /// The drive's own view at soak start and its events so far
+    /// (`workload::drive_ocp::OcpBaseline` as JSON): C1h panic ID/count, C3h counters.
+    #[serde(default)]
+    pub ocp_at_soak_start: Option<serde_json::Value>,
     /// The verify writer seed of this soak (kept so a restart recognises its own blocks).
     #[serde(default)]
     pub verify_seed: Option<u64>,
@@ -278,6 +282,7 @@ impl TargetState {
             drive_warning_seen: 0,
             drive_temperature_max_kelvin: 0,
             ata_at_soak_start: None,
+            ocp_at_soak_start: None,
             verify_seed: None,
             genmap: None,
             precondition: None,

@@ -15,6 +15,7 @@
 //!
 //! Architecture Invariant: a gate without the data it needs is "not evaluated", never a pass.
 
+mod ata;
 pub mod exit;
 pub mod ocptv;
 
@@ -604,6 +605,9 @@ fn temperature(g: &GateSettings, drive: Option<&DriveSoak>) -> GateResult {
     let Some(d) = drive else {
         return unknown(gate, limit, NO_DRIVE);
     };
+    if let Some(a) = &d.ata {
+        return ata::temperature(a, max, limit);
+    }
     let Some(k) = d.temperature_max_kelvin.filter(|k| *k > 0) else {
         return unknown(gate, limit, "the drive reported no composite temperature");
     };
@@ -620,13 +624,16 @@ fn spare(g: &GateSettings, drive: Option<&DriveSoak>) -> GateResult {
     let Some(min) = g.min_available_spare else {
         return off(gate);
     };
-    let Some(d) = drive else {
-        let limit = match min {
-            SpareMin::Threshold => "at least the drive's threshold".to_string(),
-            SpareMin::Percent(p) => format!("at least {p} %"),
-        };
-        return unknown(gate, limit, NO_DRIVE);
+    let bare_limit = || match min {
+        SpareMin::Threshold => "at least the drive's threshold".to_string(),
+        SpareMin::Percent(p) => format!("at least {p} %"),
     };
+    let Some(d) = drive else {
+        return unknown(gate, bare_limit(), NO_DRIVE);
+    };
+    if d.ata.is_some() {
+        return ata::spare(bare_limit());
+    }
     let floor = match min {
         SpareMin::Threshold => d.available_spare_threshold,
         SpareMin::Percent(p) => p,
@@ -652,6 +659,9 @@ fn percentage_used(g: &GateSettings, drive: Option<&DriveSoak>) -> GateResult {
     let Some(d) = drive else {
         return unknown(gate, limit, NO_DRIVE);
     };
+    if let Some(a) = &d.ata {
+        return ata::percentage_used(a, max, limit);
+    }
     let v = d.percentage_used_latest;
     with_numbers(
         judged(gate, v <= max, format!("{v} %"), limit),

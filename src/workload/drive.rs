@@ -52,6 +52,10 @@ pub struct DriveTracking {
     pub link_degraded: Option<bool>,
     /// The drive's OCP C3h static bucket counters at the first C3h read of this run.
     pub ocp_latency_start: Option<crate::health::ocp_pages::LatencyCounts>,
+    /// The drive's OCP C1h panic ID and count at the first C1h read of the soak (or the
+    /// checkpoint's), and the drive events of earlier runs (`workload::drive_ocp`).
+    pub ocp_panic_start: Option<crate::workload::drive_ocp::PanicMark>,
+    pub ocp_events_carried: Vec<crate::health::ocp_pages::DriveEvent>,
 }
 
 /// What the drive bookkeeping needs to know of its target.
@@ -96,6 +100,7 @@ impl DriveTracking {
         });
         self.ata_at_soak_start = ata.as_ref().map(|a| a.counters.clone());
         self.temperature_max_c = ata.and_then(|a| a.temperature_max_c);
+        crate::workload::drive_ocp::restore_json(self, target, st.ocp_at_soak_start.as_ref());
     }
 
     /// The soak-start ATA counters as the checkpoint stores them.
@@ -206,10 +211,7 @@ impl DriveTracking {
         f.iops_throttled = d.derived.throttle.throttled_iops;
         f.iops_unthrottled = d.derived.throttle.unthrottled_iops;
         crate::health::ocp_pages::soak_figures(&mut f, &d.pages, start_time);
-        if self.ocp_latency_start.is_none() {
-            self.ocp_latency_start = f.ocp_latency_latest;
-        }
-        f.ocp_latency_start = self.ocp_latency_start;
+        crate::workload::drive_ocp::update(self, &mut f, &d.pages);
         self.figures = Some(f);
     }
 

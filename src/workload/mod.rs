@@ -3,7 +3,9 @@
 
 pub mod drive;
 pub mod drive_ata;
+pub mod drive_ocp;
 pub mod hooks;
+pub mod ocp_phases;
 pub mod odirect;
 pub mod pattern;
 pub mod profiles;

@@ -50,6 +50,10 @@ pub struct TargetResults {
     /// before verdicts existed have none.
     #[serde(default)]
     pub verdict: Option<crate::verdict::Verdict>,
+    /// The drive's C3h latency-outlier counts at each phase's start and end
+    /// (`workload::ocp_phases`); empty for drives without C3h and older files.
+    #[serde(default)]
+    pub ocp_phases: Vec<crate::workload::ocp_phases::OcpPhaseCounts>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

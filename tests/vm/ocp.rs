@@ -14,13 +14,15 @@ const LOGS: [&str; 3] = [
     "telemetry_ctrl",
 ];
 
+// The guest daemon once "never answered /metrics": its allow_destroy named a serial the VM's
+// drive does not have (OCP00001, not the harness's SOAK0001), so it refused the target and
+// exited at startup; its log said so.
 #[test]
-#[ignore = "not yet passing here: in two runs the guest daemon never answered /metrics (connection reset for 180 s); undiagnosed, see the wt-ocp report"]
 fn ocp_and_telemetry_pages_are_reported_unsupported_once_and_polling_goes_on() {
     crate::require_vm!();
     let cfg = config(
         "1s",
-        &nvme_target("ns0", "/dev/nvme0n1", "OCP00001", 50, "8s"),
+        &nvme_target("ns0", "/dev/nvme0n1", "SOAK0001", 50, "8s"),
     );
     let spec = daemon_spec("ocp-absent", &cfg, "", "");
     let mut vm = Vm::boot(&spec);

@@ -250,6 +250,7 @@ fn drive_during_the_soak(results: &Value, checkpoint: &Value, md: &str) {
         d["latest_time"].as_f64() > d["start_time"].as_f64(),
         "two polls apart: {d:#}"
     );
+    sata_gates(results, ata);
     let start = &checkpoint["targets"][0]["ata_at_soak_start"];
     assert!(
         start["counters"].is_object(),
@@ -270,4 +271,44 @@ fn drive_during_the_soak(results: &Value, checkpoint: &Value, md: &str) {
         "sata soak: nvsoak wrote {ours} bytes between the soak-start and latest polls; QEMU reports no drive-side bytes written; power-on {} s",
         ata["power_on_secs"]
     );
+}
+
+/// The verdict's drive gates on a SATA disk read the ATA figures: QEMU's ide-hd reports a
+/// temperature (SMART attribute 190), so the temperature gate is evaluated on it; it has no
+/// Device Statistics, so percentage used is "not evaluated" with that reason, and ATA has no
+/// available spare at all.
+fn sata_gates(results: &Value, ata: &Value) {
+    let gates = results["verdict"]["gates"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a verdict in the results file: {results:#}"));
+    let gate = |name: &str| {
+        gates
+            .iter()
+            .find(|g| g["gate"] == name)
+            .unwrap_or_else(|| panic!("no {name} gate: {results:#}"))
+    };
+    let peak = ata["temperature_max_c"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("QEMU's attribute 190 gives a temperature: {ata:#}"));
+    let t = gate("temperature");
+    assert_eq!(t["state"], "pass", "{t:#}");
+    assert_eq!(t["value"].as_f64(), Some(peak), "{t:#}");
+    let measured = t["measured"].as_str().unwrap_or("");
+    assert!(
+        measured.contains(&format!("peak {peak:.0} °C")) && measured.contains(" K)"),
+        "{t:#}"
+    );
+    let p = gate("percentage_used");
+    assert_eq!(p["state"], "not_evaluated", "{p:#}");
+    assert!(
+        p["note"].as_str().unwrap_or("").contains("Percentage Used"),
+        "{p:#}"
+    );
+    let s = gate("available_spare");
+    assert_eq!(s["state"], "not_evaluated", "{s:#}");
+    assert_eq!(
+        s["note"], "a SATA drive reports no available spare",
+        "{s:#}"
+    );
+    eprintln!("sata gates: temperature {measured}; percentage used and spare not evaluated");
 }

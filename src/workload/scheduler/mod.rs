@@ -7,6 +7,7 @@
 //! reports, once per stats interval.
 
 mod error;
+mod ocp_phases;
 mod open;
 mod phase;
 mod phaselog;
@@ -568,6 +569,7 @@ impl Runner {
                     }
                 });
                 let started = self.phase_started(i, phase, done_secs);
+                self.ocp_phase_began(i, phase);
                 let r = runner.run(self);
                 if let Err(reason) = r {
                     tracing::error!(target_name = %self.spec.name, %reason, "target stopped");
@@ -579,8 +581,10 @@ impl Runner {
                     break 'plan;
                 }
                 if !self.stopping() {
+                    self.ocp_phase_refresh(true);
                     self.phase_ended(&started, phase);
                 } else if matches!(phase, PhaseSpec::Soak { duration: None, .. }) {
+                    self.ocp_phase_refresh(true);
                     // A soak without a duration only ever ends this way: it still gets its
                     // end line, with its totals.
                     self.phase_stopped(&started, phase);
@@ -662,6 +666,7 @@ impl Runner {
         if let Some(id) = identity {
             self.results.device = Some(id);
         }
+        self.ocp_phase_refresh(false);
         let reason = (self.plan_state == crate::verdict::PlanState::Stopped)
             .then(|| self.snapshot.view(|v| v.stop_reason.clone()))
             .flatten();

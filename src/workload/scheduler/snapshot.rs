@@ -382,6 +382,7 @@ impl TargetShared {
             st.drive_warning_seen = d.warning_seen;
             st.drive_temperature_max_kelvin = d.temperature_max_kelvin;
             st.ata_at_soak_start = d.ata_at_soak_start_json();
+            st.ocp_at_soak_start = crate::workload::drive_ocp::baseline_json(d);
         });
         if let Some(v) = &f.verify {
             st.totals.verify_errors = v.counters.total();

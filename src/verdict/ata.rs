@@ -1,0 +1,55 @@
+//! The drive gates for a target on a SATA disk: temperature and percentage used read the ATA
+//! figures (`workload::drive_ata::AtaSoak`), and available spare, which ATA does not report,
+//! is "not evaluated" with that reason (never passed on the zero an NVMe-shaped field holds).
+
+use super::{Gate, GateResult, judged, unknown, with_numbers};
+use crate::workload::drive_ata::AtaSoak;
+
+/// The temperature gate on the highest temperature the polls saw (SMART attribute 194/190 or
+/// Device Statistics, whole °C), shown in kelvin as well.
+pub(super) fn temperature(a: &AtaSoak, max: f64, limit: String) -> GateResult {
+    let Some(c) = a.temperature_max_c else {
+        return unknown(
+            Gate::Temperature,
+            limit,
+            "the SATA drive reported no temperature (no SMART attribute 194/190, no Device Statistics temperature)",
+        );
+    };
+    let c = f64::from(c);
+    let k = c + 273.15;
+    with_numbers(
+        judged(
+            Gate::Temperature,
+            c <= max,
+            format!("peak {c:.0} °C ({k:.2} K)"),
+            limit,
+        ),
+        c,
+        max,
+    )
+}
+
+/// ATA has no available-spare figure.
+pub(super) fn spare(limit: String) -> GateResult {
+    unknown(
+        Gate::AvailableSpare,
+        limit,
+        "a SATA drive reports no available spare",
+    )
+}
+
+/// Percentage Used Endurance Indicator (Device Statistics, Solid State Device page).
+pub(super) fn percentage_used(a: &AtaSoak, max: u8, limit: String) -> GateResult {
+    let Some(v) = a.percentage_used_latest else {
+        return unknown(
+            Gate::PercentageUsed,
+            limit,
+            "the SATA drive reports no Percentage Used Endurance Indicator (Device Statistics)",
+        );
+    };
+    with_numbers(
+        judged(Gate::PercentageUsed, v <= max, format!("{v} %"), limit),
+        f64::from(v),
+        f64::from(max),
+    )
+}
