@@ -651,20 +651,26 @@ pub fn soak_figures_with(
 }
 
 /// One line per soak phase: "phase 2, 4k-random-write: 00:01:00, wrote 1.07 GB, read 0 B,
-/// 262,144 ops, 0 I/O errors".
+/// 262,144 ops, 0 I/O errors", with " (stopped before its end)" for a phase that was stopped
+/// (an endless soak at shutdown, or one the daemon has not resumed since).
 pub fn soak_phase_lines(s: &SoakFigures) -> Vec<String> {
     s.phases
         .iter()
         .map(|p| {
             format!(
-                "phase {}, {}: {}, wrote {}, read {}, {} ops, {} I/O errors",
+                "phase {}, {}: {}, wrote {}, read {}, {} ops, {} I/O errors{}",
                 p.phase,
                 p.profile,
                 fmt_elapsed(p.elapsed_secs),
                 fmt_bytes(p.written_bytes as f64),
                 fmt_bytes(p.read_bytes as f64),
                 fmt_count((p.read_ops + p.write_ops) as f64),
-                p.errors
+                p.errors,
+                if p.stopped {
+                    " (stopped before its end)"
+                } else {
+                    ""
+                }
             )
         })
         .collect()

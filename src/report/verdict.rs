@@ -55,6 +55,16 @@ fn outcome(v: Option<&Verdict>) -> (bool, bool) {
     }
 }
 
+/// The yield group of a target without drive identity: a loop or SATA block device is a
+/// block device, not a file.
+fn no_identity_label(path: &str) -> &'static str {
+    if super::html::target_kind(path).starts_with("a block device") {
+        "(block device without drive identity)"
+    } else {
+        "(file target)"
+    }
+}
+
 /// The yield over the report's current runs (archived runs are history, not drives).
 pub fn yield_of(report: &Report) -> Yield {
     let mut y = Yield::default();
@@ -63,7 +73,14 @@ pub fn yield_of(report: &Report) -> Yield {
     for d in report.drives.iter().filter(|d| d.archived.is_none()) {
         let (passed, failed) = outcome(d.verdict.as_ref());
         let (model, firmware) = d.device.as_ref().map_or_else(
-            || ("(file target)".to_string(), String::new()),
+            // No drive identity: say what the target is (a loop or SATA block device is a
+            // block device, not a file).
+            || {
+                (
+                    format!("({})", super::html::target_kind(&d.path)),
+                    String::new(),
+                )
+            },
             |dev| (dev.model.clone(), dev.firmware.clone()),
         );
         let g = groups
@@ -329,6 +346,15 @@ pub fn status_html(targets: &[crate::workload::scheduler::TargetSnapshot]) -> St
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_loop_device_groups_as_a_block_device_not_a_file() {
+        assert_eq!(
+            super::no_identity_label("/dev/loop7"),
+            "(block device without drive identity)"
+        );
+        assert_eq!(super::no_identity_label("/dev/shm/x.dat"), "(file target)");
+    }
+
     use super::*;
     use crate::report::{Loaded, build_with};
     use crate::verdict::{ExternalInputs, GateSettings, PlanState, stamp};

@@ -158,9 +158,34 @@ pub struct SoakPhase {
     pub read_ops: u64,
     pub write_ops: u64,
     pub errors: u64,
+    /// The phase was stopped (shutdown, reload) before its end: a soak without a duration
+    /// always ends this way. A resumed run adds to this entry instead of adding another.
+    pub stopped: bool,
 }
 
 impl SoakSummary {
+    /// Records a soak phase's figures. When `resumed`, the run continued a phase an earlier run
+    /// stopped: its figures are added to that run's entry (the last stopped entry of the same
+    /// phase and profile), so a soak stopped and resumed any number of times is one entry.
+    pub fn record_phase(&mut self, rec: SoakPhase, resumed: bool) {
+        if resumed
+            && let Some(prev) = self.phases.last_mut()
+            && prev.stopped
+            && prev.phase == rec.phase
+            && prev.profile == rec.profile
+        {
+            prev.elapsed_secs += rec.elapsed_secs;
+            prev.read_bytes += rec.read_bytes;
+            prev.written_bytes += rec.written_bytes;
+            prev.read_ops += rec.read_ops;
+            prev.write_ops += rec.write_ops;
+            prev.errors += rec.errors;
+            prev.stopped = rec.stopped;
+            return;
+        }
+        self.phases.push(rec);
+    }
+
     /// Store the drive-side figures, and the version-1 fields derived from them.
     pub fn set_drive(&mut self, d: DriveSoak) {
         self.smart_written_bytes_delta = d.data_written_bytes;
@@ -547,6 +572,40 @@ pub fn archive_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn soak_rec(phase: usize, secs: f64, written: u64, stopped: bool) -> SoakPhase {
+        SoakPhase {
+            phase,
+            profile: "4k-random-write".into(),
+            started: 1000.0,
+            elapsed_secs: secs,
+            written_bytes: written,
+            write_ops: written / 4096,
+            stopped,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_resumed_soak_adds_to_its_stopped_entry_only() {
+        let mut s = SoakSummary::default();
+        s.record_phase(soak_rec(2, 10.0, 4096 * 10, true), false);
+        // Resumed twice: still one entry, its totals the sum, stopped until it ends.
+        s.record_phase(soak_rec(2, 5.0, 4096 * 5, true), true);
+        s.record_phase(soak_rec(2, 1.0, 4096, false), true);
+        assert_eq!(s.phases.len(), 1);
+        assert_eq!(s.phases[0].elapsed_secs, 16.0);
+        assert_eq!(s.phases[0].written_bytes, 4096 * 16);
+        assert_eq!(s.phases[0].write_ops, 16);
+        assert!(!s.phases[0].stopped);
+        assert_eq!(s.phases[0].started, 1000.0);
+        // A finished entry is never added to; nor is one of another phase, nor a fresh run.
+        s.record_phase(soak_rec(2, 3.0, 4096, true), true);
+        s.record_phase(soak_rec(3, 3.0, 4096, true), true);
+        s.record_phase(soak_rec(3, 3.0, 4096, true), false);
+        assert_eq!(s.phases.len(), 4);
+        assert_eq!(s.phases[0].elapsed_secs, 16.0);
+    }
 
     /// A SMART log with every counter the drive-side figures use set to a distinct value.
     fn start_log() -> SmartLog {

@@ -83,11 +83,13 @@ fn an_endless_soak_keeps_its_history_shows_it_and_ends_its_phase_at_shutdown() {
     assert!(status.success(), "{err}");
     let ended: Vec<&str> = err
         .lines()
-        .filter(|l| l.contains("phase 1 (soak) ended at shutdown after"))
+        .filter(|l| l.contains("phase 1 (soak) stopped after"))
         .collect();
     assert_eq!(ended.len(), 1, "{err}");
     assert!(
-        ended[0].contains("0 I/O errors") && ended[0].contains("rr: steady state"),
+        ended[0].contains("0 I/O errors")
+            && ended[0].contains("rr: steady state")
+            && ended[0].contains("(it runs until stopped)"),
         "{}",
         ended[0]
     );
@@ -121,6 +123,15 @@ fn an_endless_soak_keeps_its_history_shows_it_and_ends_its_phase_at_shutdown() {
     }
     assert!(sum > 0 && sum <= total_reads, "{sum} of {total_reads}");
     assert_eq!(h["step_secs"], 0.3);
+    // The stopped soak is one entry of soak.phases, marked stopped, with its own totals.
+    let phases = r["soak"]["phases"].as_array().expect("soak.phases");
+    assert_eq!(phases.len(), 1, "{phases:?}");
+    assert_eq!(phases[0]["stopped"], true);
+    assert_eq!(phases[0]["phase"], 1);
+    assert_eq!(phases[0]["profile"], "rr");
+    let first_reads = phases[0]["read_ops"].as_u64().expect("read_ops");
+    let first_secs = phases[0]["elapsed_secs"].as_f64().expect("elapsed_secs");
+    assert!(first_reads > 0 && first_secs > 0.0, "{phases:?}");
 
     // The report charts it.
     let ss = state.display().to_string();
@@ -137,6 +148,63 @@ fn an_endless_soak_keeps_its_history_shows_it_and_ends_its_phase_at_shutdown() {
     assert!(html.contains("<h3>Soak over time</h3>"), "{html}");
     let chart = &html[html.find("<svg class=\"chart soak-chart\"").expect("chart")..];
     assert_eq!(attr(chart, "data-series-count").as_deref(), Some("3"));
+    assert!(html.contains("(stopped before its end)"), "{html}");
+
+    // Restarted, the soak resumes: the same entry grows, no second one appears, however often.
+    let mut reads = first_reads;
+    let mut secs = first_secs;
+    // The metric counts the soak's reads across restarts (carried by the checkpoint).
+    let mut total_before = total_reads;
+    let mut dir = dir;
+    for round in 0..2 {
+        let d = Daemon::spawn_in_env(dir, ENDLESS, &[], &[("NVSOAK_TEST_SOAK_STEP_MS", "300")]);
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        // Wait until this run has read something of its own.
+        loop {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "round {round}: no reads"
+            );
+            if let Ok((200, body)) = http_get(d.addr, "/metrics")
+                && crate::common::sum(
+                    &crate::common::parse_metrics(&body),
+                    "nvsoak_read_ops_total",
+                    &[("target", "s")],
+                ) > total_before as f64 + 1000.0
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let mut d = d;
+        dir = std::mem::replace(&mut d.dir, shm_dir());
+        let (status, _, err) = d.terminate();
+        assert!(status.success(), "{err}");
+        assert!(err.contains("resuming from the checkpoint"), "{err}");
+        let r: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("state/results/s.json")).expect("results"),
+        )
+        .expect("results JSON");
+        let phases = r["soak"]["phases"].as_array().expect("soak.phases");
+        assert_eq!(phases.len(), 1, "round {round}: {phases:?}");
+        assert_eq!(phases[0]["stopped"], true);
+        let now_reads = phases[0]["read_ops"].as_u64().expect("read_ops");
+        let now_secs = phases[0]["elapsed_secs"].as_f64().expect("elapsed_secs");
+        assert!(
+            now_reads > reads + 1000,
+            "round {round}: {now_reads} after {reads}"
+        );
+        assert!(
+            now_secs > secs,
+            "round {round}: {now_secs} s after {secs} s"
+        );
+        // The entry's reads are the soak's: the checkpoint-carried total agrees with it.
+        let total = r["soak"]["read_ops"].as_u64().expect("soak read_ops");
+        assert!(now_reads <= total, "{now_reads} > {total}");
+        reads = now_reads;
+        secs = now_secs;
+        total_before = total;
+    }
 }
 
 /// A version-3 results file with a day of history, events and a steady window.

@@ -536,6 +536,7 @@ impl Runner {
                     break 'plan;
                 }
                 let mut resume = phase::Resume::default();
+                let mut resumed = false;
                 if let Some((ri, el)) = self.resume_at {
                     if i < ri {
                         continue;
@@ -544,6 +545,7 @@ impl Runner {
                     // time it has left, a precondition at each worker's position, a sweep at
                     // its first point not completed.
                     if i == ri {
+                        resumed = true;
                         resume = phase::Resume {
                             done_secs: el,
                             precondition: self.resume_precondition.take(),
@@ -568,7 +570,7 @@ impl Runner {
                         s.steady_history.clear();
                     }
                 });
-                let started = self.phase_started(i, phase, done_secs);
+                let started = self.phase_started(i, phase, done_secs, resumed);
                 self.ocp_phase_began(i, phase);
                 let r = runner.run(self);
                 if let Err(reason) = r {
@@ -583,10 +585,10 @@ impl Runner {
                 if !self.stopping() {
                     self.ocp_phase_refresh(true);
                     self.phase_ended(&started, phase);
-                } else if matches!(phase, PhaseSpec::Soak { duration: None, .. }) {
+                } else if matches!(phase, PhaseSpec::Soak { .. }) {
                     self.ocp_phase_refresh(true);
-                    // A soak without a duration only ever ends this way: it still gets its
-                    // end line, with its totals.
+                    // A soak stopped before its end (one without a duration only ever ends
+                    // this way) still gets its end line and its results entry, with its totals.
                     self.phase_stopped(&started, phase);
                 }
             }

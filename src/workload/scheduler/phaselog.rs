@@ -14,9 +14,22 @@ use crate::workload::spec::PhaseSpec;
 /// What a phase's end line is measured against: the totals when it started.
 pub(crate) struct PhaseStart {
     index: usize,
+    /// The phase continues one an earlier run stopped (its results entry is added to).
+    resumed: bool,
     at: Instant,
     read: OpCounters,
     write: OpCounters,
+}
+
+/// A phase's own figures, from its start to now.
+struct PhaseTotals {
+    line: String,
+    secs: f64,
+    read_bytes: u64,
+    written_bytes: u64,
+    read_ops: u64,
+    write_ops: u64,
+    errors: u64,
 }
 
 /// The job names a phase runs.
@@ -95,7 +108,13 @@ fn outcome(phase: &PhaseSpec, v: &TargetView) -> String {
 
 impl Runner {
     /// Logs the phase's start; returns what its end is measured against.
-    pub(crate) fn phase_started(&self, index: usize, phase: &PhaseSpec, done: f64) -> PhaseStart {
+    pub(crate) fn phase_started(
+        &self,
+        index: usize,
+        phase: &PhaseSpec,
+        done: f64,
+        resumed: bool,
+    ) -> PhaseStart {
         let (read, write) = self.snapshot.view(|v| super::snapshot::job_totals(&v.jobs));
         let jobs = job_names(phase).join(", ");
         if done > 0.0 {
@@ -108,74 +127,95 @@ impl Runner {
         }
         PhaseStart {
             index,
+            resumed,
             at: Instant::now(),
             read,
             write,
         }
     }
 
-    /// Logs the phase's end in one line: duration, totals and outcome.
-    /// Logs the phase's end; a soak phase's own totals are also kept in the results file.
-    pub(crate) fn phase_ended(&mut self, start: &PhaseStart, phase: &PhaseSpec) {
-        let (line, read_b, write_b, errors, ops) = self.snapshot.view(|v| {
+    /// The phase's own totals since `start`, and its outcome in words.
+    fn phase_totals(&self, start: &PhaseStart, phase: &PhaseSpec) -> PhaseTotals {
+        self.snapshot.view(|v| {
             let (r, w) = super::snapshot::job_totals(&v.jobs);
-            let read_b = r.bytes.saturating_sub(start.read.bytes);
-            let write_b = w.bytes.saturating_sub(start.write.bytes);
-            let errors = (r.errors.total() + w.errors.total())
-                .saturating_sub(start.read.errors.total() + start.write.errors.total());
-            let ops = (
-                r.ops.saturating_sub(start.read.ops),
-                w.ops.saturating_sub(start.write.ops),
-            );
-            (outcome(phase, v), read_b, write_b, errors, ops)
-        });
-        let line = crate::workload::scheduler::phase::steps::end_line(self, start.index, phase)
-            .unwrap_or(line);
-        let secs = start.at.elapsed().as_secs_f64();
-        if matches!(phase, PhaseSpec::Soak { .. }) {
-            let rec = crate::workload::results::SoakPhase {
-                phase: start.index + 1,
-                profile: job_names(phase).join(" + "),
-                started: super::now_unix() - secs,
-                elapsed_secs: secs,
-                read_bytes: read_b,
-                written_bytes: write_b,
-                read_ops: ops.0,
-                write_ops: ops.1,
-                errors,
-            };
-            self.results
-                .soak
-                .get_or_insert_with(Default::default)
-                .phases
-                .push(rec);
-            self.save_results();
-        }
-        tracing::info!(target_name = %self.spec.name, phase = start.index, kind = phase.kind(),
-            secs, read_bytes = read_b, written_bytes = write_b, errors,
-            "phase {} ({}) finished in {secs:.0} s: read {}, wrote {}, {errors} I/O errors; {line}",
-            start.index + 1, phase.kind(), format_bytes(read_b), format_bytes(write_b));
+            PhaseTotals {
+                line: outcome(phase, v),
+                secs: start.at.elapsed().as_secs_f64(),
+                read_bytes: r.bytes.saturating_sub(start.read.bytes),
+                written_bytes: w.bytes.saturating_sub(start.write.bytes),
+                read_ops: r.ops.saturating_sub(start.read.ops),
+                write_ops: w.ops.saturating_sub(start.write.ops),
+                errors: (r.errors.total() + w.errors.total())
+                    .saturating_sub(start.read.errors.total() + start.write.errors.total()),
+            }
+        })
     }
 
-    /// Logs the end of a phase that runs until stopped (a soak without a duration) at
-    /// shutdown: duration, totals and outcome, as [`Self::phase_ended`] does for a phase that
-    /// ran to its end.
-    pub(crate) fn phase_stopped(&self, start: &PhaseStart, phase: &PhaseSpec) {
-        let (line, read_b, write_b, errors) = self.snapshot.view(|v| {
-            let (r, w) = super::snapshot::job_totals(&v.jobs);
-            (
-                outcome(phase, v),
-                r.bytes.saturating_sub(start.read.bytes),
-                w.bytes.saturating_sub(start.write.bytes),
-                (r.errors.total() + w.errors.total())
-                    .saturating_sub(start.read.errors.total() + start.write.errors.total()),
-            )
-        });
-        let secs = start.at.elapsed().as_secs_f64();
+    /// Keeps a soak phase's own totals in the results file (once, however often it was
+    /// stopped and resumed) and saves it.
+    fn record_soak_phase(
+        &mut self,
+        start: &PhaseStart,
+        phase: &PhaseSpec,
+        t: &PhaseTotals,
+        stopped: bool,
+    ) {
+        let rec = crate::workload::results::SoakPhase {
+            phase: start.index + 1,
+            profile: job_names(phase).join(" + "),
+            started: super::now_unix() - t.secs,
+            elapsed_secs: t.secs,
+            read_bytes: t.read_bytes,
+            written_bytes: t.written_bytes,
+            read_ops: t.read_ops,
+            write_ops: t.write_ops,
+            errors: t.errors,
+            stopped,
+        };
+        self.results
+            .soak
+            .get_or_insert_with(Default::default)
+            .record_phase(rec, start.resumed);
+        self.save_results();
+    }
+
+    /// Logs the phase's end in one line: duration, totals and outcome; a soak phase's own
+    /// totals are also kept in the results file.
+    pub(crate) fn phase_ended(&mut self, start: &PhaseStart, phase: &PhaseSpec) {
+        let t = self.phase_totals(start, phase);
+        let line = crate::workload::scheduler::phase::steps::end_line(self, start.index, phase)
+            .unwrap_or_else(|| t.line.clone());
+        if matches!(phase, PhaseSpec::Soak { .. }) {
+            self.record_soak_phase(start, phase, &t, false);
+        }
+        let secs = t.secs;
         tracing::info!(target_name = %self.spec.name, phase = start.index, kind = phase.kind(),
-            secs, read_bytes = read_b, written_bytes = write_b, errors,
-            "phase {} ({}) ended at shutdown after {secs:.0} s (it runs until stopped): read {}, wrote {}, {errors} I/O errors; {line}",
-            start.index + 1, phase.kind(), format_bytes(read_b), format_bytes(write_b));
+            secs, read_bytes = t.read_bytes, written_bytes = t.written_bytes, errors = t.errors,
+            "phase {} ({}) finished in {secs:.0} s: read {}, wrote {}, {} I/O errors; {line}",
+            start.index + 1, phase.kind(), format_bytes(t.read_bytes),
+            format_bytes(t.written_bytes), t.errors);
+    }
+
+    /// A soak stopped at shutdown or reload before its end (a soak without a duration only
+    /// ever ends this way): its end line with its totals, and its entry in the results file,
+    /// marked stopped, which a resumed run adds to.
+    pub(crate) fn phase_stopped(&mut self, start: &PhaseStart, phase: &PhaseSpec) {
+        if !matches!(phase, PhaseSpec::Soak { .. }) {
+            return;
+        }
+        let t = self.phase_totals(start, phase);
+        self.record_soak_phase(start, phase, &t, true);
+        let secs = t.secs;
+        let why = if matches!(phase, PhaseSpec::Soak { duration: None, .. }) {
+            "it runs until stopped"
+        } else {
+            "the checkpoint resumes it"
+        };
+        tracing::info!(target_name = %self.spec.name, phase = start.index, kind = phase.kind(),
+            secs, read_bytes = t.read_bytes, written_bytes = t.written_bytes, errors = t.errors,
+            "phase {} ({}) stopped after {secs:.0} s ({why}): read {}, wrote {}, {} I/O errors; {}",
+            start.index + 1, phase.kind(), format_bytes(t.read_bytes),
+            format_bytes(t.written_bytes), t.errors, t.line);
     }
 
     /// Logs why the plan ended: `finished` (every phase ran), else a stop on request.
