@@ -73,14 +73,7 @@ pub fn yield_of(report: &Report) -> Yield {
     for d in report.drives.iter().filter(|d| d.archived.is_none()) {
         let (passed, failed) = outcome(d.verdict.as_ref());
         let (model, firmware) = d.device.as_ref().map_or_else(
-            // No drive identity: say what the target is (a loop or SATA block device is a
-            // block device, not a file).
-            || {
-                (
-                    format!("({})", super::html::target_kind(&d.path)),
-                    String::new(),
-                )
-            },
+            || (no_identity_label(&d.path).to_string(), String::new()),
             |dev| (dev.model.clone(), dev.firmware.clone()),
         );
         let g = groups
