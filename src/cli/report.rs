@@ -63,10 +63,10 @@ pub fn main(
                 source,
             })?;
             eprintln!(
-                "nvsoak: wrote {} ({} drive(s), {} profile(s) compared)",
+                "nvsoak: wrote {} ({}, {} compared)",
                 p.display(),
-                rep.drives.len(),
-                rep.comparisons.len()
+                crate::report::compute::count_of(rep.drives.len() as u64, "drive"),
+                crate::report::compute::count_of(rep.comparisons.len() as u64, "profile")
             );
         }
         None => {

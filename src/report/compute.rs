@@ -293,9 +293,9 @@ pub fn drive_callouts(d: &DriveSoak) -> Vec<String> {
     }
     if d.throttled() {
         v.push(format!(
-            "The drive throttled: {} episode(s) seen by nvsoak; thermal management T1 {} transition(s) for {}, T2 {} for {}.",
-            n(d.throttle_episodes),
-            n(d.tmt1_transitions),
+            "The drive throttled: {} seen by nvsoak; thermal management T1 {} for {}, T2 {} for {}.",
+            count_of(n(d.throttle_episodes), "episode"),
+            count_of(n(d.tmt1_transitions), "transition"),
             fmt_elapsed(n(d.tmt1_secs) as f64),
             n(d.tmt2_transitions),
             fmt_elapsed(n(d.tmt2_secs) as f64)

@@ -199,8 +199,8 @@ pub fn callouts(d: &DriveSoak, a: &AtaSoak) -> Vec<String> {
     }
     if d.throttle_episodes.is_some_and(|e| e > 0) {
         v.push(format!(
-            "The drive throttled: {} episode(s) seen by nvsoak.",
-            n(d.throttle_episodes)
+            "The drive throttled: {} seen by nvsoak.",
+            super::compute::count_of(n(d.throttle_episodes), "episode")
         ));
     }
     if d.counter_went_backwards {

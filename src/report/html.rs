@@ -438,12 +438,28 @@ fn soak_table(d: &DriveReport) -> String {
             ),
         ]))
     };
-    for (i, l) in compute::soak_phase_lines(s).into_iter().enumerate() {
+    let phases = compute::soak_phase_lines(s);
+    let whole = !phases.is_empty();
+    for (i, l) in phases.into_iter().enumerate() {
         kv(if i == 0 { "Soak phases" } else { "" }, l, false);
     }
-    kv("Duration", fmt_elapsed(s.elapsed_secs), false);
+    // Without per-phase entries (older files) these are all there is; with them, they are
+    // the whole plan's (precondition and sweeps included), and say so.
     kv(
-        "Written / read",
+        if whole {
+            "Whole plan, every phase"
+        } else {
+            "Duration"
+        },
+        fmt_elapsed(s.elapsed_secs),
+        false,
+    );
+    kv(
+        if whole {
+            "Written / read, whole plan"
+        } else {
+            "Written / read"
+        },
         format!(
             "{} / {}",
             fmt_bytes(s.written_bytes as f64),
@@ -600,9 +616,9 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
     h.push_str(CSS);
     h.push_str("</style></head><body>\n");
     h.push_str(&format!(
-        "<h1>nvsoak qualification report</h1>\n<p class=\"muted\">{} drive(s), generated {} by nvsoak {}. \
+        "<h1>nvsoak qualification report</h1>\n<p class=\"muted\">{}, generated {} by nvsoak {}. \
          Sub-1 ms frontier: {}.</p>\n",
-        report.drives.len(),
+        compute::count_of(report.drives.len() as u64, "drive"),
         fmt_time(report.generated),
         esc(&report.nvsoak_version),
         esc(&report.frontier_basis)

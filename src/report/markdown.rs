@@ -46,8 +46,8 @@ pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, Strin
     let mut md = String::new();
     md.push_str("# nvsoak qualification report\n\n");
     md.push_str(&format!(
-        "{} drive(s), nvsoak {}. Sub-1 ms frontier: {}.\n\n",
-        report.drives.len(),
+        "{}, nvsoak {}. Sub-1 ms frontier: {}.\n\n",
+        super::compute::count_of(report.drives.len() as u64, "drive"),
         report.nvsoak_version,
         report.frontier_basis
     ));
@@ -243,8 +243,17 @@ fn steady_table(md: &mut String, d: &DriveReport) {
 
 /// A drive's soak totals, each soak phase's own, then the drive-side figures over the soak.
 fn soak_section(md: &mut String, s: &SoakFigures) {
+    md.push_str("### Soak\n\n");
+    let phases = super::compute::soak_phase_lines(s);
+    if !phases.is_empty() {
+        md.push_str("Soak phases:\n\n");
+        for l in &phases {
+            md.push_str(&format!("- {}\n", cell(l)));
+        }
+        md.push_str("\nWhole plan (every phase, precondition and sweeps included):\n\n");
+    }
     md.push_str(&format!(
-        "### Soak\n\n- Duration: {}\n- Written / read: {} / {}\n- Observed DWPD: {} (rated {})\n- Endurance consumed: {}\n- Throttled: {} ({} IOPS lost)\n- Errors: {}, verify errors: {}\n- Accounting (drive / host written): {}\n\n",
+        "- Duration: {}\n- Written / read: {} / {}\n- Observed DWPD: {} (rated {})\n- Endurance consumed: {}\n- Throttled: {} ({} IOPS lost)\n- Errors: {}, verify errors: {}\n- Accounting (drive / host written): {}\n\n",
         fmt_elapsed(s.elapsed_secs),
         fmt_bytes(s.written_bytes as f64),
         fmt_bytes(s.read_bytes as f64),
@@ -257,14 +266,6 @@ fn soak_section(md: &mut String, s: &SoakFigures) {
         s.verify_errors,
         opt(s.accounting_ratio, |r| format!("{r:.3}"))
     ));
-    let phases = super::compute::soak_phase_lines(s);
-    if !phases.is_empty() {
-        md.push_str("Soak phases:\n\n");
-        for l in phases {
-            md.push_str(&format!("- {}\n", cell(&l)));
-        }
-        md.push('\n');
-    }
     md.push_str("### Drive during the soak\n\n");
     match &s.drive {
         None => md.push_str("No drive-side figures: not an NVMe namespace, health polling off, or no successful SMART poll during the soak.\n\n"),

@@ -607,6 +607,11 @@ mod tests {
         assert!(page.contains(want), "{want} in {page}");
         let (md, _) = markdown::render(&r, "q").expect("markdown");
         assert!(md.contains(&format!("- {want}")), "{md}");
+        // The plan-wide figures beside them say they are the whole plan's.
+        assert!(page.contains("Whole plan, every phase"), "{page}");
+        let phases_at = md.find("Soak phases:").expect("phases");
+        let whole_at = md.find("Whole plan (every phase").expect("whole plan");
+        assert!(phases_at < whole_at, "{md}");
         // A results file without phases (written before) says nothing of them.
         let plain = html::render(&build(&fixtures())).expect("html");
         assert!(!plain.contains("Soak phases"));
@@ -833,7 +838,7 @@ mod tests {
         assert!(
             b.callouts[1].contains("the drive counted 3.30 TB written while nvsoak wrote 3.20 TB")
         );
-        assert!(b.callouts[2].starts_with("The drive throttled: 2 episode(s)"));
+        assert!(b.callouts[2].starts_with("The drive throttled: 2 episodes"));
         assert_eq!(b.accounting_ratio, Some(1.03125), "the same-period ratio");
 
         let page = html::render(&r).expect("html");

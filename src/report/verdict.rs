@@ -116,7 +116,11 @@ pub fn yield_of(report: &Report) -> Yield {
 
 /// `12 of 14 drives passed (86 %), 2 failed`.
 pub fn yield_line(y: &Yield) -> String {
-    let mut s = format!("{} of {} drive(s) passed", y.passed, y.drives);
+    let mut s = format!(
+        "{} of {} passed",
+        y.passed,
+        super::compute::count_of(y.drives as u64, "drive")
+    );
     if let Some(r) = y.ratio() {
         s.push_str(&format!(" ({:.0} % of those decided)", r * 100.0));
     }
@@ -140,7 +144,10 @@ fn failed_text(v: &Verdict) -> String {
     if f.is_empty() {
         let n = v.not_evaluated().count();
         if n > 0 {
-            format!("none ({n} gate(s) not evaluated)")
+            format!(
+                "none ({} not evaluated)",
+                super::compute::count_of(n as u64, "gate")
+            )
         } else {
             "none".into()
         }
@@ -441,7 +448,7 @@ mod tests {
         );
         assert_eq!(
             yield_line(&y),
-            "2 of 4 drive(s) passed (50 % of those decided), 2 failed"
+            "2 of 4 drives passed (50 % of those decided), 2 failed"
         );
     }
 
@@ -461,7 +468,7 @@ mod tests {
         );
         let m = markdown(&r);
         assert!(
-            m.starts_with("## Verdict\n\nYield: 2 of 4 drive(s) passed"),
+            m.starts_with("## Verdict\n\nYield: 2 of 4 drives passed"),
             "{m}"
         );
         assert!(m.contains("| MODEL-A | FW2 | 1 | 0 | 1 | 0 |"), "{m}");

@@ -1217,7 +1217,7 @@ fn browser_shows_the_verdict_table_and_yield_first() {
     let v: Value = serde_json::from_str(probe.as_str().expect("probe result")).expect("probe JSON");
     assert_eq!(
         v["yield"],
-        "Yield: 1 of 2 drive(s) passed (50 % of those decided), 1 failed."
+        "Yield: 1 of 2 drives passed (50 % of those decided), 1 failed."
     );
     let rows = v["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 2, "{v}");
