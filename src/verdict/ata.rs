@@ -29,6 +29,29 @@ pub(super) fn temperature(a: &AtaSoak, max: f64, limit: String) -> GateResult {
     )
 }
 
+/// The critical-warning gate on a SATA disk: SMART RETURN STATUS at the latest poll (a
+/// threshold-exceeded condition fails it; a drive that does not answer leaves it unjudged).
+pub(super) fn smart_status(a: &AtaSoak, limit: String) -> GateResult {
+    match a.smart_passed_latest {
+        None => unknown(
+            Gate::CriticalWarning,
+            limit,
+            "the SATA drive gave no SMART RETURN STATUS (its stand-in for the critical warning)",
+        ),
+        Some(ok) => {
+            let measured = if ok {
+                "SMART RETURN STATUS: passed"
+            } else {
+                "SMART RETURN STATUS: threshold exceeded (failing)"
+            };
+            let mut r = judged(Gate::CriticalWarning, ok, measured.to_string(), limit);
+            r.value = Some(if ok { 0.0 } else { 1.0 });
+            r.threshold = Some(0.0);
+            r
+        }
+    }
+}
+
 /// ATA has no available-spare figure.
 pub(super) fn spare(limit: String) -> GateResult {
     unknown(

@@ -556,6 +556,11 @@ fn critical_warning(g: &GateSettings, drive: Option<&DriveSoak>) -> GateResult {
     let Some(d) = drive else {
         return unknown(gate, limit, NO_DRIVE);
     };
+    // A SATA disk has no critical warning byte (the NVMe-shaped field stays 0): its
+    // counterpart is SMART RETURN STATUS, never passed on that zero.
+    if let Some(a) = &d.ata {
+        return ata::smart_status(a, limit);
+    }
     let seen = d.critical_warning_seen | d.critical_warning_latest;
     let measured = if seen == 0 {
         "never set".to_string()

@@ -698,3 +698,28 @@ fn a_sata_drives_percentage_used_reads_device_statistics_and_spare_is_not_evalua
     );
     assert!(p.note.contains("Percentage Used"), "{}", p.note);
 }
+
+#[test]
+fn a_sata_drives_critical_warning_gate_reads_smart_return_status() {
+    let with_status = |st: Option<bool>| {
+        let mut d = sata_drive(Some(40), Some(7));
+        if let Some(a) = d.ata.as_mut() {
+            a.smart_passed_latest = st;
+        }
+        with_drive(d)
+    };
+    let v = eval(&GateSettings::default(), &with_status(Some(true)));
+    let g = v.gate(Gate::CriticalWarning).expect("cw");
+    assert_eq!(g.state, GateState::Pass, "{g:?}");
+    assert_eq!(g.measured, "SMART RETURN STATUS: passed");
+    let v = eval(&GateSettings::default(), &with_status(Some(false)));
+    let g = v.gate(Gate::CriticalWarning).expect("cw");
+    assert_eq!(g.state, GateState::Fail, "{g:?}");
+    assert!(g.measured.contains("threshold exceeded"), "{}", g.measured);
+    assert!(!v.passed);
+    // No status: not evaluated, never passed on the NVMe field's zero.
+    let v = eval(&GateSettings::default(), &with_status(None));
+    let g = v.gate(Gate::CriticalWarning).expect("cw");
+    assert_eq!(g.state, GateState::NotEvaluated, "{g:?}");
+    assert!(g.note.contains("SMART RETURN STATUS"), "{}", g.note);
+}
