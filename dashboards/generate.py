@@ -379,9 +379,10 @@ def device_detail():
                    thresholds=steps((0.8, "orange"), (0.9, "red"))))
     P.append(gauge(lay, "Endurance consumed (of rated TBW)", [(f"nvsoak_endurance_consumed_ratio{{{D}}}", "{{device}}")],
                    thresholds=steps((0.8, "orange"), (0.9, "red"))))
-    P.append(stat(lay, "Projected wear-out", [(f"nvsoak_projected_wearout_days{{{D}}}", "{{device}} ({{basis}})")],
-                  unit="d", h=6, thresholds={"mode": "absolute", "steps": [
-                      {"color": "red", "value": None}, {"color": "orange", "value": 365}, {"color": "green", "value": 1825}]}))
+    P.append(stat(lay, "Projected wear-out", [(f"nvsoak_projected_wearout_seconds{{{D}}}", "{{device}} ({{basis}})")],
+                  unit="s", h=6, thresholds={"mode": "absolute", "steps": [
+                      {"color": "red", "value": None}, {"color": "orange", "value": 365 * 86400},
+                      {"color": "green", "value": 1825 * 86400}]}))
     P.append(timeseries(lay, "Available spare", [
         (f"nvme_available_spare_ratio{{{D}}}", "{{device}} spare"),
         (f"nvme_available_spare_threshold_ratio{{{D}}}", "{{device}} threshold"),

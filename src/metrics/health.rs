@@ -15,6 +15,11 @@ pub(super) const POLL_ERRORS_HELP: &str = "Failed admin commands by device and l
 
 pub(super) const DEVICE_POLL_DURATION_HELP: &str = "How long this drive's latest poll took; while a poll runs past its deadline (half the poll interval, at most 10 s), how long it has been running.";
 
+/// The derivations count wear-out in days; the metric is in base units.
+fn days_to_seconds(days: f64) -> f64 {
+    days * 86_400.0
+}
+
 fn help(text: &str) -> String {
     format!("{text} {POLLED}")
 }
@@ -245,7 +250,7 @@ fn smart(f: &mut F, dev: &str, s: &SmartLog) {
         );
     }
     f.gauge(
-        "nvme_endurance_group_critical_warning_summary",
+        "nvme_endurance_group_critical_warning",
         "Endurance group critical warning summary (SMART log 02h, byte 6).",
         &l,
         f64::from(s.endurance_grp_critical_warning_summary),
@@ -531,17 +536,18 @@ pub(super) fn derived(f: &mut F, dev: &str, x: &Derived, polled: bool) {
     );
     opt(
         f,
-        "nvsoak_projected_wearout_days",
-        "Projected days until wear-out: basis tbw = rated bytes at the last 24 h write rate; basis percentage_used = 100 % at the slope of percentage used (NVMe: SMART 02h byte 5; ATA: Device Statistics 07h) since the poller started.",
+        "nvsoak_projected_wearout_seconds",
+        "Projected time until wear-out, in seconds: basis tbw = rated bytes at the last 24 h write rate; basis percentage_used = 100 % at the slope of percentage used (NVMe: SMART 02h byte 5; ATA: Device Statistics 07h) since the poller started.",
         &[("device", dev), ("basis", "tbw")],
-        x.projected_wearout_days_tbw,
+        x.projected_wearout_days_tbw.map(days_to_seconds),
     );
     opt(
         f,
-        "nvsoak_projected_wearout_days",
+        "nvsoak_projected_wearout_seconds",
         "",
         &[("device", dev), ("basis", "percentage_used")],
-        x.projected_wearout_days_percentage_used,
+        x.projected_wearout_days_percentage_used
+            .map(days_to_seconds),
     );
     opt(
         f,

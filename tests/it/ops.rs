@@ -911,7 +911,7 @@ const NVME_ONLY: &[&str] = &[
     "nvsoak_rated_warranty_seconds",
     "nvsoak_endurance_consumed_ratio",
     "nvsoak_observed_dwpd",
-    "nvsoak_projected_wearout_days",
+    "nvsoak_projected_wearout_seconds",
     "nvsoak_write_amplification_ratio",
     "nvsoak_accounting_host_written_bytes",
     "nvsoak_accounting_drive_written_bytes",
