@@ -54,6 +54,45 @@ pub struct TargetResults {
     /// (`workload::ocp_phases`); empty for drives without C3h and older files.
     #[serde(default)]
     pub ocp_phases: Vec<crate::workload::ocp_phases::OcpPhaseCounts>,
+    /// A target spanning several block devices (`paths`): each member's figures, in the order
+    /// of `paths` (the soak summary is their sum). Empty for a target with one path.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<MemberFigures>,
+}
+
+/// One member of a target spanning several block devices: what nvsoak did on it, cumulative
+/// over the plan (restarts included). Workers are spread over the members (worker `i` on
+/// member `i mod n`), so these are the figures of the workers on that member.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemberFigures {
+    pub path: String,
+    /// The kernel's name of the block device (`nvme1n1`, `loop3`): the `device` label of the
+    /// `nvsoak_target_member_*` metrics.
+    #[serde(default)]
+    pub device: String,
+    /// The NVMe controller the namespace is on (`nvme1`), to join with `nvme_*` series.
+    #[serde(default)]
+    pub controller: Option<String>,
+    /// The device's `state::device_key` (WWN or serial, else kernel name and numbers).
+    #[serde(default)]
+    pub device_key: Option<String>,
+    pub read_ops: u64,
+    pub write_ops: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    #[serde(default)]
+    pub errors: u64,
+}
+
+impl MemberFigures {
+    /// Add what a segment did on this member.
+    pub fn add(&mut self, o: &MemberFigures) {
+        self.read_ops += o.read_ops;
+        self.write_ops += o.write_ops;
+        self.read_bytes += o.read_bytes;
+        self.write_bytes += o.write_bytes;
+        self.errors += o.errors;
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -95,6 +134,10 @@ pub struct SweepPoint {
     pub lat_p9999_us: f64,
     pub duration_secs: f64,
     pub errors: u64,
+    /// A target spanning several devices: each member's IOPS at this point (in the order of
+    /// `paths`; they sum to `iops`). Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub member_iops: Vec<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
