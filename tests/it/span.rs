@@ -190,6 +190,7 @@ points = [50]
             1
         );
     }
+    promtool_clean(&d.scrape_text());
     let results = s.dir.path().join("state/results/card.json");
     let (status, _, err) = d.terminate();
     assert!(status.success(), "{err}");
@@ -438,5 +439,34 @@ fn spanning_config_errors_name_the_key() {
         &format!("{head}{both}size = \"1MiB\"\n{soak}"),
         "target[0].size",
         "block device",
+    );
+}
+
+/// `promtool check metrics` finds nothing in `text` (the member families included).
+fn promtool_clean(text: &str) {
+    use std::io::Write;
+    assert!(text.contains("nvsoak_target_member_ops_total"), "{text}");
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running promtool (apt-get install -y prometheus)");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("writing to promtool");
+    let out = child.wait_with_output().expect("promtool output");
+    let findings = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && findings.trim().is_empty(),
+        "promtool findings:\n{findings}"
     );
 }
