@@ -54,6 +54,7 @@ pub(super) fn clean_results() -> TargetResults {
         verdict: None,
         ocp_phases: Vec::new(),
         members: Vec::new(),
+        card: None,
     }
 }
 

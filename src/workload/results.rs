@@ -58,6 +58,44 @@ pub struct TargetResults {
     /// of `paths` (the soak summary is their sum). Empty for a target with one path.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<MemberFigures>,
+    /// A spanning target whose members are all on one card that `[[health.card]]` rates: the
+    /// card and its rating, which the report compares the target's sweeps with ("of rated").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card: Option<SpanCard>,
+}
+
+/// The card a spanning target covers, with the rating `[[health.card]]` gave it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpanCard {
+    /// The card's id (its switch upstream port's address, else `slot:NAME`).
+    pub card: String,
+    /// The rating series, e.g. "Liqid Element AIC".
+    pub rating: String,
+    pub random_read_iops: Option<f64>,
+    pub random_write_iops: Option<f64>,
+    pub seq_read_bytes_per_second: Option<f64>,
+    pub seq_write_bytes_per_second: Option<f64>,
+}
+
+impl SpanCard {
+    /// The rated card whose controllers hold every one of `controllers`, if any.
+    pub fn of(pcie: &crate::pcie::PcieSnapshot, controllers: &[Option<String>]) -> Option<Self> {
+        let card = pcie.cards.iter().find(|c| {
+            !controllers.is_empty()
+                && controllers
+                    .iter()
+                    .all(|m| m.as_ref().is_some_and(|m| c.controllers.contains(m)))
+        })?;
+        let r = card.rating.as_ref()?;
+        Some(SpanCard {
+            card: card.id.clone(),
+            rating: format!("{} {}", r.vendor, r.series),
+            random_read_iops: r.perf.random_read_iops,
+            random_write_iops: r.perf.random_write_iops,
+            seq_read_bytes_per_second: r.perf.seq_read_bytes_per_second,
+            seq_write_bytes_per_second: r.perf.seq_write_bytes_per_second,
+        })
+    }
 }
 
 /// One member of a target spanning several block devices: what nvsoak did on it, cumulative
@@ -590,6 +628,40 @@ pub fn archive_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_span_is_compared_with_the_rated_card_holding_all_its_members() {
+        let table = crate::nvme::ratings::RatingsTable::builtin();
+        let card = |id: &str, ctrls: &[&str], rated: bool| crate::pcie::Card {
+            id: id.into(),
+            upstream_port: Some(id.into()),
+            slot: None,
+            controllers: ctrls.iter().map(|c| c.to_string()).collect(),
+            drives: ctrls.iter().map(|c| c.to_string()).collect(),
+            rating: rated
+                .then(|| table.lookup("Liqid Element AIC", 0))
+                .flatten(),
+        };
+        let pcie = crate::pcie::PcieSnapshot {
+            cards: vec![
+                card("0000:02:00.0", &["nvme0", "nvme1"], true),
+                card("0000:05:00.0", &["nvme2", "nvme3"], false),
+            ],
+            ..Default::default()
+        };
+        let some =
+            |v: &[&str]| -> Vec<Option<String>> { v.iter().map(|c| Some(c.to_string())).collect() };
+        let got = SpanCard::of(&pcie, &some(&["nvme1", "nvme0"])).expect("the rated card");
+        assert_eq!(got.card, "0000:02:00.0");
+        assert_eq!(got.rating, "Liqid Element AIC");
+        assert_eq!(got.random_read_iops, Some(1_250_000.0));
+        assert_eq!(got.random_write_iops, Some(900_000.0));
+        // Members on two cards, a card nobody rated, a member of unknown controller: none.
+        assert_eq!(SpanCard::of(&pcie, &some(&["nvme0", "nvme2"])), None);
+        assert_eq!(SpanCard::of(&pcie, &some(&["nvme2", "nvme3"])), None);
+        assert_eq!(SpanCard::of(&pcie, &[Some("nvme0".into()), None]), None);
+        assert_eq!(SpanCard::of(&pcie, &[]), None);
+    }
 
     /// A SMART log with every counter the drive-side figures use set to a distinct value.
     fn start_log() -> SmartLog {

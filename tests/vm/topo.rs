@@ -381,6 +381,9 @@ fn a_target_spanning_the_card() {
         "1s",
         &format!(
             r#"
+[[health.card]]
+match = "{CARD_A}"
+rating = "Liqid Element AIC"
 [[target]]
 name = "card"
 paths = ["@A@", "@B@"]
@@ -479,6 +482,23 @@ run results cat /tmp/nvsoak-state/results/card.json
         assert!(whole > 100.0, "{op}s: {whole}");
         assert_eq!(parts, whole, "member {op} ops vs the target's");
     }
+    // All members on one card rated by [[health.card]]: the results file carries its rating,
+    // which the report compares the target's sweeps with ("of rated").
+    assert_eq!(
+        results["card"]["rating"].as_str(),
+        Some("Liqid Element AIC"),
+        "{results}"
+    );
+    assert_eq!(
+        results["card"]["random_write_iops"].as_f64(),
+        Some(900_000.0)
+    );
+    let card = m
+        .find("nvsoak_card_info", &[])
+        .next()
+        .and_then(|s| s.labels.get("card").cloned())
+        .unwrap_or_else(|| vm.fail("no nvsoak_card_info"));
+    assert_eq!(results["card"]["card"].as_str(), Some(card.as_str()));
     // Each member: what nvsoak wrote to it is what its drive says it was written.
     let members = results["members"]
         .as_array()

@@ -789,6 +789,9 @@ impl Runner {
             self.results.device = Some(id);
         }
         self.results.members = self.snapshot.view(|s| s.members.clone());
+        if let Some(card) = self.snapshot.drive(|d| d.card.clone()) {
+            self.results.card = Some(card);
+        }
         self.ocp_phase_refresh(false);
         let reason = (self.plan_state == crate::verdict::PlanState::Stopped)
             .then(|| self.snapshot.view(|v| v.stop_reason.clone()))

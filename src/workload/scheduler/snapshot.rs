@@ -420,7 +420,15 @@ impl TargetShared {
     pub fn update_drive_from(&self, health: &crate::health::HealthSnapshot) {
         // A spanning target's I/O is spread over its members' drives: no one drive's SMART
         // figures are its figures.
-        if !self.fixed.is_block || !self.fixed.members.is_empty() {
+        if !self.fixed.members.is_empty() {
+            // It is compared with the card its members are on, when a rating names that card.
+            let ctrls: Vec<Option<String>> =
+                self.view(|v| v.members.iter().map(|m| m.controller.clone()).collect());
+            let card = crate::workload::results::SpanCard::of(&health.pcie, &ctrls);
+            self.update_drive(|d| d.card = card);
+            return;
+        }
+        if !self.fixed.is_block {
             return;
         }
         let (started_at, soak_started, carried) =
