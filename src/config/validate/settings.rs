@@ -195,8 +195,10 @@ fn targets(raw: &RawConfig, def: &Settings, dir: &Path, interval: Duration) -> R
                 };
                 let why = if j == i {
                     "is named twice in this target".to_string()
+                } else if out.get(j).is_some_and(TargetSpec::is_spanning) {
+                    format!("is already one of the paths of target[{j}]")
                 } else {
-                    format!("is already a path of target[{j}]")
+                    format!("is already the path of target[{j}]")
                 };
                 return bad(
                     key,
