@@ -393,8 +393,17 @@ fn load_checkpoint(
         .iter()
         .filter(|t| crate::safety::is_block_device(&t.path))
         .filter_map(|t| {
-            let id = crate::safety::identify(&t.path).ok()?;
-            Some((t.name.clone(), crate::state::device_key(&id)))
+            // A spanning target is its members, in order.
+            let keys = t
+                .member_paths()
+                .into_iter()
+                .map(|p| {
+                    crate::safety::identify(p)
+                        .ok()
+                        .map(|id| crate::state::device_key(&id))
+                })
+                .collect::<Option<Vec<String>>>()?;
+            Some((t.name.clone(), keys.join(" + ")))
         })
         .collect();
     let r = match crate::state::load_for(&settings.state.dir, plan_hash, &devices)

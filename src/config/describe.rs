@@ -186,7 +186,18 @@ fn target(out: &mut String, t: &TargetSpec) {
         Some(s) => format!("file, {} preallocated", bytes(s)),
         None => "block device".into(),
     };
-    let _ = writeln!(out, "    {:<26} {} ({kind})", "path", t.path.display());
+    if t.is_spanning() {
+        for (m, p) in t.members.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "    {:<26} {} (block device)",
+                format!("paths[{m}]"),
+                p.display()
+            );
+        }
+    } else {
+        let _ = writeln!(out, "    {:<26} {} ({kind})", "path", t.path.display());
+    }
     let region = match t.size {
         Some(s) => format!(
             "{} ({})",
@@ -221,7 +232,11 @@ fn target(out: &mut String, t: &TargetSpec) {
         out,
         "    {:<26} {}",
         "allow_destroy",
-        t.allow_destroy.as_deref().unwrap_or("(none)")
+        if t.allow_destroy_list.is_empty() {
+            t.allow_destroy.clone().unwrap_or_else(|| "(none)".into())
+        } else {
+            t.allow_destroy_list.join(", ")
+        }
     );
     let _ = writeln!(
         out,

@@ -383,6 +383,8 @@ pub fn builtin_default() -> Settings {
             region: Region(1.0),
             engine: EngineChoice::Auto,
             allow_destroy: None,
+            members: Vec::new(),
+            allow_destroy_list: Vec::new(),
             force_overwrite_signatures: false,
             direct: true,
             verify: VerifyMode::Off,

@@ -189,16 +189,26 @@ pub struct RawDevice {
     pub capacity: Option<Scalar>,
 }
 
+/// A string, or a list of strings (`allow_destroy` of a target spanning several devices).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTarget {
     pub name: Option<String>,
     pub path: Option<PathBuf>,
+    /// Several block devices, one target spanning them (instead of `path`).
+    pub paths: Option<Vec<PathBuf>>,
     pub size: Option<Scalar>,
     pub region: Option<Scalar>,
     pub engine: Option<String>,
     pub direct: Option<bool>,
-    pub allow_destroy: Option<String>,
+    pub allow_destroy: Option<OneOrMany>,
     pub force_overwrite_signatures: Option<bool>,
     pub verify: Option<String>,
     pub verify_fatal: Option<bool>,

@@ -91,7 +91,74 @@ pub fn families(
     steady_families(targets, &mut out);
     sweep_families(targets, &mut out);
     soak_families(soak, &mut out);
+    member_families(targets, &mut out);
     out
+}
+
+/// The members of targets spanning several block devices (`paths`): what nvsoak did on each,
+/// cumulative over the plan like the `nvsoak_soak_*` totals (which they sum to), and each
+/// member's rates while the workload runs.
+fn member_families(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {
+    let mut info = Family::gauge(
+        "nvsoak_target_member_info",
+        "A block device of a target spanning several devices (paths): its path, and for NVMe namespaces the controller it sits on, to join with nvme_* series; value is always 1.",
+    );
+    let mut ops = Family::counter(
+        "nvsoak_target_member_ops_total",
+        "Completed I/Os on one member of a target spanning several devices, by op; carried across restarts through the checkpoint (the members' sum is the target's soak total).",
+    );
+    let mut bytes = Family::counter(
+        "nvsoak_target_member_bytes_total",
+        "Bytes transferred by completed I/Os on one member of a target spanning several devices, by op; carried across restarts through the checkpoint.",
+    );
+    let mut errors = Family::counter(
+        "nvsoak_target_member_io_errors_total",
+        "I/O errors on one member of a target spanning several devices; carried across restarts through the checkpoint.",
+    );
+    let mut iops = Family::gauge(
+        "nvsoak_target_member_iops",
+        "I/Os per second on one member of a target spanning several devices over the last stats interval, by op (present while a segment runs).",
+    );
+    for t in targets {
+        for (m, f) in t.members.iter().enumerate() {
+            let ctrl = f.controller.clone().unwrap_or_default();
+            let dev = f.device.as_str();
+            info.add(
+                &[
+                    ("target", t.name.as_str()),
+                    ("device", dev),
+                    ("path", f.path.as_str()),
+                    ("controller", ctrl.as_str()),
+                ],
+                1.0,
+            );
+            for (op, n, b) in [
+                ("read", f.read_ops, f.read_bytes),
+                ("write", f.write_ops, f.write_bytes),
+            ] {
+                let l = [("target", t.name.as_str()), ("device", dev), ("op", op)];
+                ops.add(&l, n as f64);
+                bytes.add(&l, b as f64);
+            }
+            errors.add(
+                &[("target", t.name.as_str()), ("device", dev)],
+                f.errors as f64,
+            );
+            if let Some(r) = t.member_rates.get(m).filter(|_| t.running) {
+                for (op, v) in [("read", r[0]), ("write", r[1])] {
+                    iops.add(
+                        &[("target", t.name.as_str()), ("device", dev), ("op", op)],
+                        v,
+                    );
+                }
+            }
+        }
+    }
+    push(out, info);
+    push(out, ops);
+    push(out, bytes);
+    push(out, errors);
+    push(out, iops);
 }
 
 /// Build information, uptime and the HTTP server's auth counters.

@@ -353,6 +353,18 @@ pub fn rated_from_table(
 
 use crate::util::unix_now as now_unix;
 
+/// The rated figures of the card a spanning target covers (`[[health.card]]`), as recorded.
+pub fn card_rated(c: &crate::workload::results::SpanCard) -> RatedFigures {
+    RatedFigures {
+        source: format!("card {}: ratings table: {}", c.card, c.rating),
+        random_read_iops: c.random_read_iops,
+        random_write_iops: c.random_write_iops,
+        seq_read_bytes_per_sec: c.seq_read_bytes_per_second,
+        seq_write_bytes_per_sec: c.seq_write_bytes_per_second,
+        ..Default::default()
+    }
+}
+
 /// Build the report; `rated` looks up a drive's rated figures (normally [`rated_figures`]).
 pub fn build_with(
     inputs: &[Loaded],
@@ -376,7 +388,11 @@ fn build_inner(
     let mut drives = Vec::new();
     for (l, label) in inputs.iter().zip(labels) {
         let r = &l.results;
-        let rated = r.device.as_ref().and_then(rated);
+        // A target spanning a rated card is compared with the card's rating.
+        let rated = match &r.card {
+            Some(c) => Some(card_rated(c)),
+            None => r.device.as_ref().and_then(rated),
+        };
         drives.push(DriveReport {
             label,
             archived: l.archived.clone(),
@@ -615,6 +631,51 @@ mod tests {
         // A results file without phases (written before) says nothing of them.
         let plain = html::render(&build(&fixtures())).expect("html");
         assert!(!plain.contains("Soak phases"));
+    }
+
+    #[test]
+    fn a_target_spanning_a_rated_card_is_compared_with_the_cards_rating() {
+        use crate::workload::results::{MemberFigures, SpanCard, SweepPoint, SweepResult};
+        let mut f = fixtures();
+        let r = &mut f[0].results;
+        r.device = None;
+        r.members = vec![MemberFigures::default(), MemberFigures::default()];
+        r.sweeps = vec![SweepResult {
+            profile: "4k-random-read".into(),
+            block_size: 4096.0,
+            read_pct: 100,
+            max_iops: 1_000_000.0,
+            started: 1.0,
+            finished: Some(2.0),
+            points: vec![SweepPoint {
+                pct: 0,
+                iops: 1_000_000.0,
+                lat_avg_us: 500.0,
+                duration_secs: 10.0,
+                member_iops: vec![600_000.0, 400_000.0],
+                ..Default::default()
+            }],
+        }];
+        r.card = Some(SpanCard {
+            card: "0000:02:00.0".into(),
+            rating: "Liqid Element AIC".into(),
+            random_read_iops: Some(1_250_000.0),
+            random_write_iops: Some(900_000.0),
+            ..Default::default()
+        });
+        let rep = build(&f[..1]);
+        let d = &rep.drives[0];
+        assert_eq!(
+            d.rated.as_ref().map(|r| r.source.as_str()),
+            Some("card 0000:02:00.0: ratings table: Liqid Element AIC")
+        );
+        let share = d.sweeps[0].rated_share.as_ref().expect("of rated");
+        assert!((share.ratio - 0.8).abs() < 1e-9, "{share:?}");
+        let page = html::render(&rep).expect("html");
+        assert!(page.contains(&html::rated_text(&d.sweeps[0])), "{page}");
+        // Without the card (a single drive, or a card nobody rated), no card rating.
+        f[0].results.card = None;
+        assert!(build(&f[..1]).drives[0].rated.is_none());
     }
 
     #[test]

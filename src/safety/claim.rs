@@ -142,10 +142,49 @@ pub fn claim_block(
     direct: bool,
     expect: Option<&DeviceIdentity>,
 ) -> Result<Claimed, SafetyError> {
+    claim_block_with(
+        path,
+        |id| check_allowed(id, allow_destroy),
+        force_overwrite_signatures,
+        direct,
+        expect,
+    )
+}
+
+/// [`claim_block`] for a member of a target spanning several devices: the device must be named
+/// by one of `names` (its `allow_destroy` list). Returns the claim and which name named it.
+pub fn claim_block_among(
+    path: &Path,
+    names: &[String],
+    force_overwrite_signatures: bool,
+    direct: bool,
+    expect: Option<&DeviceIdentity>,
+) -> Result<(Claimed, usize), SafetyError> {
+    let mut which = 0;
+    let claimed = claim_block_with(
+        path,
+        |id| {
+            which = super::check_allowed_among(id, names)?;
+            Ok(())
+        },
+        force_overwrite_signatures,
+        direct,
+        expect,
+    )?;
+    Ok((claimed, which))
+}
+
+fn claim_block_with(
+    path: &Path,
+    allowed: impl FnOnce(&DeviceIdentity) -> Result<(), SafetyError>,
+    force_overwrite_signatures: bool,
+    direct: bool,
+    expect: Option<&DeviceIdentity>,
+) -> Result<Claimed, SafetyError> {
     let pfd = open_path(path)?;
     let id = identify_fd(pfd.as_fd(), path)?;
     check_expected(&id, expect, path)?;
-    check_allowed(&id, allow_destroy)?;
+    allowed(&id)?;
     let flags = libc::O_EXCL | if direct { libc::O_DIRECT } else { 0 };
     let since = Instant::now();
     let file = loop {

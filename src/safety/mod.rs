@@ -35,8 +35,8 @@ mod inuse;
 mod probe;
 
 pub use claim::{
-    Claimed, FileClaim, MARK_XATTR, TargetKey, check_file_target, claim_block, claim_file,
-    claim_read_only, same_targets,
+    Claimed, FileClaim, MARK_XATTR, TargetKey, check_file_target, claim_block, claim_block_among,
+    claim_file, claim_read_only, same_targets,
 };
 pub use inuse::{MountEntry, parse_mountinfo};
 
@@ -563,6 +563,62 @@ pub(crate) fn check_allowed(id: &DeviceIdentity, allow: Option<&str>) -> Result<
             }
         }
     }
+}
+
+/// Check (a) for a member of a target spanning several devices: one of `names` (the target's
+/// `allow_destroy` list) must name it. Returns the index of the name that does.
+pub(crate) fn check_allowed_among(
+    id: &DeviceIdentity,
+    names: &[String],
+) -> Result<usize, SafetyError> {
+    if names.is_empty() {
+        return check_allowed(id, None).map(|()| 0);
+    }
+    if let Some(i) = names
+        .iter()
+        .position(|n| check_allowed(id, Some(n.as_str())).is_ok())
+    {
+        return Ok(i);
+    }
+    let own = match (&id.serial, &id.wwn) {
+        (None, None) => format!(
+            "it has no serial or WWN, so the list must hold its exact path \"{}\"",
+            id.path.display()
+        ),
+        _ => [
+            id.serial.as_ref().map(|s| format!("serial \"{s}\"")),
+            id.wwn.as_ref().map(|w| format!("WWN \"{w}\"")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" or "),
+    };
+    Err(SafetyError::NotAllowed {
+        path: id.path.clone(),
+        reason: format!(
+            "no name in allow_destroy ({}) names it; add its {own}",
+            names
+                .iter()
+                .map(|n| format!("\"{n}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })
+}
+
+/// [`check_writable`] for a member of a target spanning several devices, named by one of
+/// `names`; returns its identity and which name named it.
+pub fn check_writable_among(
+    path: &Path,
+    names: &[String],
+    force_overwrite_signatures: bool,
+) -> Result<(DeviceIdentity, usize), SafetyError> {
+    let fd = open_path(path)?;
+    let id = identify_fd(fd.as_fd(), path)?;
+    let which = check_allowed_among(&id, names)?;
+    inuse::check_block(&id, false)?;
+    check_signatures(id, fd.as_fd(), force_overwrite_signatures).map(|id| (id, which))
 }
 
 /// Run all write-safety checks on a block device (see the module docs) without holding it:

@@ -133,6 +133,9 @@ pub struct TargetState {
     /// (`workload::drive_ocp::OcpBaseline` as JSON): C1h panic ID/count, C3h counters.
     #[serde(default)]
     pub ocp_at_soak_start: Option<serde_json::Value>,
+    /// A target spanning several devices: each member's figures so far (`TargetView::members`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<crate::workload::results::MemberFigures>,
     /// The verify writer seed of this soak (kept so a restart recognises its own blocks).
     #[serde(default)]
     pub verify_seed: Option<u64>,
@@ -283,6 +286,7 @@ impl TargetState {
             drive_temperature_max_kelvin: 0,
             ata_at_soak_start: None,
             ocp_at_soak_start: None,
+            members: Vec::new(),
             verify_seed: None,
             genmap: None,
             precondition: None,

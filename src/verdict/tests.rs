@@ -53,6 +53,8 @@ pub(super) fn clean_results() -> TargetResults {
         qualification_steps: Vec::new(),
         verdict: None,
         ocp_phases: Vec::new(),
+        members: Vec::new(),
+        card: None,
     }
 }
 

@@ -28,6 +28,8 @@ pub struct DriveTracking {
     pub episodes_this_run: u64,
     /// The latest drive-side figures.
     pub figures: Option<DriveSoak>,
+    /// A spanning target: the rated card its members are all on (from the latest poll).
+    pub card: Option<crate::workload::results::SpanCard>,
     /// The drive's identity from the poller (Identify Controller), for the results file.
     pub identity: Option<DeviceIdentity>,
     /// Polls at or after this Unix time describe this target (default: the target's start).

@@ -54,6 +54,83 @@ pub struct TargetResults {
     /// (`workload::ocp_phases`); empty for drives without C3h and older files.
     #[serde(default)]
     pub ocp_phases: Vec<crate::workload::ocp_phases::OcpPhaseCounts>,
+    /// A target spanning several block devices (`paths`): each member's figures, in the order
+    /// of `paths` (the soak summary is their sum). Empty for a target with one path.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<MemberFigures>,
+    /// A spanning target whose members are all on one card that `[[health.card]]` rates: the
+    /// card and its rating, which the report compares the target's sweeps with ("of rated").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card: Option<SpanCard>,
+}
+
+/// The card a spanning target covers, with the rating `[[health.card]]` gave it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpanCard {
+    /// The card's id (its switch upstream port's address, else `slot:NAME`).
+    pub card: String,
+    /// The rating series, e.g. "Liqid Element AIC".
+    pub rating: String,
+    pub random_read_iops: Option<f64>,
+    pub random_write_iops: Option<f64>,
+    pub seq_read_bytes_per_second: Option<f64>,
+    pub seq_write_bytes_per_second: Option<f64>,
+}
+
+impl SpanCard {
+    /// The rated card whose controllers hold every one of `controllers`, if any.
+    pub fn of(pcie: &crate::pcie::PcieSnapshot, controllers: &[Option<String>]) -> Option<Self> {
+        let card = pcie.cards.iter().find(|c| {
+            !controllers.is_empty()
+                && controllers
+                    .iter()
+                    .all(|m| m.as_ref().is_some_and(|m| c.controllers.contains(m)))
+        })?;
+        let r = card.rating.as_ref()?;
+        Some(SpanCard {
+            card: card.id.clone(),
+            rating: format!("{} {}", r.vendor, r.series),
+            random_read_iops: r.perf.random_read_iops,
+            random_write_iops: r.perf.random_write_iops,
+            seq_read_bytes_per_second: r.perf.seq_read_bytes_per_second,
+            seq_write_bytes_per_second: r.perf.seq_write_bytes_per_second,
+        })
+    }
+}
+
+/// One member of a target spanning several block devices: what nvsoak did on it, cumulative
+/// over the plan (restarts included). Workers are spread over the members (worker `i` on
+/// member `i mod n`), so these are the figures of the workers on that member.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemberFigures {
+    pub path: String,
+    /// The kernel's name of the block device (`nvme1n1`, `loop3`): the `device` label of the
+    /// `nvsoak_target_member_*` metrics.
+    #[serde(default)]
+    pub device: String,
+    /// The NVMe controller the namespace is on (`nvme1`), to join with `nvme_*` series.
+    #[serde(default)]
+    pub controller: Option<String>,
+    /// The device's `state::device_key` (WWN or serial, else kernel name and numbers).
+    #[serde(default)]
+    pub device_key: Option<String>,
+    pub read_ops: u64,
+    pub write_ops: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    #[serde(default)]
+    pub errors: u64,
+}
+
+impl MemberFigures {
+    /// Add what a segment did on this member.
+    pub fn add(&mut self, o: &MemberFigures) {
+        self.read_ops += o.read_ops;
+        self.write_ops += o.write_ops;
+        self.read_bytes += o.read_bytes;
+        self.write_bytes += o.write_bytes;
+        self.errors += o.errors;
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -95,6 +172,10 @@ pub struct SweepPoint {
     pub lat_p9999_us: f64,
     pub duration_secs: f64,
     pub errors: u64,
+    /// A target spanning several devices: each member's IOPS at this point (in the order of
+    /// `paths`; they sum to `iops`). Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub member_iops: Vec<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -605,6 +686,40 @@ mod tests {
         s.record_phase(soak_rec(3, 3.0, 4096, true), false);
         assert_eq!(s.phases.len(), 4);
         assert_eq!(s.phases[0].elapsed_secs, 16.0);
+    }
+
+    #[test]
+    fn a_span_is_compared_with_the_rated_card_holding_all_its_members() {
+        let table = crate::nvme::ratings::RatingsTable::builtin();
+        let card = |id: &str, ctrls: &[&str], rated: bool| crate::pcie::Card {
+            id: id.into(),
+            upstream_port: Some(id.into()),
+            slot: None,
+            controllers: ctrls.iter().map(|c| c.to_string()).collect(),
+            drives: ctrls.iter().map(|c| c.to_string()).collect(),
+            rating: rated
+                .then(|| table.lookup("Liqid Element AIC", 0))
+                .flatten(),
+        };
+        let pcie = crate::pcie::PcieSnapshot {
+            cards: vec![
+                card("0000:02:00.0", &["nvme0", "nvme1"], true),
+                card("0000:05:00.0", &["nvme2", "nvme3"], false),
+            ],
+            ..Default::default()
+        };
+        let some =
+            |v: &[&str]| -> Vec<Option<String>> { v.iter().map(|c| Some(c.to_string())).collect() };
+        let got = SpanCard::of(&pcie, &some(&["nvme1", "nvme0"])).expect("the rated card");
+        assert_eq!(got.card, "0000:02:00.0");
+        assert_eq!(got.rating, "Liqid Element AIC");
+        assert_eq!(got.random_read_iops, Some(1_250_000.0));
+        assert_eq!(got.random_write_iops, Some(900_000.0));
+        // Members on two cards, a card nobody rated, a member of unknown controller: none.
+        assert_eq!(SpanCard::of(&pcie, &some(&["nvme0", "nvme2"])), None);
+        assert_eq!(SpanCard::of(&pcie, &some(&["nvme2", "nvme3"])), None);
+        assert_eq!(SpanCard::of(&pcie, &[Some("nvme0".into()), None]), None);
+        assert_eq!(SpanCard::of(&pcie, &[]), None);
     }
 
     /// A SMART log with every counter the drive-side figures use set to a distinct value.

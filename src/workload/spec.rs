@@ -211,6 +211,22 @@ impl PhaseSpec {
     }
 }
 
+impl TargetSpec {
+    /// Whether the target spans several block devices (`paths`).
+    pub fn is_spanning(&self) -> bool {
+        self.members.len() > 1
+    }
+
+    /// The block devices or file the target writes: its members, or its one path.
+    pub fn member_paths(&self) -> Vec<&std::path::Path> {
+        if self.members.is_empty() {
+            vec![self.path.as_path()]
+        } else {
+            self.members.iter().map(PathBuf::as_path).collect()
+        }
+    }
+}
+
 /// The part of the target that is exercised, as a fraction 0..=1 of its size, starting at 0.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Region(pub f64);
@@ -225,6 +241,14 @@ pub struct TargetSpec {
     pub engine: EngineChoice,
     /// Serial, WWN, or (for devices with neither) exact device path that may be overwritten.
     pub allow_destroy: Option<String>,
+    /// A target that spans several block devices (`paths`): every member, in order; `path` is
+    /// the first. Empty for a target with one `path`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<PathBuf>,
+    /// A spanning target's `allow_destroy` names: every member must be named by one of them,
+    /// and every name must name a member. Empty otherwise (`allow_destroy` is used).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_destroy_list: Vec<String>,
     pub force_overwrite_signatures: bool,
     /// Open with O_DIRECT (default true).
     pub direct: bool,

@@ -53,6 +53,9 @@ mod shipped;
 /// the report (charts, events, steady window), its phase-end line at shutdown, and why the
 /// status page has no drives.
 mod soakover;
+/// Targets spanning several block devices (`paths`) on loop devices: workers spread over the
+/// members, per-member figures summing to the target's, every member checked on its own.
+mod span;
 /// Start-up order: busy port, bad certificate, FIFO web config exit before any file; check-config
 /// checks the web config.
 mod startup;

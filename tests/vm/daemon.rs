@@ -112,13 +112,13 @@ pub fn stable<T: PartialEq + Clone>(
     })
 }
 
-fn smart(vm: &Vm, key: &str) -> Value {
+pub fn smart(vm: &Vm, key: &str) -> Value {
     let r = vm.wait_ok(key, Duration::from_secs(60));
     serde_json::from_slice(&r.stdout)
         .unwrap_or_else(|e| vm.fail(&format!("{key}: smart-log printed no JSON ({e})")))
 }
 
-fn counter(vm: &Vm, v: &Value, k: &str) -> u128 {
+pub fn counter(vm: &Vm, v: &Value, k: &str) -> u128 {
     json_u128(&v[k]).unwrap_or_else(|| vm.fail(&format!("smart-log JSON lacks {k}: {v}")))
 }
 

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::daemon::{config, nvme_target, poll_after, poll_ts, stop_daemon};
+use crate::daemon::{config, counter, nvme_target, poll_after, poll_ts, smart, stop_daemon};
 use crate::harness::{Drive, Vm, VmSpec};
 use crate::prom::Metrics;
 
@@ -366,5 +366,187 @@ stop_daemon daemon
     let has_aer = sys.keys().any(|k| k.starts_with("aer."));
     if has_aer {
         assert_eq!(aer, 0.0, "no AER errors in the guest");
+    }
+}
+
+/// A target spanning the card: one target over the namespaces of the card's two controllers
+/// behind the switch (`paths`, `allow_destroy` naming both serials). Its aggregate figures
+/// are the sum of its members', and each member's SMART data-units-written delta (nvme-cli
+/// before the daemon starts and after it stops) agrees with what nvsoak wrote to that member,
+/// within one data unit of 512,000 B.
+#[test]
+fn a_target_spanning_the_card() {
+    crate::require_vm!();
+    let cfg = config(
+        "1s",
+        &format!(
+            r#"
+[[health.card]]
+match = "{CARD_A}"
+rating = "Liqid Element AIC"
+[[target]]
+name = "card"
+paths = ["@A@", "@B@"]
+allow_destroy = ["{CARD_A}", "{CARD_B}"]
+[[target.phase]]
+kind = "soak"
+job = {{ name = "mix", read = 30, bs = "4k", access = "random", iodepth = 8, workers = 2 }}
+duration = "6s"
+"#
+        ),
+    );
+    // In the guest: each card controller's namespace (through its subsystem), merging off
+    // (one nvsoak op, one NVMe command), SMART before and after the daemon.
+    let script = format!(
+        r#"
+i=0; while [ $(ls /sys/class/nvme | wc -l) -lt 2 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+for c in /sys/class/nvme/nvme*; do
+  n=$(basename $c); s=$(tr -d ' ' < $c/serial)
+  [ "$s" = "{CARD_A}" ] && A=$n
+  [ "$s" = "{CARD_B}" ] && B=$n
+done
+ns_of() {{
+  {{ for s in /sys/class/nvme-subsystem/*; do ls $s 2>/dev/null | grep -qx $1 && ls $s | grep '^nvme[0-9]*n1$'; done
+    ls /sys/class/nvme/$1 | grep '^nvme[0-9]*n1$'; }} | head -1
+}}
+i=0; while {{ [ -z "$(ns_of $A)" ] || [ -z "$(ns_of $B)" ]; }} && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+NA=$(ns_of $A); NB=$(ns_of $B)
+ls -R /sys/class/nvme/ /sys/class/nvme-subsystem/ > /tmp/sysls 2>&1; emit sysls /tmp/sysls
+echo "$A $B $NA $NB" > /tmp/names; emit names /tmp/names
+wait_for /dev/$NA 10 || echo "no /dev/$NA"
+wait_for /dev/$NB 10 || echo "no /dev/$NB"
+echo 2 > /sys/block/$NA/queue/nomerges
+echo 2 > /sys/block/$NB/queue/nomerges
+run before_a nvme smart-log /dev/$A -o json
+run before_b nvme smart-log /dev/$B -o json
+sed "s|@A@|/dev/$NA|; s|@B@|/dev/$NB|" /etc/nvsoak.tmpl > /etc/nvsoak.toml
+start_daemon /etc/nvsoak.toml
+wait_host stop
+stop_daemon daemon
+run after_a nvme smart-log /dev/$A -o json
+run after_b nvme smart-log /dev/$B -o json
+run results cat /tmp/nvsoak-state/results/card.json
+"#
+    );
+    let mut spec = VmSpec::new("span", &script);
+    spec.net = true;
+    spec.machine = Some("q35".into());
+    spec.extra_args = [
+        "pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2",
+        "x3130-upstream,id=up1,bus=rp2",
+        "xio3130-downstream,id=dn1,bus=up1,chassis=3,slot=1",
+        "xio3130-downstream,id=dn2,bus=up1,chassis=4,slot=2",
+    ]
+    .iter()
+    .flat_map(|d| ["-device".to_string(), d.to_string()])
+    .collect();
+    let mut a = Drive::new("card0", CARD_A);
+    a.props = ",bus=dn1".into();
+    let mut b = Drive::new("card1", CARD_B);
+    b.props = ",bus=dn2".into();
+    spec.drives = vec![a, b];
+    spec.files
+        .insert("/etc/nvsoak.tmpl".into(), cfg.into_bytes());
+    let mut vm = Vm::boot(&spec);
+    let names = vm.wait_ok("names", Duration::from_secs(60)).stdout_str();
+    let names: Vec<String> = names.split_whitespace().map(str::to_string).collect();
+    if names.len() != 4 {
+        let ls = vm.wait_ok("sysls", Duration::from_secs(30)).stdout_str();
+        vm.fail(&format!("controllers and namespaces: {names:?}\n{ls}"));
+    }
+    let (ctrl, ns) = ([&names[0], &names[1]], [&names[2], &names[3]]);
+    let before = [smart(&vm, "before_a"), smart(&vm, "before_b")];
+
+    let t = [("target", "card")];
+    let m = vm.wait_metrics("the soak to finish", Duration::from_secs(120), |m| {
+        (m.get("nvsoak_phase_running", &t) == Some(0.0)
+            && m.sum("nvsoak_write_ops_total", &t).is_some_and(|v| v > 0.0))
+        .then(|| m.clone())
+    });
+    stop_daemon(&mut vm);
+    let after = [smart(&vm, "after_a"), smart(&vm, "after_b")];
+    let results = vm.wait_ok("results", Duration::from_secs(30));
+    let results: serde_json::Value = serde_json::from_slice(&results.stdout)
+        .unwrap_or_else(|e| vm.fail(&format!("results file: {e}")));
+    vm.finish(Duration::from_secs(30));
+
+    // The aggregate is the sum of the members, op by op.
+    for op in ["read", "write"] {
+        let whole = m.sum(&format!("nvsoak_{op}_ops_total"), &t).unwrap_or(0.0);
+        let parts = m
+            .sum(
+                "nvsoak_target_member_ops_total",
+                &[("target", "card"), ("op", op)],
+            )
+            .unwrap_or(-1.0);
+        assert!(whole > 100.0, "{op}s: {whole}");
+        assert_eq!(parts, whole, "member {op} ops vs the target's");
+    }
+    // All members on one card rated by [[health.card]]: the results file carries its rating,
+    // which the report compares the target's sweeps with ("of rated").
+    assert_eq!(
+        results["card"]["rating"].as_str(),
+        Some("Liqid Element AIC"),
+        "{results}"
+    );
+    assert_eq!(
+        results["card"]["random_write_iops"].as_f64(),
+        Some(900_000.0)
+    );
+    let card = m
+        .find("nvsoak_card_info", &[])
+        .next()
+        .and_then(|s| s.labels.get("card").cloned())
+        .unwrap_or_else(|| vm.fail("no nvsoak_card_info"));
+    assert_eq!(results["card"]["card"].as_str(), Some(card.as_str()));
+    // Each member: what nvsoak wrote to it is what its drive says it was written.
+    let members = results["members"]
+        .as_array()
+        .unwrap_or_else(|| vm.fail(&format!("results file lacks members: {results}")));
+    assert_eq!(members.len(), 2, "{results}");
+    for i in 0..2 {
+        let l = [
+            ("target", "card"),
+            ("device", ns[i].as_str()),
+            ("op", "write"),
+        ];
+        let wbytes = m
+            .get("nvsoak_target_member_bytes_total", &l)
+            .unwrap_or_else(|| vm.fail(&format!("no member bytes for {}", ns[i])))
+            as u128;
+        assert_eq!(
+            members[i]["write_bytes"].as_u64().map(u128::from),
+            Some(wbytes),
+            "results file vs /metrics for {}",
+            ns[i]
+        );
+        assert_eq!(members[i]["controller"].as_str(), Some(ctrl[i].as_str()));
+        let du = counter(&vm, &after[i], "data_units_written").saturating_sub(counter(
+            &vm,
+            &before[i],
+            "data_units_written",
+        ));
+        let du_bytes = du * 512_000;
+        eprintln!(
+            "span: {} ({}): nvsoak wrote {wbytes} B, the drive's data units written delta {du} ({du_bytes} B)",
+            ns[i], ctrl[i]
+        );
+        assert!(wbytes > 1_000_000, "{}: a real workload: {wbytes} B", ns[i]);
+        assert!(
+            du_bytes.abs_diff(wbytes) < 512_000,
+            "{}: data units written delta {du} ({du_bytes} B) vs nvsoak's {wbytes} B: off by more than one data unit",
+            ns[i]
+        );
+        let hwc = counter(&vm, &after[i], "host_write_commands").saturating_sub(counter(
+            &vm,
+            &before[i],
+            "host_write_commands",
+        ));
+        assert_eq!(
+            Some(hwc),
+            members[i]["write_ops"].as_u64().map(u128::from),
+            "{}: host write commands delta vs nvsoak's write ops on it",
+            ns[i]
+        );
     }
 }

@@ -186,14 +186,28 @@ fn targets(raw: &RawConfig, def: &Settings, dir: &Path, interval: Duration) -> R
                 ),
             );
         }
-        if let Some(j) = paths.insert(normalise(&spec.path), i) {
-            return bad(
-                format!("target[{i}].path"),
-                format!(
-                    "{} is already the path of target[{j}]; two targets cannot share a file or device",
-                    spec.path.display()
-                ),
-            );
+        for (m, p) in spec.member_paths().into_iter().enumerate() {
+            if let Some(j) = paths.insert(normalise(p), i) {
+                let key = if spec.is_spanning() {
+                    format!("target[{i}].paths[{m}]")
+                } else {
+                    format!("target[{i}].path")
+                };
+                let why = if j == i {
+                    "is named twice in this target".to_string()
+                } else if out.get(j).is_some_and(TargetSpec::is_spanning) {
+                    format!("is already one of the paths of target[{j}]")
+                } else {
+                    format!("is already the path of target[{j}]")
+                };
+                return bad(
+                    key,
+                    format!(
+                        "{} {why}; two targets cannot share a file or device",
+                        p.display()
+                    ),
+                );
+            }
         }
         out.push(spec);
     }

@@ -65,12 +65,20 @@ pub(super) fn target(i: usize, t: &RawTarget, stats_interval: Duration) -> R<Tar
             );
         }
     };
-    let path = match &t.path {
-        Some(p) if !p.as_os_str().is_empty() => p.clone(),
+    if t.path.is_some() && t.paths.is_some() {
+        return bad(
+            k("paths"),
+            "set together with path; give either path (one file or block device) or paths (several block devices), not both",
+        );
+    }
+    let members = members(&key, t)?;
+    let path = match (&t.path, members.first()) {
+        (None, Some(first)) => first.clone(),
+        (Some(p), None) if !p.as_os_str().is_empty() => p.clone(),
         _ => {
             return bad(
                 k("path"),
-                "missing: a file (created and preallocated to `size`) or a block device",
+                "missing: a file (created and preallocated to `size`) or a block device (or paths, several block devices)",
             );
         }
     };
@@ -78,7 +86,7 @@ pub(super) fn target(i: usize, t: &RawTarget, stats_interval: Duration) -> R<Tar
     let size = file_size(&key, t, &path, is_block)?;
     let region = region(&key, t)?;
     let (engine, verify, verify_fatal) = engine_and_verify(&key, t)?;
-    let (allow_destroy, force) = destroy(&key, t)?;
+    let (allow_destroy, allow_destroy_list, force) = destroy(&key, t, !members.is_empty())?;
     let max_errors = match &t.max_errors {
         Some(v) => Some(integer(
             &k("max_errors"),
@@ -94,13 +102,16 @@ pub(super) fn target(i: usize, t: &RawTarget, stats_interval: Duration) -> R<Tar
     super::steps::check_target(
         &key,
         is_block,
-        allow_destroy.is_some(),
+        allow_destroy.is_some() || !allow_destroy_list.is_empty(),
         verify,
         loop_phases,
         &phases,
     )?;
     if let Some(bytes) = size {
         check_region_fits(&key, bytes, region, &phases)?;
+    }
+    if !members.is_empty() {
+        check_spanning(&key, verify, &phases)?;
     }
     Ok(TargetSpec {
         name: tname,
@@ -109,6 +120,8 @@ pub(super) fn target(i: usize, t: &RawTarget, stats_interval: Duration) -> R<Tar
         region: Region(region),
         engine,
         allow_destroy,
+        members,
+        allow_destroy_list,
         force_overwrite_signatures: force,
         direct: t.direct.unwrap_or(true),
         verify,
@@ -265,27 +278,152 @@ fn engine_and_verify(key: &str, t: &RawTarget) -> R<(EngineChoice, VerifyMode, b
     Ok((engine, verify, verify_fatal))
 }
 
-/// `allow_destroy` (trimmed, never empty) and `force_overwrite_signatures`, which needs it.
-fn destroy(key: &str, t: &RawTarget) -> R<(Option<String>, bool)> {
+/// `allow_destroy` (trimmed, never empty) and `force_overwrite_signatures`, which needs it. A
+/// list is for a target with `paths` (every member named, each name naming a member, checked
+/// when the members are opened); a target with `path` takes one string (or a list of one).
+/// Returns the single name (`path`) or the list (`paths`).
+fn destroy(key: &str, t: &RawTarget, spanning: bool) -> R<(Option<String>, Vec<String>, bool)> {
+    use super::super::raw::OneOrMany;
     let k = |s: &str| join(key, s);
-    let allow_destroy = match &t.allow_destroy {
-        Some(s) if s.trim().is_empty() => {
+    let names: Vec<(String, String)> = match &t.allow_destroy {
+        None => Vec::new(),
+        Some(OneOrMany::One(s)) => vec![(k("allow_destroy"), s.clone())],
+        Some(OneOrMany::Many(v)) if v.is_empty() => {
             return bad(
                 k("allow_destroy"),
+                "an empty list; name every member's serial or WWN (or, for loop devices, its path)",
+            );
+        }
+        Some(OneOrMany::Many(v)) => v
+            .iter()
+            .enumerate()
+            .map(|(m, s)| (format!("{}[{m}]", k("allow_destroy")), s.clone()))
+            .collect(),
+    };
+    let mut list: Vec<String> = Vec::new();
+    for (nk, s) in &names {
+        let s = s.trim();
+        if s.is_empty() {
+            return bad(
+                nk.clone(),
                 "empty; name the device's serial or WWN (or, for loop devices, its path)",
             );
         }
-        Some(s) => Some(s.trim().to_string()),
-        None => None,
-    };
+        if let Some(j) = list.iter().position(|x| x == s) {
+            return bad(
+                nk.clone(),
+                format!("\"{s}\" is already allow_destroy[{j}]; name each device once"),
+            );
+        }
+        list.push(s.to_string());
+    }
+    if !spanning && list.len() > 1 {
+        return bad(
+            k("allow_destroy"),
+            format!(
+                "a list of {} names for a target with one path; name that device's serial or WWN (a list is for a target with paths)",
+                list.len()
+            ),
+        );
+    }
     let force = t.force_overwrite_signatures.unwrap_or(false);
-    if force && allow_destroy.is_none() {
+    if force && list.is_empty() {
         return bad(
             k("force_overwrite_signatures"),
             "only takes effect together with allow_destroy naming the device; set allow_destroy first",
         );
     }
-    Ok((allow_destroy, force))
+    if spanning {
+        Ok((None, list, force))
+    } else {
+        Ok((list.pop(), Vec::new(), force))
+    }
+}
+
+/// `paths`: at least two block devices, none of them twice (by path or device number); empty
+/// when the target has `path`.
+fn members(key: &str, t: &RawTarget) -> R<Vec<PathBuf>> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(paths) = &t.paths else {
+        return Ok(Vec::new());
+    };
+    let k = |s: &str| join(key, s);
+    if paths.len() < 2 {
+        return bad(
+            k("paths"),
+            format!(
+                "{} device(s); paths spans at least two block devices (for one, use path)",
+                paths.len()
+            ),
+        );
+    }
+    let mut seen: Vec<(PathBuf, u64)> = Vec::new();
+    for (m, p) in paths.iter().enumerate() {
+        let mk = format!("{}[{m}]", k("paths"));
+        if p.as_os_str().is_empty() {
+            return bad(mk, "empty; name a block device");
+        }
+        let meta = match std::fs::metadata(p) {
+            Ok(m) => m,
+            Err(e) => {
+                return bad(
+                    mk,
+                    format!(
+                        "{}: {e}; every member of paths must be a block device that exists",
+                        p.display()
+                    ),
+                );
+            }
+        };
+        if !meta.file_type().is_block_device() {
+            return bad(
+                mk,
+                format!(
+                    "{} is not a block device; paths names block devices only (a file target takes path and size)",
+                    p.display()
+                ),
+            );
+        }
+        let norm = normalise(p);
+        if let Some(j) = seen
+            .iter()
+            .position(|(q, rdev)| *q == norm || *rdev == meta.rdev())
+        {
+            return bad(
+                mk,
+                format!(
+                    "{} is the same device as paths[{j}] ({}); each member must be another device",
+                    p.display(),
+                    paths[j].display()
+                ),
+            );
+        }
+        seen.push((norm, meta.rdev()));
+    }
+    Ok(paths.clone())
+}
+
+/// What a target spanning several devices does not do (yet): verification (one generation map
+/// per target), and purges and self-tests (one controller's commands).
+fn check_spanning(key: &str, verify: VerifyMode, phases: &[PhaseSpec]) -> R<()> {
+    if verify != VerifyMode::Off {
+        return bad(
+            join(key, "verify"),
+            "not supported on a target with paths (several devices) yet; set verify = \"off\" or give each device its own target",
+        );
+    }
+    for (j, p) in phases.iter().enumerate() {
+        if matches!(p, PhaseSpec::Purge { .. } | PhaseSpec::SelfTest { .. }) {
+            return bad(
+                format!("{key}.phase[{j}].kind"),
+                format!(
+                    "\"{}\" acts on one controller and is not supported on a target with paths; run it in a target of each device",
+                    p.kind()
+                ),
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The target's phases; a soak without duration may only be the last, and never with `loop`.

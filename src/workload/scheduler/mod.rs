@@ -19,8 +19,8 @@ mod soaksample;
 pub(crate) use crate::workload::hooks::{HookMode, ProgressHook, StampOnly};
 pub use error::RunError;
 pub use open::{
-    OpenedTarget, check_aliases, generic_node_hint, open_target, open_target_expecting,
-    plan_writes, preflight,
+    OpenedTarget, check_aliases, generic_node_hint, open_members, open_target,
+    open_target_expecting, plan_writes, preflight,
 };
 pub(crate) use phase::precondition::precondition_job;
 pub(crate) use segment::{Segment, SegmentOutcome};
@@ -228,18 +228,30 @@ fn resumed_results(
 /// Start a target: opens it on the calling thread (so refusals surface at start), then runs its
 /// plan on a new thread.
 pub fn start(
-    spec: TargetSpec,
+    mut spec: TargetSpec,
     opts: RunOptions,
     global_stop: Arc<AtomicBool>,
     resume: Option<crate::state::TargetState>,
     resume_genmap: Option<GenMap>,
 ) -> Result<TargetHandle, TargetError> {
-    let OpenedTarget {
-        fd,
-        size,
-        is_block,
-        identity,
-    } = open_target(&spec, plan_writes(&spec))?;
+    let (
+        OpenedTarget {
+            fd,
+            size,
+            is_block,
+            identity,
+        },
+        member_fds,
+        members,
+    ) = if spec.is_spanning() {
+        open_spanning(&mut spec)?
+    } else {
+        (
+            open_target(&spec, plan_writes(&spec))?,
+            Vec::new(),
+            Vec::new(),
+        )
+    };
     let region_len = region_of(&spec, size)?;
     let now = now_unix();
     let mut view = TargetView {
@@ -265,12 +277,26 @@ pub fn start(
         view.steady_history = r.steady_history.clone();
         view.phase_index = r.phase_index;
         view.phase_elapsed_base = r.phase_elapsed_secs;
+        // A spanning target keeps its members' figures when the checkpoint's are of the same
+        // devices, in the same order.
+        if r.members.len() == members.len()
+            && r.members
+                .iter()
+                .zip(&members)
+                .all(|(a, b)| a.path == b.path && a.device_key == b.device_key)
+        {
+            view.members = r.members.clone();
+        }
         drive.restore(&spec.name, r);
         resume_at = Some((r.phase_index, r.phase_elapsed_secs));
         tracing::info!(target_name = %spec.name, phase = r.phase_index,
             elapsed_secs = r.phase_elapsed_secs, written = r.totals.write_bytes,
             "resuming from the checkpoint");
     }
+    if view.members.len() != members.len() {
+        view.members = members;
+    }
+    view.member_rates = vec![[0.0; 4]; view.members.len()];
     // Named from the start, so a scrape between the thread's start and its first phase set-up
     // already sees which phase runs.
     view.phase = spec
@@ -282,8 +308,22 @@ pub fn start(
         name: spec.name.clone(),
         path: spec.path.display().to_string(),
         is_block,
-        device_key: identity.as_ref().map(crate::state::device_key),
+        // A spanning target's is its members', in order (what the daemon compares on resume).
+        device_key: if view.members.is_empty() {
+            identity.as_ref().map(crate::state::device_key)
+        } else {
+            view.members
+                .iter()
+                .map(|m| m.device_key.clone())
+                .collect::<Option<Vec<String>>>()
+                .map(|k| k.join(" + "))
+        },
         gates: spec.gates.clone(),
+        members: spec
+            .members
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
         ..Default::default()
     };
     if spec.verify != VerifyMode::Off {
@@ -312,6 +352,7 @@ pub fn start(
     let mut runner = Runner {
         spec: spec.clone(),
         fd: Arc::new(fd),
+        member_fds,
         region_len,
         opts,
         snapshot: snapshot.clone(),
@@ -344,6 +385,84 @@ pub fn start(
         stop,
         thread: Some(thread),
     })
+}
+
+/// A spanning target's members, every one claimed before any is written (see
+/// [`open_members`]): the descriptor of the first (the target's `fd`, unused by workers), the
+/// smallest member's size (each member's region is `region` of it), every member's descriptor
+/// and its figures so far (zero). Raises each job's worker count to the number of members, so
+/// every member has a worker, saying so.
+type Spanning = (
+    OpenedTarget,
+    Vec<Arc<OwnedFd>>,
+    Vec<crate::workload::results::MemberFigures>,
+);
+
+fn open_spanning(spec: &mut TargetSpec) -> Result<Spanning, TargetError> {
+    let opened = open_members(spec, plan_writes(spec))?;
+    let n = opened.len();
+    spread_workers(spec, n);
+    let size = opened.iter().map(|o| o.size).min().unwrap_or(0);
+    let members = opened
+        .iter()
+        .zip(&spec.members)
+        .map(|(o, p)| crate::workload::results::MemberFigures {
+            path: p.display().to_string(),
+            device: o
+                .identity
+                .as_ref()
+                .and_then(|i| i.path.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            controller: o
+                .identity
+                .as_ref()
+                .and_then(|i| crate::nvme::controller_of_node(&i.path.to_string_lossy())),
+            device_key: o.identity.as_ref().map(crate::state::device_key),
+            ..Default::default()
+        })
+        .collect();
+    let fds: Vec<Arc<OwnedFd>> = opened.into_iter().map(|o| Arc::new(o.fd)).collect();
+    let first = fds[0].try_clone().map_err(|error| TargetError::Open {
+        target: spec.name.clone(),
+        path: spec.path.clone(),
+        error,
+    })?;
+    Ok((
+        OpenedTarget {
+            fd: first,
+            size,
+            is_block: true,
+            identity: None,
+        },
+        fds,
+        members,
+    ))
+}
+
+/// A spanning target's jobs get at least one worker per member.
+fn spread_workers(spec: &mut TargetSpec, n: usize) {
+    let n = n as u32;
+    let name = spec.name.clone();
+    let raise = |job: &str, w: &mut u32| {
+        if *w < n {
+            tracing::info!(target_name = %name, job, workers = *w, members = n,
+                "raising the job's workers to the number of members, one worker per device at least");
+            *w = n;
+        }
+    };
+    for p in &mut spec.phases {
+        match p {
+            PhaseSpec::Precondition { workers, .. } => raise("precondition", workers),
+            PhaseSpec::Sweep { job, .. } => raise(&job.name, &mut job.workers),
+            PhaseSpec::Soak { jobs, .. } => {
+                for j in jobs {
+                    raise(&j.name, &mut j.workers);
+                }
+            }
+            PhaseSpec::Purge { .. } | PhaseSpec::SelfTest { .. } => {}
+        }
+    }
 }
 
 /// With verification on, every block size must be whole 4 KiB verify units.
@@ -421,6 +540,9 @@ pub fn hostname() -> String {
 pub(crate) struct Runner {
     spec: TargetSpec,
     fd: Arc<OwnedFd>,
+    /// A target spanning several block devices: each member's descriptor (claimed, held
+    /// `O_EXCL`), in the order of `paths`; worker `i` uses member `i mod n`. Empty otherwise.
+    member_fds: Vec<Arc<OwnedFd>>,
     region_len: u64,
     opts: RunOptions,
     snapshot: SharedSnapshot,
@@ -667,6 +789,10 @@ impl Runner {
         }
         if let Some(id) = identity {
             self.results.device = Some(id);
+        }
+        self.results.members = self.snapshot.view(|s| s.members.clone());
+        if let Some(card) = self.snapshot.drive(|d| d.card.clone()) {
+            self.results.card = Some(card);
         }
         self.ocp_phase_refresh(false);
         let reason = (self.plan_state == crate::verdict::PlanState::Stopped)

@@ -102,12 +102,138 @@ pub fn open_target_expecting(
     })
 }
 
+/// Open every member of a target spanning several block devices (`paths`), each claimed as
+/// [`open_target`] claims one device (checks on the opened descriptor, held `O_EXCL`), each named
+/// by a name of `allow_destroy`. If any member is refused, or a name names no member, the
+/// target is refused: the members already claimed are released, and nothing was written.
+pub fn open_members(spec: &TargetSpec, writes: bool) -> Result<Vec<OpenedTarget>, TargetError> {
+    let mut opened = Vec::with_capacity(spec.members.len());
+    let mut used = vec![false; spec.allow_destroy_list.len()];
+    for (m, path) in spec.members.iter().enumerate() {
+        let refused = |e: crate::safety::SafetyError| TargetError::Refused {
+            target: spec.name.clone(),
+            reason: format!("paths[{m}]: {e}; no member of the target is written"),
+        };
+        let claimed = if writes {
+            let (c, which) = crate::safety::claim_block_among(
+                path,
+                &spec.allow_destroy_list,
+                spec.force_overwrite_signatures,
+                spec.direct,
+                None,
+            )
+            .map_err(refused)?;
+            if let Some(u) = used.get_mut(which) {
+                *u = true;
+            }
+            c
+        } else {
+            crate::safety::claim_read_only(path, spec.direct, None).map_err(refused)?
+        };
+        for sig in &claimed.identity.signatures {
+            tracing::warn!(target_name = %spec.name, path = %path.display(), signature = %sig,
+                "force_overwrite_signatures: about to destroy this signature");
+        }
+        let mut f = claimed.file;
+        let size = f
+            .seek(SeekFrom::End(0))
+            .map_err(|error| TargetError::Open {
+                target: spec.name.clone(),
+                path: path.clone(),
+                error,
+            })?;
+        opened.push(OpenedTarget {
+            fd: OwnedFd::from(f),
+            size,
+            is_block: true,
+            identity: Some(claimed.identity),
+        });
+    }
+    if writes {
+        unused_names(spec, &used)?;
+    }
+    Ok(opened)
+}
+
+/// A name in a spanning target's `allow_destroy` that named no member: refused, so a typo (or a
+/// member left out of `paths`) cannot hide.
+fn unused_names(spec: &TargetSpec, used: &[bool]) -> Result<(), TargetError> {
+    match used.iter().position(|u| !u) {
+        Some(i) => Err(TargetError::Refused {
+            target: spec.name.clone(),
+            reason: format!(
+                "allow_destroy[{i}] (\"{}\") names none of the target's paths; every name must name a member (remove it, or add its device to paths); no member of the target is written",
+                spec.allow_destroy_list[i]
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// [`preflight`] for a target spanning several devices: every member checked as
+/// [`open_members`] checks it, and every `allow_destroy` name used.
+fn preflight_members(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
+    use crate::safety::SafetyError;
+    if !plan_writes(spec) {
+        for (m, path) in spec.members.iter().enumerate() {
+            if !crate::safety::is_block_device(path) {
+                return Err(TargetError::Refused {
+                    target: spec.name.clone(),
+                    reason: format!("paths[{m}]: {} is not a block device", path.display()),
+                });
+            }
+        }
+        return poll_preflight(spec).map(|()| None);
+    }
+    let mut used = vec![false; spec.allow_destroy_list.len()];
+    for (m, path) in spec.members.iter().enumerate() {
+        match crate::safety::check_writable_among(
+            path,
+            &spec.allow_destroy_list,
+            spec.force_overwrite_signatures,
+        ) {
+            Ok((_, which)) => {
+                if let Some(u) = used.get_mut(which) {
+                    *u = true;
+                }
+            }
+            Err(SafetyError::Io { path, source })
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                return Ok(Some(format!(
+                    "target {}: not checked: opening {} was refused ({source}), so the exclusive-claim and signature checks did not run; run check-config as root to run them",
+                    spec.name,
+                    path.display()
+                )));
+            }
+            Err(SafetyError::Io { source, .. }) => {
+                return Err(TargetError::Open {
+                    target: spec.name.clone(),
+                    path: path.clone(),
+                    error: source,
+                });
+            }
+            Err(e) => {
+                return Err(TargetError::Refused {
+                    target: spec.name.clone(),
+                    reason: format!("paths[{m}]: {e}; no member of the target is written"),
+                });
+            }
+        }
+    }
+    unused_names(spec, &used)?;
+    poll_preflight(spec).map(|()| None)
+}
+
 /// The read-only part of [`open_target_expecting`]'s checks, for `check-config`: the same
 /// checks in the same order, refused with the same message, and nothing created, claimed or
 /// written. `Ok(Some(note))` names the checks that could not run without permission to open
 /// the device (not root).
 pub fn preflight(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
     use crate::safety::SafetyError;
+    if spec.is_spanning() {
+        return preflight_members(spec);
+    }
     let is_block = std::fs::metadata(&spec.path)
         .map(|m| m.file_type().is_block_device())
         .unwrap_or(false);
@@ -213,8 +339,12 @@ fn poll_preflight(spec: &TargetSpec) -> Result<(), TargetError> {
 /// Two targets that are one device or one file, however named (symlink, `mknod` alias, hard
 /// link): refused before any target opens. `run` and `check-config` both call it.
 pub fn check_aliases(targets: &[TargetSpec]) -> Result<(), TargetError> {
-    crate::safety::same_targets(targets.iter().map(|t| (t.name.as_str(), t.path.as_path())))
-        .map_err(TargetError::Alias)
+    crate::safety::same_targets(
+        targets
+            .iter()
+            .flat_map(|t| t.member_paths().into_iter().map(|p| (t.name.as_str(), p))),
+    )
+    .map_err(TargetError::Alias)
 }
 
 /// An opened target.

@@ -14,6 +14,8 @@ pub(crate) struct SegmentOutcome {
     pub(crate) q_us: [f64; 4],
     /// The device went away (ENODEV/ENXIO, or its node vanished) during the segment.
     pub(crate) device_gone: bool,
+    /// A target spanning several devices: what the segment did on each member.
+    pub(crate) members: Vec<crate::workload::results::MemberFigures>,
 }
 
 pub(crate) struct Segment<'a> {
@@ -106,6 +108,10 @@ struct Tally {
     done: Vec<bool>,
     last_ops: u64,
     last_tick: Instant,
+    /// A target spanning several devices: how many members (worker `i` is on member `i mod
+    /// n`), and their cumulative figures before this segment. `0` and empty otherwise.
+    spread: usize,
+    member_base: Vec<crate::workload::results::MemberFigures>,
 }
 
 impl Tally {
@@ -122,7 +128,52 @@ impl Tally {
             done: vec![false; workers],
             last_ops: 0,
             last_tick: now,
+            spread: 0,
+            member_base: Vec::new(),
         }
+    }
+
+    /// This segment's figures on each member of a spanning target (empty otherwise): the sums
+    /// of the workers on it.
+    fn member_sums(&self) -> Vec<crate::workload::results::MemberFigures> {
+        let mut out = vec![crate::workload::results::MemberFigures::default(); self.spread];
+        if self.spread == 0 {
+            return out;
+        }
+        for (i, (r, w)) in self
+            .last
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| l.as_ref().map(|l| (i, l)))
+        {
+            let m = &mut out[i % self.spread];
+            m.read_ops += r.ops;
+            m.write_ops += w.ops;
+            m.read_bytes += r.bytes;
+            m.write_bytes += w.bytes;
+            m.errors += r.errors.total() + w.errors.total();
+        }
+        out
+    }
+
+    /// Each member's rates: the summed rates of its workers still running.
+    fn member_rates(&self) -> Vec<[f64; 4]> {
+        let mut out = vec![[0.0f64; 4]; self.spread];
+        if self.spread == 0 {
+            return out;
+        }
+        for (i, (w, _)) in self
+            .rates
+            .iter()
+            .zip(&self.done)
+            .enumerate()
+            .filter(|(_, (_, d))| !**d)
+        {
+            for (a, b) in out[i % self.spread].iter_mut().zip(w.rates) {
+                *a += b;
+            }
+        }
+        out
     }
 
     fn take(&mut self, r: WorkerReport, recycle: &[mpsc::Sender<HistPair>], interval: Duration) {
@@ -190,6 +241,7 @@ impl Tally {
 
     fn outcome(self, secs: f64, device_gone: bool) -> SegmentOutcome {
         let (sr, sw) = self.sums();
+        let members = self.member_sums();
         let ops = sr.ops + sw.ops;
         let mut all_hist = self.seg_read_hist;
         let _ = all_hist.add(&self.seg_write_hist);
@@ -206,6 +258,7 @@ impl Tally {
             },
             q_us: q.map(|s| s * 1e6),
             device_gone,
+            members,
         }
     }
 }
@@ -263,6 +316,8 @@ impl Runner {
         });
         let started = Instant::now();
         let mut tally = Tally::new(base, workers, started);
+        tally.spread = self.member_fds.len();
+        tally.member_base = self.snapshot.view(|s| s.members.clone());
         let mut stops = Stops::default();
         let mut stop_sent = false;
         let interval = self.opts.stats_interval;
@@ -302,7 +357,10 @@ impl Runner {
             }
         }
         let worker_fatal = crew.join();
-        self.snapshot.update(|s| s.deactivate_job(&job.name));
+        self.snapshot.update(|s| {
+            s.deactivate_job(&job.name);
+            s.member_rates.iter_mut().for_each(|r| *r = [0.0; 4]);
+        });
         let outcome = tally.outcome(started.elapsed().as_secs_f64(), stops.device_gone);
         match stops.fatal.or(worker_fatal) {
             Some(e) if !stops.device_gone => Err(e),
@@ -363,7 +421,10 @@ impl Runner {
         let mut plan = WorkerPlan {
             index: i,
             job: job.clone(),
-            fd: self.fd.clone(),
+            fd: match self.member_fds.len() {
+                0 => self.fd.clone(),
+                n => self.member_fds[i % n].clone(),
+            },
             region_start: 0,
             region_len: self.region_len,
             engine: self.spec.engine,
@@ -378,6 +439,12 @@ impl Runner {
             recycle: Some(back_rx),
             ..WorkerOptions::default()
         };
+        if !self.member_fds.is_empty() {
+            // A spanning target: worker `i` is on member `i mod n` and walks its own stripe of
+            // that member's region (the stripes of the workers on one member are disjoint).
+            (plan.region_start, plan.region_len, plan.job.workers) =
+                self.worker_region(job, i, false);
+        }
         if let (Some(v), Some(mode)) = (verify, self.hook_mode()) {
             // Workers of a job don't coordinate, so with verification each owns a disjoint
             // stripe of the region (a single-worker view of it).
@@ -443,6 +510,12 @@ impl Runner {
         let rq = quantiles(&tally.iv_read_hist);
         let wq = quantiles(&tally.iv_write_hist);
         let rate = tally.running_rates();
+        let member_now = tally.member_sums();
+        let member_rates = tally.member_rates();
+        let mut members = tally.member_base.clone();
+        for (m, now) in members.iter_mut().zip(&member_now) {
+            m.add(now);
+        }
         let mut tr = tally.base.0.clone();
         tr.merge(sr);
         let mut tw = tally.base.1.clone();
@@ -464,6 +537,10 @@ impl Runner {
                 j.write_q = wq;
             }
             s.iops = j.read_iops + j.write_iops;
+            if !members.is_empty() {
+                s.members = members;
+                s.member_rates = member_rates;
+            }
         });
     }
 
@@ -545,6 +622,12 @@ impl Runner {
                 }
             }
             total.ops += o.ops;
+            if total.members.len() < o.members.len() {
+                total.members.resize(o.members.len(), Default::default());
+            }
+            for (t, m) in total.members.iter_mut().zip(&o.members) {
+                t.add(m);
+            }
             total.bytes += o.bytes;
             total.errors += o.errors;
             total.secs += o.secs;

@@ -43,6 +43,10 @@ pub struct TargetFixed {
     pub live: Arc<crate::stats::live::LiveIo>,
     /// The verdict's gates (the shutdown refresh of the results file re-evaluates them).
     pub gates: crate::verdict::GateSettings,
+    /// A target spanning several block devices: its members' paths (`path` is the first).
+    /// Such a target has no drive tracking of its own and is left out of the poller's
+    /// accounting check (its I/O is spread over several drives).
+    pub members: Vec<String>,
 }
 
 /// The scrape view: what the runner updates every interval and at each phase change.
@@ -85,6 +89,12 @@ pub struct TargetView {
     /// and the point being built (see `soaksample.rs`).
     pub soak_history: Option<Arc<crate::workload::soakhist::SoakHistory>>,
     pub soak_partial: Option<crate::workload::soakhist::SoakPoint>,
+    /// A target spanning several devices: each member's cumulative figures (earlier runs
+    /// included), in the order of `paths`; empty for a target with one path.
+    pub members: Vec<crate::workload::results::MemberFigures>,
+    /// Each member's rates over the last interval (read IOPS, write IOPS, read and write bytes
+    /// per second), while a segment runs.
+    pub member_rates: Vec<[f64; 4]>,
 }
 
 /// A full copy of one target's three parts, for renderers that show everything (metrics, the
@@ -133,6 +143,12 @@ pub struct TargetSnapshot {
     /// See [`TargetView::soak_history`].
     pub soak_history: Option<Arc<crate::workload::soakhist::SoakHistory>>,
     pub soak_partial: Option<crate::workload::soakhist::SoakPoint>,
+    /// A target spanning several devices: each member's cumulative figures (earlier runs
+    /// included), in the order of `paths`; empty for a target with one path.
+    pub members: Vec<crate::workload::results::MemberFigures>,
+    /// Each member's rates over the last interval (read IOPS, write IOPS, read and write bytes
+    /// per second), while a segment runs.
+    pub member_rates: Vec<[f64; 4]>,
 }
 
 /// Live progress of a precondition phase: per worker stripe, the bytes of its sequential walk
@@ -357,6 +373,8 @@ impl TargetShared {
             verdict: v.verdict,
             soak_history: v.soak_history,
             soak_partial: v.soak_partial,
+            members: v.members,
+            member_rates: v.member_rates,
         }
     }
 
@@ -374,6 +392,7 @@ impl TargetShared {
             st.steady_history = v.steady_history.clone();
             st.precondition = v.precondition.as_ref().map(|p| p.progress());
             st.sweep = v.sweep_progress.clone();
+            st.members = v.members.clone();
         });
         self.drive(|d| {
             st.smart_at_soak_start = d.smart_at_soak_start_json();
@@ -399,6 +418,16 @@ impl TargetShared {
 
     /// The daemon's drive update of this target from a health snapshot (block targets only).
     pub fn update_drive_from(&self, health: &crate::health::HealthSnapshot) {
+        // A spanning target's I/O is spread over its members' drives: no one drive's SMART
+        // figures are its figures.
+        if !self.fixed.members.is_empty() {
+            // It is compared with the card its members are on, when a rating names that card.
+            let ctrls: Vec<Option<String>> =
+                self.view(|v| v.members.iter().map(|m| m.controller.clone()).collect());
+            let card = crate::workload::results::SpanCard::of(&health.pcie, &ctrls);
+            self.update_drive(|d| d.card = card);
+            return;
+        }
         if !self.fixed.is_block {
             return;
         }
@@ -429,6 +458,7 @@ impl From<TargetSnapshot> for TargetShared {
                 verify: s.verify,
                 live: s.live,
                 gates: Default::default(),
+                members: Vec::new(),
             },
             TargetView {
                 engine: s.engine,
@@ -454,6 +484,8 @@ impl From<TargetSnapshot> for TargetShared {
                 verdict: s.verdict,
                 soak_history: s.soak_history,
                 soak_partial: s.soak_partial,
+                members: s.members,
+                member_rates: s.member_rates,
             },
             drive,
         )
@@ -470,7 +502,7 @@ impl HostIoSource for TargetsHostIo {
         // runs once per device per poll.
         self.0
             .iter()
-            .filter(|s| s.fixed.is_block)
+            .filter(|s| s.fixed.is_block && s.fixed.members.is_empty())
             .map(|s| {
                 let t = s.fixed.live.totals();
                 HostIo {

@@ -34,7 +34,23 @@ impl Runner {
         verify: bool,
     ) -> (u64, u64, u32) {
         let workers = job.workers.max(1);
-        if verify && workers > 1 {
+        let n = self.member_fds.len();
+        if n > 0 {
+            // A spanning target: worker `index` is on member `index mod n`, with the other
+            // workers on that member; it walks its own stripe of the member's region.
+            let on_member = (workers as usize)
+                .saturating_sub(index % n)
+                .div_ceil(n)
+                .max(1);
+            let (start, len) = worker::stripe_bounds(
+                0,
+                self.region_len,
+                on_member as u32,
+                index / n,
+                (VERIFY_UNIT as u64).max(job.bs.max() as u64),
+            );
+            (start, len, 1)
+        } else if verify && workers > 1 {
             let (start, len) = worker::stripe_bounds(
                 0,
                 self.region_len,

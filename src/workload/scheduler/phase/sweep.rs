@@ -216,6 +216,11 @@ pub(crate) fn point_from(pct: u32, target_iops: f64, o: &SegmentOutcome) -> Swee
         lat_p9999_us: o.q_us[3],
         duration_secs: o.secs,
         errors: o.errors,
+        member_iops: o
+            .members
+            .iter()
+            .map(|m| (m.read_ops + m.write_ops) as f64 / o.secs.max(1e-9))
+            .collect(),
     }
 }
 
