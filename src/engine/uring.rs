@@ -9,6 +9,16 @@
 //! buffers fails (`ENOMEM` from `RLIMIT_MEMLOCK`) the engine keeps going with plain
 //! `Read`/`Write` opcodes on unregistered buffers.
 //!
+//! Registered ring descriptor (`IORING_REGISTER_RING_FDS`, `IORING_ENTER_REGISTERED_RING`): not
+//! used. In io-uring 0.7.16 (Cargo.lock) `Submitter::register_ring_fd` records the registered
+//! index in that `Submitter` value only (`enter_ring_fd`, submit.rs), and `IoUring::submitter()`
+//! builds a fresh `Submitter` with `enter_ring_fd = -1` on every call (lib.rs), which is what
+//! `submit_and_wait` and `submit_with_args` go through; so the registration would not reach
+//! any later enter. Keeping one registered `Submitter` means storing a value borrowing the ring
+//! beside the ring (self-referential), and passing `EnterFlags::REGISTERED_RING` to
+//! `Submitter::enter` by hand sends the raw descriptor with it (wrong). Left until the crate
+//! keeps the registration on the ring.
+//!
 //! Architecture Invariant: `queue`, `commit` and `reap` never allocate; `reap` pushes into the
 //! caller's preallocated vector only.
 
@@ -76,7 +86,7 @@ pub(super) fn build_ring_with<S: squeue::EntryMarker, C: io_uring::cqueue::Entry
 ) -> Result<(IoUring<S, C>, &'static str), EngineError> {
     // Ordered from most to least optimised; each is a superset of what the kernel may not know.
     type Attempt<S, C> = (&'static str, fn(&mut io_uring::Builder<S, C>));
-    let attempts: [Attempt<S, C>; 4] = [
+    let ladder: [Attempt<S, C>; 4] = [
         ("single_issuer,defer_taskrun,cqsize", |b| {
             b.setup_single_issuer().setup_defer_taskrun();
         }),
@@ -88,11 +98,41 @@ pub(super) fn build_ring_with<S: squeue::EntryMarker, C: io_uring::cqueue::Entry
         }),
         ("plain", |_| {}),
     ];
+    // The benchmark knob: exactly one flag set, no ladder (an error if the kernel refuses it).
+    let chosen: [Attempt<S, C>; 1];
+    let attempts: &[Attempt<S, C>] = match bench_ring_flags() {
+        Ok(None) => &ladder,
+        Ok(Some(BenchFlags::None)) => {
+            chosen = [("cqsize", |_| {})];
+            &chosen
+        }
+        Ok(Some(BenchFlags::SingleIssuer)) => {
+            chosen = [("single_issuer,cqsize", |b| {
+                b.setup_single_issuer();
+            })];
+            &chosen
+        }
+        Ok(Some(BenchFlags::CoopTaskrun)) => {
+            chosen = [("coop_taskrun,cqsize", |b| {
+                b.setup_coop_taskrun();
+            })];
+            &chosen
+        }
+        Ok(Some(BenchFlags::SingleIssuerCoop)) => {
+            chosen = [ladder[1]];
+            &chosen
+        }
+        Ok(Some(BenchFlags::SingleIssuerDefer)) => {
+            chosen = [ladder[0]];
+            &chosen
+        }
+        Err(e) => return Err(EngineError::UringSetup(e)),
+    };
     let mut last = None;
-    for (i, (label, apply)) in attempts.iter().enumerate() {
+    for (label, apply) in attempts {
         let mut b = IoUring::<S, C>::builder();
         apply(&mut b);
-        if i + 1 < attempts.len() {
+        if *label != "plain" {
             b.setup_cqsize(entries * 2);
         }
         match build(&b, entries) {
@@ -111,6 +151,57 @@ pub(super) fn build_ring_with<S: squeue::EntryMarker, C: io_uring::cqueue::Entry
     Err(EngineError::UringSetup(last.unwrap_or_else(|| {
         io::Error::from_raw_os_error(libc::EINVAL)
     })))
+}
+
+/// `NVSOAK_BENCH_RING_FLAGS`: a benchmark knob (`scripts/bench-vm --ring-flags`), read once
+/// per process, that replaces the set-up ladder with one flag set so each can be measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchFlags {
+    None,
+    SingleIssuer,
+    CoopTaskrun,
+    SingleIssuerCoop,
+    SingleIssuerDefer,
+}
+
+/// The knob's values (`default` is the ladder, as when unset).
+pub const BENCH_RING_FLAGS: &[(&str, Option<BenchFlags>)] = &[
+    ("default", None),
+    ("none", Some(BenchFlags::None)),
+    ("single_issuer", Some(BenchFlags::SingleIssuer)),
+    ("coop_taskrun", Some(BenchFlags::CoopTaskrun)),
+    (
+        "single_issuer+coop_taskrun",
+        Some(BenchFlags::SingleIssuerCoop),
+    ),
+    (
+        "single_issuer+defer_taskrun",
+        Some(BenchFlags::SingleIssuerDefer),
+    ),
+];
+
+/// The knob's value from `raw` (the environment variable's content, if set).
+pub fn parse_bench_flags(raw: Option<&str>) -> Result<Option<BenchFlags>, String> {
+    let Some(v) = raw else { return Ok(None) };
+    BENCH_RING_FLAGS
+        .iter()
+        .find(|(n, _)| *n == v.trim())
+        .map(|(_, f)| *f)
+        .ok_or_else(|| {
+            let names: Vec<&str> = BENCH_RING_FLAGS.iter().map(|(n, _)| *n).collect();
+            format!(
+                "NVSOAK_BENCH_RING_FLAGS = {v:?} is not one of {} (a benchmark knob; unset it)",
+                names.join(", ")
+            )
+        })
+}
+
+fn bench_ring_flags() -> io::Result<Option<BenchFlags>> {
+    static KNOB: std::sync::OnceLock<Result<Option<BenchFlags>, String>> =
+        std::sync::OnceLock::new();
+    KNOB.get_or_init(|| parse_bench_flags(std::env::var("NVSOAK_BENCH_RING_FLAGS").ok().as_deref()))
+        .clone()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }
 
 /// Registration choices; both on by default. Turning them off exercises the fallbacks taken
@@ -460,9 +551,10 @@ mod tests {
             crate::engine::open(crate::op::EngineChoice::IoUringPoll, setup),
             can,
         ) {
-            (Err(EngineError::PollUnsupported(r)), Err(want)) => {
-                assert_eq!(r, want);
-                let msg = EngineError::PollUnsupported(r).to_string();
+            (Err(EngineError::PollUnsupported { engine, refusal }), Err(want)) => {
+                assert_eq!(refusal, want);
+                let msg = EngineError::PollUnsupported { engine, refusal }.to_string();
+                assert!(msg.contains("engine = \"io_uring_poll\""), "{msg}");
                 assert!(msg.contains("engine = \"io_uring\""), "{msg}");
             }
             (Ok(e), Ok(())) => assert_eq!(e.name(), "io_uring_poll"),
@@ -637,6 +729,22 @@ mod tests {
         .expect("all rejected");
         assert!(
             matches!(&e, EngineError::UringSetup(io) if io.raw_os_error() == Some(libc::EINVAL))
+        );
+    }
+
+    #[test]
+    fn the_bench_knob_names_every_flag_set_and_refuses_others() {
+        assert_eq!(parse_bench_flags(None), Ok(None));
+        assert_eq!(parse_bench_flags(Some("default")), Ok(None));
+        assert_eq!(
+            parse_bench_flags(Some("single_issuer+defer_taskrun")),
+            Ok(Some(BenchFlags::SingleIssuerDefer))
+        );
+        assert_eq!(parse_bench_flags(Some("none")), Ok(Some(BenchFlags::None)));
+        let e = parse_bench_flags(Some("defer")).expect_err("unknown");
+        assert!(
+            e.contains("NVSOAK_BENCH_RING_FLAGS") && e.contains("single_issuer+coop_taskrun"),
+            "{e}"
         );
     }
 
