@@ -13,6 +13,7 @@ pub mod null;
 pub mod passthru;
 pub mod pollcap;
 pub mod psync;
+mod ring;
 pub mod uring;
 
 use std::os::fd::OwnedFd;

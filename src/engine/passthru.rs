@@ -33,7 +33,6 @@ pub const NVME_CMD_WRITE: u8 = 0x01;
 pub const NVME_CMD_READ: u8 = 0x02;
 
 const DROP_DRAIN: Duration = Duration::from_secs(30);
-const WAIT_SLICE: Duration = Duration::from_millis(20);
 
 /// Why passthrough cannot be used on a target.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -511,20 +510,15 @@ impl PassthruEngine {
         self.fixed_bufs
     }
 
-    fn enter(&mut self, want: usize) -> Result<(), EngineError> {
-        let r = if want > 0 && self.ext_arg {
-            let ts = types::Timespec::from(WAIT_SLICE);
-            let args = types::SubmitArgs::new().timespec(&ts);
-            self.ring.submitter().submit_with_args(want, &args)
-        } else {
-            self.ring.submit_and_wait(want)
-        };
-        match r {
-            Ok(_) => Ok(()),
-            Err(e) if super::uring::is_transient(&e) => Ok(()),
-            Err(e) if want > 0 => Err(EngineError::Reap(e)),
-            Err(e) => Err(EngineError::Submit(e)),
+    fn mode(&self) -> super::ring::RingMode {
+        super::ring::RingMode {
+            ext_arg: self.ext_arg,
+            iopoll: self.iopoll,
         }
+    }
+
+    fn enter(&mut self, want: usize) -> Result<(), EngineError> {
+        super::ring::enter(&self.ring, self.mode(), want)
     }
 
     fn drain(&mut self, out: &mut Vec<Completion>) -> usize {
@@ -623,16 +617,8 @@ impl IoEngine for PassthruEngine {
         self.enter(0)
     }
     fn reap(&mut self, min: usize, out: &mut Vec<Completion>) -> Result<usize, EngineError> {
-        if min > 0 {
-            let have = self.ring.completion().len();
-            if have < min || !self.ring.submission().is_empty() {
-                self.enter(min.saturating_sub(have))?;
-            }
-        } else if self.ring.submission().taskrun() || (self.iopoll && self.inflight > 0) {
-            // Deferred task work runs only inside an enter with GETEVENTS; polled completions
-            // only turn up while an enter polls.
-            self.enter(0)?;
-        }
+        let mode = self.mode();
+        super::ring::before_reap(&mut self.ring, mode, self.inflight, min)?;
         Ok(self.drain(out))
     }
     fn reap_timeout(
@@ -640,37 +626,8 @@ impl IoEngine for PassthruEngine {
         timeout: Duration,
         out: &mut Vec<Completion>,
     ) -> Result<usize, EngineError> {
-        if self.iopoll {
-            // A polled ring ignores the wait's timeout: poll for what is in flight, and pace
-            // with a plain sleep when nothing is.
-            if self.inflight == 0 {
-                std::thread::sleep(timeout);
-                return Ok(0);
-            }
-            if self.ring.completion().is_empty() {
-                self.enter(1)?;
-            }
-            return Ok(self.drain(out));
-        }
-        if !self.ring.completion().is_empty() {
-            if !self.ring.submission().is_empty() || self.ring.submission().taskrun() {
-                self.enter(0)?;
-            }
-        } else if self.ext_arg {
-            let ts = types::Timespec::from(timeout);
-            let args = types::SubmitArgs::new().timespec(&ts);
-            match self.ring.submitter().submit_with_args(1, &args) {
-                Ok(_) => {}
-                Err(e) if super::uring::is_transient(&e) => {}
-                Err(e) => return Err(EngineError::Reap(e)),
-            }
-        } else {
-            self.enter(0)?;
-            if self.ring.completion().is_empty() {
-                std::thread::sleep(timeout);
-                self.enter(0)?;
-            }
-        }
+        let mode = self.mode();
+        super::ring::before_reap_timeout(&mut self.ring, mode, self.inflight, timeout)?;
         Ok(self.drain(out))
     }
 }

@@ -35,8 +35,6 @@ use crate::op::Op;
 /// How long `Drop` waits for in-flight I/O before it gives up (and leaks the buffers rather
 /// than free memory the kernel may still write into).
 const DROP_DRAIN: Duration = Duration::from_secs(30);
-/// Longest a waiting `reap` blocks before returning (possibly empty-handed) to its caller.
-const WAIT_SLICE: Duration = Duration::from_millis(20);
 
 pub struct UringEngine {
     ring: IoUring,
@@ -335,24 +333,15 @@ impl UringEngine {
         e.user_data(req.user_data)
     }
 
-    /// Enter the kernel: submit what is queued and wait for `want` completions. Transient
-    /// conditions (`EINTR`, `EAGAIN`, `EBUSY`) are not errors: the caller drains the CQ and
-    /// comes back.
-    fn enter(&mut self, want: usize) -> Result<(), EngineError> {
-        let r = if want > 0 && self.ext_arg {
-            // Bounded, so a worker stuck behind a hung device still sees `stop`.
-            let ts = types::Timespec::from(WAIT_SLICE);
-            let args = types::SubmitArgs::new().timespec(&ts);
-            self.ring.submitter().submit_with_args(want, &args)
-        } else {
-            self.ring.submit_and_wait(want)
-        };
-        match r {
-            Ok(_) => Ok(()),
-            Err(e) if is_transient(&e) => Ok(()),
-            Err(e) if want > 0 => Err(EngineError::Reap(e)),
-            Err(e) => Err(EngineError::Submit(e)),
+    fn mode(&self) -> super::ring::RingMode {
+        super::ring::RingMode {
+            ext_arg: self.ext_arg,
+            iopoll: self.iopoll,
         }
+    }
+
+    fn enter(&mut self, want: usize) -> Result<(), EngineError> {
+        super::ring::enter(&self.ring, self.mode(), want)
     }
 
     fn drain(&mut self, out: &mut Vec<Completion>) -> usize {
@@ -375,13 +364,6 @@ impl UringEngine {
         self.inflight = self.inflight.saturating_sub(n);
         n
     }
-}
-
-pub(super) fn is_transient(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ETIME)
-    )
 }
 
 impl IoEngine for UringEngine {
@@ -431,16 +413,8 @@ impl IoEngine for UringEngine {
         self.enter(0)
     }
     fn reap(&mut self, min: usize, out: &mut Vec<Completion>) -> Result<usize, EngineError> {
-        if min > 0 {
-            let have = self.ring.completion().len();
-            if have < min || !self.ring.submission().is_empty() {
-                self.enter(min.saturating_sub(have))?;
-            }
-        } else if self.ring.submission().taskrun() || (self.iopoll && self.inflight > 0) {
-            // Deferred task work only runs inside an enter with GETEVENTS; polled completions
-            // only turn up while an enter polls (the crate sets GETEVENTS on an IOPOLL ring).
-            self.enter(0)?;
-        }
+        let mode = self.mode();
+        super::ring::before_reap(&mut self.ring, mode, self.inflight, min)?;
         Ok(self.drain(out))
     }
     fn reap_timeout(
@@ -448,39 +422,8 @@ impl IoEngine for UringEngine {
         timeout: Duration,
         out: &mut Vec<Completion>,
     ) -> Result<usize, EngineError> {
-        if self.iopoll {
-            // A polled ring ignores the wait's timeout: poll for what is in flight (the device
-            // answers within its latency), and pace with a plain sleep when nothing is.
-            if self.inflight == 0 {
-                std::thread::sleep(timeout);
-                return Ok(0);
-            }
-            if self.ring.completion().is_empty() {
-                self.enter(1)?;
-            }
-            return Ok(self.drain(out));
-        }
-        if !self.ring.completion().is_empty() {
-            // Completions are waiting; still hand the kernel what was queued (or run deferred
-            // task work) so nothing sits unsubmitted while the caller paces.
-            if !self.ring.submission().is_empty() || self.ring.submission().taskrun() {
-                self.enter(0)?;
-            }
-        } else if self.ext_arg {
-            let ts = types::Timespec::from(timeout);
-            let args = types::SubmitArgs::new().timespec(&ts);
-            match self.ring.submitter().submit_with_args(1, &args) {
-                Ok(_) => {}
-                Err(e) if is_transient(&e) => {}
-                Err(e) => return Err(EngineError::Reap(e)),
-            }
-        } else {
-            self.enter(0)?;
-            if self.ring.completion().is_empty() {
-                std::thread::sleep(timeout);
-                self.enter(0)?;
-            }
-        }
+        let mode = self.mode();
+        super::ring::before_reap_timeout(&mut self.ring, mode, self.inflight, timeout)?;
         Ok(self.drain(out))
     }
 }
