@@ -147,19 +147,33 @@ fn blkdebug_conf() -> String {
 #[test]
 fn passthrough_media_errors_surface_their_nvme_status() {
     crate::require_vm!();
-    let target = r#"
+    media_errors("io_uring_cmd", "");
+}
+
+/// The same on the polled passthrough path (guest with a poll queue).
+#[test]
+fn polled_passthrough_media_errors_surface_their_nvme_status() {
+    crate::require_vm!();
+    media_errors("io_uring_cmd_poll", "nvme.poll_queues=1");
+}
+
+fn media_errors(engine: &str, append: &str) {
+    let target = format!(
+        r#"
 [[target]]
 name = "ns0"
 path = "/dev/nvme0n1"
 allow_destroy = "SOAK0001"
-engine = "io_uring_cmd"
+engine = "{engine}"
 [[target.phase]]
 kind = "soak"
-job = { name = "mix", read = 70, bs = "4k", access = "random", iodepth = 8, workers = 1 }
+job = {{ name = "mix", read = 70, bs = "4k", access = "random", iodepth = 8, workers = 1 }}
 duration = "10s"
-"#;
-    let cfg = config("1s", target);
-    let mut spec = daemon_spec("passthru-media", &cfg, "", "");
+"#
+    );
+    let cfg = config("1s", &target);
+    let mut spec = daemon_spec(&format!("{engine}-media"), &cfg, "", "");
+    spec.append = append.into();
     spec.drives[0].size = 64 << 20;
     spec.drives[0].blkdebug = Some(blkdebug_conf());
     let mut vm = Vm::boot(&spec);
@@ -181,7 +195,7 @@ duration = "10s"
     );
     let log = stop_daemon(&mut vm);
     vm.finish(Duration::from_secs(60));
-    println!("passthrough media errors: {by_status} by status, {by_errno} as ENODATA");
+    println!("{engine} media errors: {by_status} by status, {by_errno} as ENODATA");
     assert!(
         by_errno >= by_status,
         "each NVMe media error also counts as ENODATA: {by_errno} < {by_status}"
