@@ -35,6 +35,9 @@ pub enum EngineChoice {
     /// NVMe passthrough (`IORING_OP_URING_CMD`) on the namespace's generic character device,
     /// found from the target's block device; an error naming the reason elsewhere.
     IoUringCmd,
+    /// NVMe passthrough with polled completions (`IORING_SETUP_IOPOLL` on the passthrough
+    /// ring): the namespace must have poll queues; an error naming the reason otherwise.
+    IoUringCmdPoll,
     Psync,
     /// Completes every I/O immediately without touching the target (tests the worker loop).
     Null,
@@ -47,8 +50,25 @@ impl EngineChoice {
             EngineChoice::IoUring => "io_uring",
             EngineChoice::IoUringPoll => "io_uring_poll",
             EngineChoice::IoUringCmd => "io_uring_cmd",
+            EngineChoice::IoUringCmdPoll => "io_uring_cmd_poll",
             EngineChoice::Psync => "psync",
             EngineChoice::Null => "null",
         }
+    }
+
+    /// NVMe passthrough (`io_uring_cmd`, `io_uring_cmd_poll`): the target is a namespace.
+    pub fn is_passthru(self) -> bool {
+        matches!(
+            self,
+            EngineChoice::IoUringCmd | EngineChoice::IoUringCmdPoll
+        )
+    }
+
+    /// Polled completions (`io_uring_poll`, `io_uring_cmd_poll`): the device needs poll queues.
+    pub fn is_polled(self) -> bool {
+        matches!(
+            self,
+            EngineChoice::IoUringPoll | EngineChoice::IoUringCmdPoll
+        )
     }
 }

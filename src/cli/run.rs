@@ -105,7 +105,9 @@ fn check_write_safety(settings: &crate::config::Settings) -> Result<Vec<String>>
 /// refusal `run` would give at start, with the same message.
 fn check_direct_io(settings: &crate::config::Settings) -> Result<()> {
     for t in settings.targets.iter().filter(|t| t.direct) {
-        if crate::safety::is_block_device(&t.path) {
+        // Device nodes (a passthrough target may be a namespace's generic device, on devtmpfs)
+        // are not files on tmpfs.
+        if crate::safety::is_block_device(&t.path) || t.engine.is_passthru() {
             continue;
         }
         if let Some(reason) = crate::workload::odirect::predicted_refusal(&t.path) {

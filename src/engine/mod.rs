@@ -13,6 +13,7 @@ pub mod null;
 pub mod passthru;
 pub mod pollcap;
 pub mod psync;
+mod ring;
 pub mod uring;
 
 use std::os::fd::OwnedFd;
@@ -99,13 +100,27 @@ pub enum EngineError {
     #[error("engine queue is full (depth {0})")]
     QueueFull(u32),
     #[error(
-        "polled I/O (engine = \"io_uring_poll\") cannot be used here: {0}; use engine = \"io_uring\" for interrupt-driven completions"
+        "polled I/O (engine = \"{}\") cannot be used here: {refusal}; use engine = \"{}\" for interrupt-driven completions",
+        engine.as_str(), interrupt_twin(*engine).as_str()
     )]
-    PollUnsupported(#[source] pollcap::PollRefusal),
+    PollUnsupported {
+        engine: EngineChoice,
+        #[source]
+        refusal: pollcap::PollRefusal,
+    },
     #[error(
-        "NVMe passthrough (engine = \"io_uring_cmd\") cannot be used here: {0}; use engine = \"io_uring\" for the block device path"
+        "NVMe passthrough (engine = \"io_uring_cmd\" or \"io_uring_cmd_poll\") cannot be used here: {0}; use engine = \"io_uring\" for the block device path"
     )]
     PassthruUnsupported(#[source] passthru::PassthruRefusal),
+}
+
+/// The interrupt-driven engine of a polled one (what to use where polling is refused).
+pub fn interrupt_twin(e: EngineChoice) -> EngineChoice {
+    match e {
+        EngineChoice::IoUringPoll => EngineChoice::IoUring,
+        EngineChoice::IoUringCmdPoll => EngineChoice::IoUringCmd,
+        other => other,
+    }
 }
 
 /// Capability flags.
@@ -174,8 +189,12 @@ pub fn open(choice: EngineChoice, setup: EngineSetup) -> Result<Box<dyn IoEngine
         EngineChoice::Psync => Ok(Box::new(psync::PsyncEngine::new(setup)?)),
         EngineChoice::IoUring => Ok(Box::new(uring::UringEngine::new(setup)?)),
         EngineChoice::IoUringPoll => {
-            pollcap::check(std::path::Path::new("/sys"), &*setup.fd)
-                .map_err(EngineError::PollUnsupported)?;
+            pollcap::check(std::path::Path::new("/sys"), &*setup.fd).map_err(|refusal| {
+                EngineError::PollUnsupported {
+                    engine: choice,
+                    refusal,
+                }
+            })?;
             let opts = uring::UringOptions {
                 iopoll: true,
                 ..Default::default()
@@ -183,6 +202,17 @@ pub fn open(choice: EngineChoice, setup: EngineSetup) -> Result<Box<dyn IoEngine
             Ok(Box::new(uring::UringEngine::with_options(setup, opts)?))
         }
         EngineChoice::IoUringCmd => Ok(Box::new(passthru::PassthruEngine::new(setup)?)),
+        EngineChoice::IoUringCmdPoll => {
+            // The generic device shares the namespace's request queue, so the block device's
+            // `queue/io_poll` says whether its passthrough commands can be polled.
+            pollcap::check(std::path::Path::new("/sys"), &*setup.fd).map_err(|refusal| {
+                EngineError::PollUnsupported {
+                    engine: choice,
+                    refusal,
+                }
+            })?;
+            Ok(Box::new(passthru::PassthruEngine::polled(setup)?))
+        }
         EngineChoice::Auto => match uring::UringEngine::new(setup.clone()) {
             Ok(e) => Ok(Box::new(e)),
             Err(EngineError::UringRefused(err)) => {

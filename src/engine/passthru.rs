@@ -33,7 +33,6 @@ pub const NVME_CMD_WRITE: u8 = 0x01;
 pub const NVME_CMD_READ: u8 = 0x02;
 
 const DROP_DRAIN: Duration = Duration::from_secs(30);
-const WAIT_SLICE: Duration = Duration::from_millis(20);
 
 /// Why passthrough cannot be used on a target.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -56,6 +55,11 @@ pub enum PassthruRefusal {
     NoGeneric { block: String, ng: String },
     #[error("cannot read {0}: {1}")]
     Unreadable(String, String),
+    #[error(
+        "character device {}:{} ({generic}) is no NVMe namespace's generic device: sysfs shows no block device beside it whose generic device it is",
+        dev.0, dev.1
+    )]
+    NoNamespace { generic: String, dev: (u64, u64) },
     #[error("{path}: {why}")]
     NodeMismatch { path: String, why: String },
     #[error("opening {0} failed: {1}")]
@@ -64,6 +68,10 @@ pub enum PassthruRefusal {
         "the largest block size, {max_bs} bytes, is not a multiple of the namespace's {lba} byte logical block"
     )]
     Unaligned { max_bs: u32, lba: u32 },
+    #[error(
+        "this kernel does not poll NVMe passthrough commands: a polled read of the first logical block completed with {0} (Linux 6.1 or later polls uring_cmd); use engine = \"io_uring_cmd\""
+    )]
+    NoPolledCommands(String),
     #[error(
         "the largest block size, {max_bs} bytes, exceeds the controller's largest transfer ({max} bytes, queue/max_hw_sectors_kb); passthrough commands are not split"
     )]
@@ -170,6 +178,50 @@ pub fn namespace_at(sys: &Path, maj: u64, min: u64) -> Result<Namespace, Passthr
         nsid,
         lba_size,
         max_transfer: max_kb * 1024,
+    })
+}
+
+/// The namespace whose generic character device is `maj:min` (`/dev/ngXnY`), and its block
+/// device's number, found through sysfs by device number: `/sys/dev/char/M:m` is the generic
+/// device's entry; among its siblings, the block device whose namespace (by [`namespace_at`])
+/// has exactly that generic device and entry is the one. Names are never taken on trust.
+pub fn namespace_of_generic(
+    sys: &Path,
+    maj: u64,
+    min: u64,
+) -> Result<(Namespace, (u64, u64)), PassthruRefusal> {
+    let link = sys.join(format!("dev/char/{maj}:{min}"));
+    let gdir = std::fs::canonicalize(&link)
+        .map_err(|e| PassthruRefusal::Unreadable(link.display().to_string(), e.to_string()))?;
+    let gname = gdir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let parent = gdir.parent().map(Path::to_path_buf).unwrap_or_default();
+    let entries = std::fs::read_dir(&parent)
+        .map_err(|e| PassthruRefusal::Unreadable(parent.display().to_string(), e.to_string()))?;
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let Ok(bdev) = parse_dev(&dir.join("dev")) else {
+            continue;
+        };
+        // Only a block device whose /sys/dev/block entry is this very directory.
+        let blink = sys.join(format!("dev/block/{}:{}", bdev.0, bdev.1));
+        if std::fs::canonicalize(&blink).ok().as_deref()
+            != std::fs::canonicalize(&dir).ok().as_deref()
+        {
+            continue;
+        }
+        if let Ok(ns) = namespace_at(sys, bdev.0, bdev.1)
+            && ns.generic_dev == (maj, min)
+            && ns.generic_sys == gdir
+        {
+            return Ok((ns, bdev));
+        }
+    }
+    Err(PassthruRefusal::NoNamespace {
+        generic: gname,
+        dev: (maj, min),
     })
 }
 
@@ -293,6 +345,9 @@ pub struct PassthruEngine {
     fixed_bufs: bool,
     ext_arg: bool,
     flags: &'static str,
+    /// Polled completions (`IORING_SETUP_IOPOLL`, `engine = "io_uring_cmd_poll"`): they
+    /// appear only while an enter polls for them.
+    iopoll: bool,
     /// Per engine slot: the caller's user_data and the command's length; `free` the free slots.
     slot_ud: Vec<u64>,
     slot_len: Vec<u32>,
@@ -306,10 +361,24 @@ unsafe impl Send for PassthruEngine {}
 
 impl PassthruEngine {
     pub fn new(s: EngineSetup) -> Result<Self, EngineError> {
-        Self::open_at(s, Path::new("/sys"), Path::new("/dev"))
+        Self::open_at(s, Path::new("/sys"), Path::new("/dev"), false)
     }
 
-    pub fn open_at(s: EngineSetup, sys: &Path, dev: &Path) -> Result<Self, EngineError> {
+    /// `engine = "io_uring_cmd_poll"`: the caller has checked that the namespace polls
+    /// (`engine::pollcap`). One polled read of the first logical block proves the kernel polls
+    /// passthrough commands (Linux 6.1+; older ones fail it with `EOPNOTSUPP`).
+    pub fn polled(s: EngineSetup) -> Result<Self, EngineError> {
+        let mut e = Self::open_at(s, Path::new("/sys"), Path::new("/dev"), true)?;
+        e.probe()?;
+        Ok(e)
+    }
+
+    pub fn open_at(
+        s: EngineSetup,
+        sys: &Path,
+        dev: &Path,
+        iopoll: bool,
+    ) -> Result<Self, EngineError> {
         let disabled = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled");
         if disabled.is_ok_and(|v| v.trim() == "2") {
             return Err(EngineError::UringRefused(io::Error::new(
@@ -336,7 +405,13 @@ impl PassthruEngine {
         }
         let depth = s.iodepth.max(1);
         let entries = depth.next_power_of_two().min(32768);
-        let (ring, flags) = super::uring::build_ring_with(entries, |b, n| b.build(n))?;
+        let (ring, flags) = super::uring::build_ring_with(entries, |b, n| {
+            let mut b = b.clone();
+            if iopoll {
+                b.setup_iopoll();
+            }
+            b.build(n)
+        })?;
         let count = s.buffers.max(depth) as usize;
         if count > u16::MAX as usize {
             return Err(EngineError::UringSetup(io::Error::new(
@@ -387,11 +462,42 @@ impl PassthruEngine {
             fixed_bufs,
             ext_arg,
             flags,
+            iopoll,
             slot_ud: vec![0; slots],
             slot_len: vec![0; slots],
             free: (0..slots as u32).rev().collect(),
             inflight: 0,
         })
+    }
+
+    /// One polled read of the first logical block into buffer 0, before the workload uses
+    /// the buffers: `Ok` when it completes, refused when the kernel cannot poll the command.
+    fn probe(&mut self) -> Result<(), EngineError> {
+        let len = self.ns.lba_size.min(self.buf_size as u32);
+        self.queue(IoReq {
+            op: Op::Read,
+            offset: 0,
+            len,
+            buf: 0,
+            user_data: u64::MAX,
+        })?;
+        let mut out = Vec::with_capacity(self.slot_ud.len());
+        let deadline = Instant::now() + DROP_DRAIN;
+        while out.is_empty() && Instant::now() < deadline {
+            self.reap(1, &mut out)?;
+        }
+        match out.first().map(|c| c.result) {
+            Some(r) if r == len as i32 => Ok(()),
+            Some(r) => Err(EngineError::PassthruUnsupported(
+                PassthruRefusal::NoPolledCommands(super::describe_error(-r)),
+            )),
+            None => Err(EngineError::PassthruUnsupported(
+                PassthruRefusal::NoPolledCommands(format!(
+                    "nothing within {} s",
+                    DROP_DRAIN.as_secs()
+                )),
+            )),
+        }
     }
 
     pub fn namespace(&self) -> &Namespace {
@@ -404,20 +510,15 @@ impl PassthruEngine {
         self.fixed_bufs
     }
 
-    fn enter(&mut self, want: usize) -> Result<(), EngineError> {
-        let r = if want > 0 && self.ext_arg {
-            let ts = types::Timespec::from(WAIT_SLICE);
-            let args = types::SubmitArgs::new().timespec(&ts);
-            self.ring.submitter().submit_with_args(want, &args)
-        } else {
-            self.ring.submit_and_wait(want)
-        };
-        match r {
-            Ok(_) => Ok(()),
-            Err(e) if super::uring::is_transient(&e) => Ok(()),
-            Err(e) if want > 0 => Err(EngineError::Reap(e)),
-            Err(e) => Err(EngineError::Submit(e)),
+    fn mode(&self) -> super::ring::RingMode {
+        super::ring::RingMode {
+            ext_arg: self.ext_arg,
+            iopoll: self.iopoll,
         }
+    }
+
+    fn enter(&mut self, want: usize) -> Result<(), EngineError> {
+        super::ring::enter(&self.ring, self.mode(), want)
     }
 
     fn drain(&mut self, out: &mut Vec<Completion>) -> usize {
@@ -446,7 +547,11 @@ impl PassthruEngine {
 
 impl IoEngine for PassthruEngine {
     fn name(&self) -> &'static str {
-        "io_uring_cmd"
+        if self.iopoll {
+            "io_uring_cmd_poll"
+        } else {
+            "io_uring_cmd"
+        }
     }
     fn caps(&self) -> Caps {
         Caps {
@@ -512,14 +617,8 @@ impl IoEngine for PassthruEngine {
         self.enter(0)
     }
     fn reap(&mut self, min: usize, out: &mut Vec<Completion>) -> Result<usize, EngineError> {
-        if min > 0 {
-            let have = self.ring.completion().len();
-            if have < min || !self.ring.submission().is_empty() {
-                self.enter(min.saturating_sub(have))?;
-            }
-        } else if self.ring.submission().taskrun() {
-            self.enter(0)?;
-        }
+        let mode = self.mode();
+        super::ring::before_reap(&mut self.ring, mode, self.inflight, min)?;
         Ok(self.drain(out))
     }
     fn reap_timeout(
@@ -527,25 +626,8 @@ impl IoEngine for PassthruEngine {
         timeout: Duration,
         out: &mut Vec<Completion>,
     ) -> Result<usize, EngineError> {
-        if !self.ring.completion().is_empty() {
-            if !self.ring.submission().is_empty() || self.ring.submission().taskrun() {
-                self.enter(0)?;
-            }
-        } else if self.ext_arg {
-            let ts = types::Timespec::from(timeout);
-            let args = types::SubmitArgs::new().timespec(&ts);
-            match self.ring.submitter().submit_with_args(1, &args) {
-                Ok(_) => {}
-                Err(e) if super::uring::is_transient(&e) => {}
-                Err(e) => return Err(EngineError::Reap(e)),
-            }
-        } else {
-            self.enter(0)?;
-            if self.ring.completion().is_empty() {
-                std::thread::sleep(timeout);
-                self.enter(0)?;
-            }
-        }
+        let mode = self.mode();
+        super::ring::before_reap_timeout(&mut self.ring, mode, self.inflight, timeout)?;
         Ok(self.drain(out))
     }
 }
@@ -705,6 +787,38 @@ mod tests {
         assert!(e.to_string().contains("Linux 5.19"), "{e}");
         // Unknown device number.
         assert!(namespace_at(sys.path(), 8, 0).is_err());
+    }
+
+    #[test]
+    fn a_generic_device_leads_back_to_its_namespace_by_number() {
+        let sys = fake_sys((259, 4), (242, 9), true);
+        let (ns, bdev) = namespace_of_generic(sys.path(), 242, 9).expect("namespace");
+        assert_eq!(bdev, (259, 4));
+        assert_eq!(ns.block, "nvme0n1");
+        assert_eq!(ns.generic_dev, (242, 9));
+        // A char device sysfs does not know, and one no namespace claims (a sibling whose
+        // block device's generic device is another number).
+        assert!(namespace_of_generic(sys.path(), 242, 10).is_err());
+        let ctrl = sys
+            .path()
+            .join("devices/pci0000:00/0000:00:04.0/nvme/nvme0");
+        let g = ctrl.join("ng0n2");
+        std::fs::create_dir_all(&g).unwrap();
+        std::fs::write(g.join("dev"), "242:11\n").unwrap();
+        std::os::unix::fs::symlink(&g, sys.path().join("dev/char/242:11")).unwrap();
+        let e = namespace_of_generic(sys.path(), 242, 11).expect_err("no namespace");
+        assert!(
+            matches!(&e, PassthruRefusal::NoNamespace { generic, .. } if generic == "ng0n2"),
+            "{e}"
+        );
+        // A block directory whose dev file lies (its /sys/dev/block entry is elsewhere) is
+        // not taken.
+        let sys = fake_sys((259, 4), (242, 9), true);
+        std::fs::remove_file(sys.path().join("dev/block/259:4")).unwrap();
+        let elsewhere = sys.path().join("devices/virtual/block/loop0");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, sys.path().join("dev/block/259:4")).unwrap();
+        assert!(namespace_of_generic(sys.path(), 242, 9).is_err());
     }
 
     #[test]

@@ -1099,3 +1099,50 @@ fn polled_io_needs_direct_io_on_a_polling_device() {
         "{err}"
     );
 }
+
+/// The passthrough engines take a character device as the target (an NVMe generic device,
+/// resolved to its namespace when the target opens); one that is no namespace's generic
+/// device is refused by check-config with that reason. The other engines refuse a character
+/// device at validation. `io_uring_cmd_poll` on a file is refused as no namespace.
+#[test]
+fn passthrough_targets_may_be_generic_devices_but_only_real_ones() {
+    let d = shm_dir();
+    let cfg = |engine: &str| {
+        format!(
+            "[[target]]\nname = \"t0\"\npath = \"/dev/null\"\nengine = \"{engine}\"\n{}",
+            soak("duration = \"1s\"")
+        )
+    };
+    for engine in ["io_uring_cmd", "io_uring_cmd_poll"] {
+        let o = check_in(d.path(), &cfg(engine), &[]);
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{engine}: /dev/null is no namespace");
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(
+            err.contains(&format!(
+                "engine = \"{engine}\" with /dev/null as the target"
+            )) && err.contains("is no NVMe namespace's generic device"),
+            "{engine}: {err}"
+        );
+    }
+    rejects(
+        &cfg("io_uring"),
+        "target[0].path",
+        "/dev/null is neither a regular file nor a block device",
+    );
+    let o = check_in(
+        d.path(),
+        &one("engine = \"io_uring_cmd_poll\"", &soak("duration = \"1s\"")),
+        &[],
+    );
+    let err = stderr(&o);
+    assert!(
+        !o.status.success(),
+        "a file is no namespace: {}",
+        stdout(&o)
+    );
+    assert!(
+        err.contains("engine = \"io_uring_cmd_poll\" needs an NVMe namespace as the target"),
+        "{err}"
+    );
+}

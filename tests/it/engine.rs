@@ -566,6 +566,7 @@ fn engine_name(e: EngineChoice) -> &'static str {
         EngineChoice::IoUring | EngineChoice::Auto => "io_uring",
         EngineChoice::IoUringPoll => "io_uring_poll",
         EngineChoice::IoUringCmd => "io_uring_cmd",
+        EngineChoice::IoUringCmdPoll => "io_uring_cmd_poll",
         EngineChoice::Psync => "psync",
         EngineChoice::Null => "null",
     }

@@ -4,8 +4,9 @@
 //! agrees with the drive's data units written, and bypasses the block layer (the namespace's
 //! block statistics do not move, where the same soak on the block path moves them by every
 //! I/O). blkdebug media errors come back with their NVMe status (sct 0x2 sc 0x81), in the
-//! metrics and the log. A generic node named as the target, or a namespace the config does
-//! not allow, is refused.
+//! metrics and the log. The polled engine (`io_uring_cmd_poll`) does the same by polling,
+//! and is refused without poll queues. A generic node named as the target stands for its
+//! namespace, checked and held as such; a namespace the config does not allow is refused.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -146,19 +147,33 @@ fn blkdebug_conf() -> String {
 #[test]
 fn passthrough_media_errors_surface_their_nvme_status() {
     crate::require_vm!();
-    let target = r#"
+    media_errors("io_uring_cmd", "");
+}
+
+/// The same on the polled passthrough path (guest with a poll queue).
+#[test]
+fn polled_passthrough_media_errors_surface_their_nvme_status() {
+    crate::require_vm!();
+    media_errors("io_uring_cmd_poll", "nvme.poll_queues=1");
+}
+
+fn media_errors(engine: &str, append: &str) {
+    let target = format!(
+        r#"
 [[target]]
 name = "ns0"
 path = "/dev/nvme0n1"
 allow_destroy = "SOAK0001"
-engine = "io_uring_cmd"
+engine = "{engine}"
 [[target.phase]]
 kind = "soak"
-job = { name = "mix", read = 70, bs = "4k", access = "random", iodepth = 8, workers = 1 }
+job = {{ name = "mix", read = 70, bs = "4k", access = "random", iodepth = 8, workers = 1 }}
 duration = "10s"
-"#;
-    let cfg = config("1s", target);
-    let mut spec = daemon_spec("passthru-media", &cfg, "", "");
+"#
+    );
+    let cfg = config("1s", &target);
+    let mut spec = daemon_spec(&format!("{engine}-media"), &cfg, "", "");
+    spec.append = append.into();
     spec.drives[0].size = 64 << 20;
     spec.drives[0].blkdebug = Some(blkdebug_conf());
     let mut vm = Vm::boot(&spec);
@@ -180,7 +195,7 @@ duration = "10s"
     );
     let log = stop_daemon(&mut vm);
     vm.finish(Duration::from_secs(60));
-    println!("passthrough media errors: {by_status} by status, {by_errno} as ENODATA");
+    println!("{engine} media errors: {by_status} by status, {by_errno} as ENODATA");
     assert!(
         by_errno >= by_status,
         "each NVMe media error also counts as ENODATA: {by_errno} < {by_status}"
@@ -192,42 +207,212 @@ duration = "10s"
     assert!(!log.contains("panicked"), "{log}");
 }
 
+/// Interrupts so far on nvme0's I/O queues (`nvme0q1`.., not the admin queue `nvme0q0`).
+const IRQ: &str = r#"irq() { awk '/nvme0q[1-9]/ { for (i = 2; i <= NF; i++) { if ($i ~ /^[0-9]+$/) t += $i; else break } } END { print t + 0 }' /proc/interrupts; }"#;
+
+/// `engine = "io_uring_cmd_poll"` with the driver given a poll queue: the soak counts its
+/// operations, verifies clean, agrees with the drive's data units written, and its commands
+/// complete by polling (almost no interrupts on the I/O queues).
 #[test]
-fn passthrough_refuses_generic_nodes_and_namespaces_not_allowed() {
+fn polled_passthrough_soak_verifies_agrees_and_raises_no_interrupts() {
     crate::require_vm!();
-    let script = "wait_for /dev/ng0n1 10 || echo 'no /dev/ng0n1'\n\
-        run ng timeout 60 nvsoak run --config /etc/ng.toml --exit-when-done\n\
-        run ngcheck nvsoak check-config /etc/ng.toml\n\
-        run serial timeout 60 nvsoak run --config /etc/serial.toml --exit-when-done\n";
-    let mut spec = VmSpec::new("passthru-refused", script);
+    let script = format!(
+        r#"{IRQ}
+{BLKSTAT}
+cat /sys/block/nvme0n1/queue/io_poll > /tmp/io_poll
+emit io_poll /tmp/io_poll
+i0=$(irq); b0=$(blk)
+run cmdpoll nvsoak run --config /etc/cmdpoll.toml --exit-when-done
+i1=$(irq); b1=$(blk)
+echo "$i0 $i1 $b0 $b1" > /tmp/counts
+emit counts /tmp/counts
+emit r /tmp/state-cp/results/cp.json
+"#
+    );
+    let mut spec = VmSpec::new("passthru-poll", &script);
+    spec.append = "nvme.poll_queues=1".into();
     spec.files.insert(
-        "/etc/ng.toml".into(),
-        soak_config("g", "/dev/ng0n1", "SOAK0001", "io_uring_cmd").into_bytes(),
+        "/etc/cmdpoll.toml".into(),
+        soak_config("cp", "/dev/nvme0n1", "SOAK0001", "io_uring_cmd_poll").into_bytes(),
+    );
+    let mut vm = Vm::boot(&spec);
+    let t = Duration::from_secs(240);
+    assert_eq!(
+        vm.wait_ok("io_poll", t).stdout_str().trim(),
+        "1",
+        "the namespace polls with nvme.poll_queues=1"
+    );
+    let r = vm.wait_result("cmdpoll", t);
+    assert_eq!(r.status, 0, "polled passthrough soak: {}", r.stderr);
+    let c: Vec<u64> = vm
+        .wait_ok("counts", t)
+        .stdout_str()
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    assert_eq!(c.len(), 4, "{c:?}");
+    let rc: serde_json::Value =
+        serde_json::from_str(&vm.wait_ok("r", t).stdout_str()).expect("results JSON");
+    vm.finish(Duration::from_secs(60));
+    let n = |k: &str| rc["soak"][k].as_u64().unwrap_or(0);
+    let ops = n("read_ops") + n("write_ops");
+    let (irqs, blk) = (c[1] - c[0], c[3] - c[2]);
+    println!("polled passthrough: {ops} ops, {irqs} I/O-queue interrupts, {blk} block-layer I/Os");
+    assert!(
+        n("read_ops") > 100 && n("write_ops") > 100,
+        "polled passthrough soak did I/O: {}",
+        rc["soak"]
+    );
+    assert_eq!(
+        (n("errors"), n("verify_errors")),
+        (0, 0),
+        "polled passthrough: no I/O or verify errors: {}",
+        rc["soak"]
+    );
+    let drive = &rc["soak"]["drive"];
+    assert_eq!(
+        drive["accounting_agrees"],
+        serde_json::Value::Bool(true),
+        "the drive's data units written agree with the polled soak's bytes: {drive}"
+    );
+    assert!(
+        (irqs as f64) < 0.01 * ops as f64,
+        "polled passthrough raised {irqs} interrupts for {ops} ops"
+    );
+    assert!(
+        (blk as f64) < 0.01 * ops as f64,
+        "passthrough moved the block statistics by {blk} for {ops} ops"
+    );
+}
+
+/// The generic node as the target (`path = "/dev/ng0n1"`) with a passthrough engine: it
+/// resolves to its namespace's block device, which is checked and held `O_EXCL` for the run (a
+/// second nvsoak on `/dev/nvme0n1` meanwhile is refused as in use); a config whose
+/// allow_destroy names another serial is refused; the block path's engine refuses the generic
+/// node with the block device to name; and the polled passthrough engine is refused with the
+/// reason on a guest without poll queues.
+#[test]
+fn generic_node_targets_are_checked_and_held_as_their_namespace() {
+    crate::require_vm!();
+    let script = r#"wait_for /dev/ng0n1 10 || echo 'no /dev/ng0n1'
+ip link set lo up
+run ngcheck nvsoak check-config /etc/ng.toml
+nvsoak run --config /etc/ng.toml --exit-when-done > /tmp/ng.log 2>&1 &
+p=$!
+i=0
+until wget -q -O - http://127.0.0.1:9757/metrics 2>/dev/null | grep -q '^nvsoak_read_ops_total'; do
+  i=$((i+1)); [ $i -gt 600 ] && break; sleep 0.1
+done
+run held timeout 60 nvsoak run --config /etc/held.toml --exit-when-done
+wait $p
+emit ngrun /tmp/ng.log $?
+emit rng /tmp/state-g/results/g.json
+run serial timeout 60 nvsoak run --config /etc/serial.toml --exit-when-done
+run blkengine nvsoak check-config /etc/blkengine.toml
+run nopoll timeout 60 nvsoak run --config /etc/nopoll.toml --exit-when-done
+run nopollcheck nvsoak check-config /etc/nopoll.toml
+"#;
+    let mut spec = VmSpec::new("passthru-ng", script);
+    let ng = soak_config("g", "/dev/ng0n1", "SOAK0001", "io_uring_cmd")
+        .replace("duration = \"4s\"", "duration = \"15s\"");
+    spec.files.insert("/etc/ng.toml".into(), ng.into_bytes());
+    spec.files.insert(
+        "/etc/held.toml".into(),
+        soak_config("h", "/dev/nvme0n1", "SOAK0001", "io_uring")
+            .replace("127.0.0.1:9757", "127.0.0.1:9758")
+            .into_bytes(),
     );
     spec.files.insert(
         "/etc/serial.toml".into(),
-        soak_config("s", "/dev/nvme0n1", "OTHER0001", "io_uring_cmd").into_bytes(),
+        soak_config("s", "/dev/ng0n1", "OTHER0001", "io_uring_cmd").into_bytes(),
+    );
+    spec.files.insert(
+        "/etc/blkengine.toml".into(),
+        soak_config("b", "/dev/ng0n1", "SOAK0001", "io_uring").into_bytes(),
+    );
+    spec.files.insert(
+        "/etc/nopoll.toml".into(),
+        soak_config("n", "/dev/ng0n1", "SOAK0001", "io_uring_cmd_poll").into_bytes(),
     );
     let mut vm = Vm::boot(&spec);
-    let t = Duration::from_secs(180);
-    for key in ["ng", "ngcheck"] {
-        let r = vm.wait_result(key, t);
-        assert_ne!(r.status, 0, "{key}: the generic node must be refused");
+    let t = Duration::from_secs(240);
+    let check = vm.wait_result("ngcheck", t);
+    assert_eq!(
+        check.status, 0,
+        "check-config takes the generic node: {}",
+        check.stderr
+    );
+    let held = vm.wait_result("held", t);
+    let run = vm.wait_result("ngrun", t);
+    let results: serde_json::Value =
+        serde_json::from_str(&vm.wait_ok("rng", t).stdout_str()).expect("results JSON");
+    let serial = vm.wait_result("serial", t);
+    let blkengine = vm.wait_result("blkengine", t);
+    let nopoll = vm.wait_result("nopoll", t);
+    let nopollcheck = vm.wait_result("nopollcheck", t);
+    vm.finish(Duration::from_secs(60));
+
+    assert_eq!(
+        run.status,
+        0,
+        "the soak on /dev/ng0n1: {}",
+        run.stdout_str()
+    );
+    let n = |k: &str| results["soak"][k].as_u64().unwrap_or(0);
+    assert!(
+        n("read_ops") > 100 && n("write_ops") > 100,
+        "the generic-node soak did I/O: {}",
+        results["soak"]
+    );
+    assert_eq!(
+        (n("errors"), n("verify_errors")),
+        (0, 0),
+        "{}",
+        results["soak"]
+    );
+    assert_ne!(
+        held.status, 0,
+        "the namespace is held while the generic-node soak runs"
+    );
+    assert_ne!(held.status, 124, "timed out: {}", held.stderr);
+    assert!(
+        held.stderr.contains("/dev/nvme0n1") && held.stderr.contains("in use"),
+        "the second run names the held namespace: {}",
+        held.stderr
+    );
+    assert_ne!(serial.status, 0, "a namespace not allowed must be refused");
+    assert_ne!(serial.status, 124, "timed out: {}", serial.stderr);
+    assert!(
+        serial.stderr.contains("allow_destroy") || serial.stderr.contains("SOAK0001"),
+        "the refusal names the allow_destroy check: {}",
+        serial.stderr
+    );
+    assert_ne!(
+        blkengine.status, 0,
+        "engine io_uring refuses a generic node"
+    );
+    assert!(
+        blkengine.stderr.contains("/dev/nvme0n1 instead")
+            && blkengine.stderr.contains("io_uring_cmd"),
+        "the refusal names the block device and the passthrough engines: {}",
+        blkengine.stderr
+    );
+    for (key, r) in [("run", &nopoll), ("check-config", &nopollcheck)] {
+        assert_ne!(
+            r.status, 0,
+            "{key}: io_uring_cmd_poll without poll queues must be refused"
+        );
         assert_ne!(r.status, 124, "{key}: timed out: {}", r.stderr);
         assert!(
-            r.stderr.contains("block device") && r.stderr.contains("/dev/nvme0n1 instead"),
-            "{key}: the refusal names the block device to configure: {}",
+            r.stderr.contains("engine = \"io_uring_cmd_poll\"")
+                && r.stderr.contains("queue/io_poll is 0")
+                && r.stderr.contains("nvme.poll_queues")
+                && r.stderr.contains("use engine = \"io_uring_cmd\""),
+            "{key}: the refusal gives the reason and the remedy: {}",
             r.stderr
         );
     }
-    let r = vm.wait_result("serial", t);
-    assert_ne!(r.status, 0, "a namespace not allowed must be refused");
-    assert_ne!(r.status, 124, "timed out: {}", r.stderr);
-    assert!(
-        r.stderr.contains("SOAK0001") || r.stderr.contains("allow_destroy"),
-        "the refusal names the allow_destroy check: {}",
-        r.stderr
-    );
-    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
-    vm.finish(Duration::from_secs(60));
+    for r in [&held, &serial, &blkengine, &nopoll, &nopollcheck] {
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    }
 }

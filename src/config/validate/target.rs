@@ -82,10 +82,10 @@ pub(super) fn target(i: usize, t: &RawTarget, stats_interval: Duration) -> R<Tar
             );
         }
     };
-    let is_block = is_block_device(&key, &path)?;
+    let (engine, verify, verify_fatal) = engine_and_verify(&key, t)?;
+    let is_block = is_block_device(&key, &path, engine)?;
     let size = file_size(&key, t, &path, is_block)?;
     let region = region(&key, t)?;
-    let (engine, verify, verify_fatal) = engine_and_verify(&key, t)?;
     let (allow_destroy, allow_destroy_list, force) = destroy(&key, t, !members.is_empty())?;
     let max_errors = match &t.max_errors {
         Some(v) => Some(integer(
@@ -134,11 +134,14 @@ pub(super) fn target(i: usize, t: &RawTarget, stats_interval: Duration) -> R<Tar
 }
 
 /// Whether `path` is a block device (else a regular file, existing or to be created). A missing
-/// path under /dev (other than /dev/shm) is refused: nvsoak does not create files there.
-fn is_block_device(key: &str, path: &Path) -> R<bool> {
+/// path under /dev (other than /dev/shm) is refused: nvsoak does not create files there. The
+/// passthrough engines also take a character device, an NVMe namespace's generic device,
+/// which stands for its block device (resolved and checked when the target opens).
+fn is_block_device(key: &str, path: &Path, engine: EngineChoice) -> R<bool> {
     let k = |s: &str| join(key, s);
     match std::fs::metadata(path) {
         Ok(m) if m.file_type().is_block_device() => Ok(true),
+        Ok(m) if m.file_type().is_char_device() && engine.is_passthru() => Ok(true),
         Ok(m) if m.is_file() => Ok(false),
         Ok(m) if m.is_dir() => bad(
             k("path"),
@@ -237,6 +240,7 @@ fn engine_and_verify(key: &str, t: &RawTarget) -> R<(EngineChoice, VerifyMode, b
                 ("io_uring", EngineChoice::IoUring),
                 ("io_uring_poll", EngineChoice::IoUringPoll),
                 ("io_uring_cmd", EngineChoice::IoUringCmd),
+                ("io_uring_cmd_poll", EngineChoice::IoUringCmdPoll),
                 ("psync", EngineChoice::Psync),
                 ("null", EngineChoice::Null),
             ],

@@ -42,23 +42,25 @@ pub fn open_target_expecting(
             reason: other.to_string(),
         },
     };
-    let is_block = std::fs::metadata(&spec.path)
+    let node = target_node(spec)?;
+    let is_block = std::fs::metadata(&node.path)
         .map(|m| m.file_type().is_block_device())
         .unwrap_or(false);
     passthru_target(spec, is_block)?;
     if is_block {
         let claimed = if writes {
             crate::safety::claim_block(
-                &spec.path,
+                &node.path,
                 spec.allow_destroy.as_deref(),
                 spec.force_overwrite_signatures,
                 spec.direct,
                 expect,
             )
         } else {
-            crate::safety::claim_read_only(&spec.path, spec.direct, expect)
+            crate::safety::claim_read_only(&node.path, spec.direct, expect)
         }
         .map_err(refused)?;
+        node.check_claimed(spec, &claimed.file)?;
         for sig in &claimed.identity.signatures {
             tracing::warn!(target_name = %spec.name, path = %spec.path.display(), signature = %sig,
                 "force_overwrite_signatures: about to destroy this signature");
@@ -183,7 +185,7 @@ fn preflight_members(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
                 });
             }
         }
-        return poll_preflight(spec).map(|()| None);
+        return members_poll_preflight(spec).map(|()| None);
     }
     let mut used = vec![false; spec.allow_destroy_list.len()];
     for (m, path) in spec.members.iter().enumerate() {
@@ -222,7 +224,14 @@ fn preflight_members(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
         }
     }
     unused_names(spec, &used)?;
-    poll_preflight(spec).map(|()| None)
+    members_poll_preflight(spec).map(|()| None)
+}
+
+/// The polled engines' check on every member.
+fn members_poll_preflight(spec: &TargetSpec) -> Result<(), TargetError> {
+    spec.members
+        .iter()
+        .try_for_each(|path| poll_preflight(spec, path))
 }
 
 /// The read-only part of [`open_target_expecting`]'s checks, for `check-config`: the same
@@ -234,16 +243,17 @@ pub fn preflight(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
     if spec.is_spanning() {
         return preflight_members(spec);
     }
-    let is_block = std::fs::metadata(&spec.path)
+    let node = target_node(spec)?;
+    let is_block = std::fs::metadata(&node.path)
         .map(|m| m.file_type().is_block_device())
         .unwrap_or(false);
     passthru_target(spec, is_block)?;
     let r = if is_block {
         if !plan_writes(spec) {
-            return poll_preflight(spec).map(|()| None);
+            return poll_preflight(spec, &node.path).map(|()| None);
         }
         crate::safety::check_writable(
-            &spec.path,
+            &node.path,
             spec.allow_destroy.as_deref(),
             spec.force_overwrite_signatures,
         )
@@ -252,7 +262,7 @@ pub fn preflight(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
         crate::safety::check_file_target(&spec.path, spec.allow_destroy.as_deref())
     };
     match r {
-        Ok(()) => poll_preflight(spec).map(|()| None),
+        Ok(()) => poll_preflight(spec, &node.path).map(|()| None),
         Err(SafetyError::Io { path, source })
             if source.kind() == std::io::ErrorKind::PermissionDenied =>
         {
@@ -286,42 +296,116 @@ pub fn generic_node_hint(path: &Path) -> String {
         .filter(|r| crate::engine::passthru::generic_name(&format!("nvme{r}")).is_some())
     {
         Some(rest) => format!(
-            "; for NVMe passthrough (engine = \"io_uring_cmd\") configure the namespace's block device /dev/nvme{rest} instead: nvsoak checks and holds it, then opens {} itself",
+            "; {} is an NVMe generic device: only the passthrough engines (engine = \"io_uring_cmd\" or \"io_uring_cmd_poll\") take it as the target, else configure the namespace's block device /dev/nvme{rest} instead",
             path.display()
         ),
         None => String::new(),
     }
 }
 
-/// `engine = "io_uring_cmd"` needs the namespace's block device as the target: the safety
-/// checks and the `O_EXCL` hold apply to it, and the engine finds its generic device from the
-/// claimed descriptor. A generic device (`/dev/ngXnY`) or a file named as the target is
-/// refused before anything opens it for writing, naming the block device to configure.
+/// The node a target's checks and claim apply to: its path, except that a passthrough
+/// engine's target given as a namespace's generic device (`/dev/ngXnY`) is that namespace's
+/// block device, found through sysfs from the char device's number
+/// (`passthru::namespace_of_generic`), whose number the claimed descriptor must then have.
+pub(crate) struct TargetNode {
+    pub path: PathBuf,
+    /// The block device's number when `path` was resolved from a generic device.
+    resolved: Option<(u64, u64)>,
+}
+
+impl TargetNode {
+    /// The claimed descriptor is the block device the generic device was resolved to (the
+    /// `/dev` node could have been replaced between the look-up and the open).
+    fn check_claimed(&self, spec: &TargetSpec, f: &File) -> Result<(), TargetError> {
+        let Some(want) = self.resolved else {
+            return Ok(());
+        };
+        use std::os::unix::fs::MetadataExt;
+        let rdev = f.metadata().map(|m| m.rdev()).unwrap_or(0);
+        let got = (nix::sys::stat::major(rdev), nix::sys::stat::minor(rdev));
+        if got == want {
+            return Ok(());
+        }
+        Err(TargetError::Refused {
+            target: spec.name.clone(),
+            reason: format!(
+                "{} is device {}:{}, not {}:{}, the namespace of {}",
+                self.path.display(),
+                got.0,
+                got.1,
+                want.0,
+                want.1,
+                spec.path.display()
+            ),
+        })
+    }
+}
+
+pub(crate) fn target_node(spec: &TargetSpec) -> Result<TargetNode, TargetError> {
+    use std::os::unix::fs::MetadataExt;
+    let plain = || TargetNode {
+        path: spec.path.clone(),
+        resolved: None,
+    };
+    if !spec.engine.is_passthru() {
+        return Ok(plain());
+    }
+    let Ok(m) = std::fs::metadata(&spec.path) else {
+        return Ok(plain());
+    };
+    if !m.file_type().is_char_device() {
+        return Ok(plain());
+    }
+    let (maj, min) = (
+        nix::sys::stat::major(m.rdev()),
+        nix::sys::stat::minor(m.rdev()),
+    );
+    let (ns, bdev) = crate::engine::passthru::namespace_of_generic(Path::new("/sys"), maj, min)
+        .map_err(|e| TargetError::Refused {
+            target: spec.name.clone(),
+            reason: format!(
+                "engine = \"{}\" with {} as the target: {e}",
+                spec.engine.as_str(),
+                spec.path.display()
+            ),
+        })?;
+    let path = Path::new("/dev").join(&ns.block);
+    tracing::debug!(target_name = %spec.name, generic = %spec.path.display(), block = %path.display(),
+        "the target is the generic device of namespace {}; its block device is checked and held", ns.block);
+    Ok(TargetNode {
+        path,
+        resolved: Some(bdev),
+    })
+}
+
+/// The passthrough engines need an NVMe namespace as the target, named by its block device or
+/// its generic device (resolved by [`target_node`]): the safety checks and the `O_EXCL` hold
+/// apply to the block device, and the engine finds the generic device from the claimed
+/// descriptor. A file named as the target is refused before anything opens it for writing.
 fn passthru_target(spec: &TargetSpec, is_block: bool) -> Result<(), TargetError> {
-    if spec.engine != crate::op::EngineChoice::IoUringCmd || is_block {
+    if !spec.engine.is_passthru() || is_block {
         return Ok(());
     }
-    let hint = generic_node_hint(&spec.path);
     Err(TargetError::Refused {
         target: spec.name.clone(),
         reason: format!(
-            "engine = \"io_uring_cmd\" needs an NVMe namespace block device as the target, and {} is not a block device{hint}",
+            "engine = \"{}\" needs an NVMe namespace as the target (its block device /dev/nvmeXnY or generic device /dev/ngXnY), and {} is neither",
+            spec.engine.as_str(),
             spec.path.display()
         ),
     })
 }
 
-/// `engine = "io_uring_poll"`: the device behind the target (or the directory its file will be
+/// The polled engines: the device behind the target `path` (or the directory its file will be
 /// created in) must have poll queues, checked as the engine checks it at start.
-fn poll_preflight(spec: &TargetSpec) -> Result<(), TargetError> {
-    if spec.engine != crate::op::EngineChoice::IoUringPoll {
+fn poll_preflight(spec: &TargetSpec, path: &Path) -> Result<(), TargetError> {
+    if !spec.engine.is_polled() {
         return Ok(());
     }
-    let at = if spec.path.exists() {
-        spec.path.clone()
+    let at = if path.exists() {
+        path.to_path_buf()
     } else {
-        spec.path
-            .parent()
+        path.parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."))
     };
@@ -332,19 +416,35 @@ fn poll_preflight(spec: &TargetSpec) -> Result<(), TargetError> {
     })?;
     crate::engine::pollcap::check(Path::new("/sys"), &f).map_err(|e| TargetError::Refused {
         target: spec.name.clone(),
-        reason: crate::engine::EngineError::PollUnsupported(e).to_string(),
+        reason: crate::engine::EngineError::PollUnsupported {
+            engine: spec.engine,
+            refusal: e,
+        }
+        .to_string(),
     })
 }
 
 /// Two targets that are one device or one file, however named (symlink, `mknod` alias, hard
 /// link): refused before any target opens. `run` and `check-config` both call it.
 pub fn check_aliases(targets: &[TargetSpec]) -> Result<(), TargetError> {
-    crate::safety::same_targets(
-        targets
-            .iter()
-            .flat_map(|t| t.member_paths().into_iter().map(|p| (t.name.as_str(), p))),
-    )
-    .map_err(TargetError::Alias)
+    // A spanning target is each of its members; a passthrough target named by its generic
+    // device is its namespace's block device.
+    let nodes: Vec<(&str, PathBuf)> = targets
+        .iter()
+        .flat_map(|t| {
+            if t.is_spanning() {
+                t.member_paths()
+                    .into_iter()
+                    .map(|p| (t.name.as_str(), p.to_path_buf()))
+                    .collect::<Vec<_>>()
+            } else {
+                let p = target_node(t).map_or_else(|_| t.path.clone(), |n| n.path);
+                vec![(t.name.as_str(), p)]
+            }
+        })
+        .collect();
+    crate::safety::same_targets(nodes.iter().map(|(n, p)| (*n, p.as_path())))
+        .map_err(TargetError::Alias)
 }
 
 /// An opened target.
@@ -392,7 +492,7 @@ mod tests {
     fn generic_nodes_get_the_block_device_to_name_instead() {
         let h = generic_node_hint(Path::new("/dev/ng3n12"));
         assert!(h.contains("/dev/nvme3n12 instead"), "{h}");
-        assert!(h.contains("io_uring_cmd"), "{h}");
+        assert!(h.contains("io_uring_cmd_poll"), "{h}");
         for other in [
             "/dev/null",
             "/dev/ng",

@@ -46,7 +46,7 @@ impl Runner {
                 std::thread::sleep(Duration::from_millis(100));
             }
             backoff = (backoff * 2).min(Duration::from_secs(30));
-            if !crate::safety::is_block_device(&path) {
+            if !super::segment::target_node_present(&self.spec) {
                 continue;
             }
             // The device at the path is identified through the descriptor opened, and one

@@ -567,7 +567,7 @@ impl Runner {
         if self.identity.is_some()
             && !stops.device_gone
             && (gone_errs > stops.last_gone_errs
-                || (all_errs > 0 && !crate::safety::is_block_device(&self.spec.path)))
+                || (all_errs > 0 && !target_node_present(&self.spec)))
         {
             stops.device_gone = true;
         }
@@ -640,4 +640,14 @@ impl Runner {
             }
         }
     }
+}
+
+/// Whether the target's device node is still there: a block device, or for the passthrough
+/// engines the namespace's generic device the target may be named by.
+pub(crate) fn target_node_present(spec: &TargetSpec) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(&spec.path).is_ok_and(|m| {
+        m.file_type().is_block_device()
+            || (spec.engine.is_passthru() && m.file_type().is_char_device())
+    })
 }
