@@ -275,33 +275,7 @@ mod tests {
     /// counters' `_total`, help texts).
     #[test]
     fn ata_families_pass_promtool_check_metrics() {
-        use std::io::Write;
-        let text = text(&full_replay("/dev/sda"));
-        let mut child = std::process::Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("promtool missing: apt-get install -y prometheus");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(text.as_bytes())
-            .expect("writing to promtool");
-        let out = child.wait_with_output().expect("promtool output");
-        let all = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let findings: Vec<&str> = all.lines().filter(|l| !l.trim().is_empty()).collect();
-        assert!(
-            findings.is_empty(),
-            "promtool findings:\n{}\n---\n{text}",
-            findings.join("\n")
-        );
+        crate::metrics::promtool::assert_clean(&text(&full_replay("/dev/sda")));
     }
 
     #[test]

@@ -8,6 +8,8 @@ mod ata;
 pub mod health;
 mod ocp;
 mod pcie;
+#[cfg(test)]
+pub(crate) mod promtool;
 pub mod state;
 pub mod verdict;
 pub mod workload;

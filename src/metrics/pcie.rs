@@ -333,30 +333,6 @@ mod tests {
 
     #[test]
     fn pcie_families_pass_promtool_check_metrics() {
-        use std::io::Write;
-        let text = text();
-        let mut child = std::process::Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("promtool missing: apt-get install -y prometheus");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(text.as_bytes())
-            .expect("writing to promtool");
-        let out = child.wait_with_output().expect("promtool output");
-        let all = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            all.trim().is_empty(),
-            "promtool findings:\n{all}\n---\n{text}"
-        );
+        crate::metrics::promtool::assert_clean(&text());
     }
 }

@@ -425,3 +425,42 @@ pub fn fake_ctrl(root: &std::path::Path, name: &str, serial: &str, model: &str) 
     std::fs::write(dir.join("firmware_rev"), "FW1\n").expect("write");
     std::fs::write(dir.join(format!("{name}n1/nsid")), "1\n").expect("write");
 }
+
+/// What `promtool check metrics` says about `text` (empty when it is clean).
+pub fn promtool_findings(text: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool missing: apt-get install -y prometheus");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("writing to promtool");
+    let out = child.wait_with_output().expect("promtool output");
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() || !all.trim().is_empty(),
+        "promtool failed without saying why: {}",
+        out.status
+    );
+    all
+}
+
+/// Panics with promtool's findings (and the text) unless `text` is clean.
+pub fn assert_promtool_clean(text: &str) {
+    let all = promtool_findings(text);
+    assert!(
+        all.trim().is_empty(),
+        "promtool findings:\n{all}\n---\n{text}"
+    );
+}

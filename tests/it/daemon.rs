@@ -134,31 +134,7 @@ fn metrics_pass_promtool_check() {
     d.scrape_until(Duration::from_secs(20), |s| {
         sum(s, "nvsoak_read_ops_total", &[]) > 0.0 && sum(s, "nvsoak_write_ops_total", &[]) > 0.0
     });
-    let text = d.scrape_text();
-    let mut child = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("running promtool");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("writing to promtool");
-    let out = child.wait_with_output().expect("promtool output");
-    let findings = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && findings.trim().is_empty(),
-        "promtool findings:\n{findings}\n---\n{text}"
-    );
+    crate::common::assert_promtool_clean(&d.scrape_text());
 }
 
 #[test]

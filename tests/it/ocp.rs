@@ -27,30 +27,6 @@ impl App for HealthApp {
     }
 }
 
-fn promtool_findings(text: &str) -> String {
-    use std::io::Write;
-    let mut child = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool missing: apt-get install -y prometheus");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("writing to promtool");
-    let out = child.wait_with_output().expect("promtool output");
-    assert!(out.status.success() || !out.stdout.is_empty() || !out.stderr.is_empty());
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// The C1h fixture with another panic ID (bytes 4..11) and panic count (byte 31).
 fn c1_with(panic_id: u64, count: u8) -> Vec<u8> {
     let mut b = crate::common::nvme_fixture("ocp-c1.bin");
@@ -193,7 +169,7 @@ async fn ocp_families_over_http_with_drive_events_and_promtool_clean() {
     assert!(text.contains("# TYPE nvme_ocp_panics_total counter"));
     assert!(text.contains("# TYPE nvme_ocp_latency_bucket_commands gauge"));
     // promtool lints the whole health output; the drive's-own-view families must be clean.
-    let findings = promtool_findings(&text);
+    let findings = crate::common::promtool_findings(&text);
     let ours = [
         "nvsoak_health_log_supported",
         "nvme_ocp_panic",

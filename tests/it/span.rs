@@ -444,29 +444,6 @@ fn spanning_config_errors_name_the_key() {
 
 /// `promtool check metrics` finds nothing in `text` (the member families included).
 fn promtool_clean(text: &str) {
-    use std::io::Write;
     assert!(text.contains("nvsoak_target_member_ops_total"), "{text}");
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("running promtool (apt-get install -y prometheus)");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("writing to promtool");
-    let out = child.wait_with_output().expect("promtool output");
-    let findings = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && findings.trim().is_empty(),
-        "promtool findings:\n{findings}"
-    );
+    crate::common::assert_promtool_clean(text);
 }
