@@ -180,6 +180,43 @@ fn target_rows(targets: &[TargetSnapshot]) -> String {
     t
 }
 
+/// The members of the targets that span several block devices, one row each: what nvsoak
+/// did on it (earlier runs included) and its rate over the last interval. Empty when no
+/// target spans devices.
+fn member_rows(targets: &[TargetSnapshot]) -> String {
+    if targets.iter().all(|s| s.members.is_empty()) {
+        return String::new();
+    }
+    let mut t = String::from(
+        "<h3>Members of spanning targets</h3>\n<table id=\"members\"><tr><th>Target</th><th>Member</th><th>Device</th><th>Controller</th>\
+         <th>IOPS (read / write)</th><th>Read</th><th>Written</th><th>I/O errors</th></tr>\n",
+    );
+    for s in targets {
+        for (i, m) in s.members.iter().enumerate() {
+            let rate = s.member_rates.get(i).map_or("-".to_string(), |r| {
+                format!("{} / {}", fmt_count(r[0]), fmt_count(r[1]))
+            });
+            t.push_str(&format!(
+                "<tr>{}{}{}{}{}{}{}{}</tr>\n",
+                td(&s.name),
+                td(&m.path),
+                td(&m.device),
+                td(m.controller.as_deref().unwrap_or("-")),
+                num(&rate),
+                num(&fmt_bytes(m.read_bytes as f64)),
+                num(&fmt_bytes(m.write_bytes as f64)),
+                if m.errors > 0 {
+                    cls("bad", &m.errors.to_string())
+                } else {
+                    num("0")
+                },
+            ));
+        }
+    }
+    t.push_str("</table>\n");
+    t
+}
+
 fn drive_rows(drives: &[DriveStatus]) -> String {
     let mut t = String::from(
         "<table id=\"drives\"><tr><th>Device</th><th>Model</th><th>Serial</th><th>Poll</th><th>Temperature</th>\
@@ -302,6 +339,7 @@ pub fn render_status_why(
         h.push_str("<p class=\"muted\">No targets configured.</p>\n");
     } else {
         h.push_str(&target_rows(targets));
+        h.push_str(&member_rows(targets));
     }
     for s in targets {
         target_charts(&mut h, s, history, now, span_min);
@@ -437,6 +475,47 @@ mod tests {
     use super::*;
     use crate::workload::scheduler::JobStats;
     use std::time::Duration;
+
+    #[test]
+    fn a_spanning_target_lists_its_members_and_others_add_no_table() {
+        let plain = TargetSnapshot {
+            name: "one".into(),
+            path: "/dev/shm/x".into(),
+            ..Default::default()
+        };
+        assert_eq!(member_rows(std::slice::from_ref(&plain)), "");
+        let member = |path: &str, dev: &str, ctrl: &str, written: u64, errors: u64| {
+            crate::workload::results::MemberFigures {
+                path: path.into(),
+                device: dev.into(),
+                controller: Some(ctrl.into()),
+                write_bytes: written,
+                errors,
+                ..Default::default()
+            }
+        };
+        let span = TargetSnapshot {
+            name: "card".into(),
+            path: "/dev/nvme0n1".into(),
+            members: vec![
+                member("/dev/nvme0n1", "nvme0n1", "nvme0", 1_000_000_000, 0),
+                member("/dev/nvme1n1", "nvme1n1", "nvme1", 2_000_000_000, 3),
+            ],
+            member_rates: vec![[1000.0, 500.0, 0.0, 0.0], [2000.0, 700.0, 0.0, 0.0]],
+            ..Default::default()
+        };
+        let t = member_rows(&[plain, span]);
+        assert_eq!(t.matches("<tr><td>card</td>").count(), 2, "{t}");
+        assert!(!t.contains("<td>one</td>"), "{t}");
+        for want in [
+            "<td>/dev/nvme1n1</td><td>nvme1n1</td><td>nvme1</td>",
+            "2,000 / 700",
+            "2.00 GB",
+            "class=\"bad\">3<",
+        ] {
+            assert!(t.contains(want), "{want} in {t}");
+        }
+    }
 
     #[test]
     fn page_shows_targets_drives_and_one_chart_series_each() {

@@ -144,6 +144,14 @@ points = [50]
         "the plan did not finish"
     );
     assert_eq!(sum(&m, "nvsoak_target_up", &[("target", "card")]), 1.0);
+    // The status page lists each member under the target.
+    let (code, page) = crate::common::http_get(d.addr, "/").expect("status page");
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains("<table id=\"members\">"), "{page}");
+    for dev in [&a, &b] {
+        let row = format!("<tr><td>card</td><td>{}</td>", dev.display());
+        assert!(page.contains(&row), "{row} in {page}");
+    }
     // Per-member figures sum to the target's, for each op.
     for op in ["read", "write"] {
         let t = [("target", "card"), ("op", op)];
