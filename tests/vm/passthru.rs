@@ -151,7 +151,14 @@ fn passthrough_media_errors_surface_their_nvme_status() {
 }
 
 /// The same on the polled passthrough path (guest with a poll queue).
+///
+/// Ignored: on the VM's Debian 6.1.0-57 kernel, polling passthrough commands that fail
+/// intermittently oopses the guest (general protection fault in `bio_poll` from the NVMe
+/// generic device's uring_cmd iopoll, the task then stuck in `io_uring_cancel_generic`), a
+/// kernel bug nvsoak cannot avoid; it passed in two full runs and crashed the guest in the
+/// third. Run it with `--ignored` on a newer guest kernel.
 #[test]
+#[ignore = "guest kernel 6.1 oopses in bio_poll when polled passthrough commands fail"]
 fn polled_passthrough_media_errors_surface_their_nvme_status() {
     crate::require_vm!();
     media_errors("io_uring_cmd_poll", "nvme.poll_queues=1");
