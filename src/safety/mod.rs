@@ -490,22 +490,28 @@ fn normalise_wwn(s: &str) -> String {
     l
 }
 
+/// The names `allow_destroy` may give a device, as a refusal words them (`serial "S1" or WWN
+/// "eui.…"`); `None` for a device with neither.
+fn identity_names(id: &DeviceIdentity) -> Option<String> {
+    if id.serial.is_none() && id.wwn.is_none() {
+        return None;
+    }
+    Some(
+        [
+            id.serial.as_ref().map(|s| format!("serial \"{s}\"")),
+            id.wwn.as_ref().map(|w| format!("WWN \"{w}\"")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" or "),
+    )
+}
+
 /// Check (a).
 pub(crate) fn check_allowed(id: &DeviceIdentity, allow: Option<&str>) -> Result<(), SafetyError> {
     let path = id.path.clone();
-    let names = match (&id.serial, &id.wwn) {
-        (None, None) => None,
-        _ => Some(
-            [
-                id.serial.as_ref().map(|s| format!("serial \"{s}\"")),
-                id.wwn.as_ref().map(|w| format!("WWN \"{w}\"")),
-            ]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join(" or "),
-        ),
-    };
+    let names = identity_names(id);
     let Some(allow) = allow.map(str::trim).filter(|a| !a.is_empty()) else {
         let reason = match &names {
             Some(n) => format!(
@@ -580,20 +586,12 @@ pub(crate) fn check_allowed_among(
     {
         return Ok(i);
     }
-    let own = match (&id.serial, &id.wwn) {
-        (None, None) => format!(
+    let own = identity_names(id).unwrap_or_else(|| {
+        format!(
             "it has no serial or WWN, so the list must hold its exact path \"{}\"",
             id.path.display()
-        ),
-        _ => [
-            id.serial.as_ref().map(|s| format!("serial \"{s}\"")),
-            id.wwn.as_ref().map(|w| format!("WWN \"{w}\"")),
-        ]
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>()
-        .join(" or "),
-    };
+        )
+    });
     Err(SafetyError::NotAllowed {
         path: id.path.clone(),
         reason: format!(
