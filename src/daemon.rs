@@ -759,7 +759,7 @@ async fn event_loop(
     flags: &RunFlags,
     app: &Arc<DaemonApp>,
     saver: &mut CheckpointSaver,
-) -> Option<Vec<String>> {
+) -> Ended {
     let Signals {
         mut sigterm,
         mut sigint,
@@ -771,8 +771,8 @@ async fn event_loop(
     let mut pulse = Pulse::default();
     loop {
         tokio::select! {
-            _ = sigterm.recv() => { tracing::info!("SIGTERM: stopping"); break; }
-            _ = sigint.recv() => { tracing::info!("SIGINT: stopping"); break; }
+            _ = sigterm.recv() => { tracing::info!("SIGTERM: stopping"); return Ended::Signal("SIGTERM"); }
+            _ = sigint.recv() => { tracing::info!("SIGINT: stopping"); return Ended::Signal("SIGINT"); }
             _ = sighup.recv() => {
                 tracing::info!("SIGHUP: reloading the config");
                 // Opening files and joining stopped targets blocks: keep the other runtime
@@ -803,31 +803,90 @@ async fn event_loop(
                             stopped_on_error.len()
                         );
                     }
-                    return Some(stopped_on_error);
+                    return Ended::Done(stopped_on_error);
                 }
             }
         }
     }
-    None
+}
+
+/// Why the event loop ended.
+enum Ended {
+    /// `--exit-when-done`: every target ended; those that stopped on an error, with why.
+    Done(Vec<String>),
+    /// A stop signal, by name.
+    Signal(&'static str),
+}
+
+/// Where a target was when it stopped: `phase 3 of 3 (soak), 40 s into it`, with the
+/// precondition's share written or the sweep's points measured.
+fn where_it_was(v: &crate::workload::scheduler::TargetView, phases: usize) -> String {
+    if phases > 0 && v.phase_index >= phases {
+        return "after its last phase".into();
+    }
+    let mut s = format!(
+        "phase {} of {phases} ({}), {:.0} s into it",
+        v.phase_index + 1,
+        v.phase,
+        v.phase_elapsed_secs()
+    );
+    if let Some(p) = &v.precondition {
+        let prog = p.progress();
+        let total: u64 =
+            prog.stripes.iter().map(|s| s.len).sum::<u64>() * u64::from(prog.passes.max(1));
+        let done: u64 = prog.stripes.iter().map(|s| s.done_bytes).sum();
+        if total > 0 {
+            s.push_str(&format!(
+                ", {:.1} % written",
+                100.0 * done as f64 / total as f64
+            ));
+        }
+    }
+    if let Some(sw) = &v.sweep_progress {
+        s.push_str(&format!(", {} sweep points measured", sw.points.len()));
+    }
+    s
 }
 
 /// The run's outcome from each target's verdict (see [`crate::verdict::exit`]); each verdict
-/// is logged.
-fn judge(targets: &TargetList, stopped_on_error: &[String]) -> RunOutcome {
+/// is logged. `signal` names the signal that stopped the run before its end, if one did: every
+/// target that had not finished is then INCOMPLETE, with where it was.
+fn judge(
+    targets: &TargetList,
+    settings: &Settings,
+    stopped_on_error: &[String],
+    signal: Option<&str>,
+) -> RunOutcome {
     let list: Vec<_> = targets
         .get()
         .iter()
         .map(|s| {
             let name = s.fixed.name.clone();
-            let verdict = s.view(|v| v.verdict.clone());
+            let phases = settings
+                .targets
+                .iter()
+                .find(|t| t.name == name)
+                .map_or(0, |t| t.phases.len());
+            let (verdict, at) = s.view(|v| (v.verdict.clone(), where_it_was(v, phases)));
             if let Some(v) = &verdict {
-                tracing::info!(target_name = %name, verdict = v.headline(),
-                    failed = %v.failed_summary().join("; "), "verdict");
+                let serial = s.drive(|d| d.identity.as_ref().map(|i| i.serial.clone()));
+                tracing::info!(target_name = %name, serial = serial.as_deref().unwrap_or(""),
+                    verdict = v.headline(), gates = %v.tally(),
+                    failed = %v.failed_summary().join("; "),
+                    not_evaluated = %v.not_evaluated_summary().join("; "), "verdict");
             }
             let prefix = format!("{name}: ");
             let stopped = stopped_on_error
                 .iter()
-                .find_map(|e| e.strip_prefix(&prefix).map(str::to_string));
+                .find_map(|e| e.strip_prefix(&prefix).map(str::to_string))
+                .or_else(|| {
+                    let finished = verdict
+                        .as_ref()
+                        .is_some_and(|v| v.plan == crate::verdict::PlanState::Finished);
+                    signal
+                        .filter(|_| !finished)
+                        .map(|sig| format!("stopped by {sig} before the end of its plan, at {at}"))
+                });
             (name, verdict, stopped)
         })
         .collect();
@@ -883,9 +942,16 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
         let done = event_loop(signals, &mut st, &flags, &app, &mut saver).await;
         shut_down(&mut st, serving, &mut saver, &state_dir).await;
         // Judged after the final poll folded the last drive figures into the verdicts.
+        // A signal under --exit-when-done is judged too: what had not finished is INCOMPLETE
+        // (a script's `nvsoak run --exit-when-done && mark_passed` must not pass it).
         Ok::<RunOutcome, anyhow::Error>(match done {
-            Some(stopped_on_error) => judge(&st.targets, &stopped_on_error),
-            None => RunOutcome::Stopped,
+            Ended::Done(stopped_on_error) => {
+                judge(&st.targets, &st.running.settings, &stopped_on_error, None)
+            }
+            Ended::Signal(sig) if flags.exit_when_done => {
+                judge(&st.targets, &st.running.settings, &[], Some(sig))
+            }
+            Ended::Signal(_) => RunOutcome::Stopped,
         })
     });
     runtime.shutdown_timeout(Duration::from_millis(500));

@@ -39,6 +39,10 @@ impl Overrides {
 pub struct TargetDiff {
     /// Names whose `TargetSpec` is identical: they keep running untouched.
     pub unchanged: Vec<String>,
+    /// Targets whose plan is identical but whose gates changed: they keep running (their soak
+    /// clock and totals carry on) and are judged again with the new gates. Gates are
+    /// judgement, not plan.
+    pub rejudged: Vec<TargetSpec>,
     /// Names in the running config only: stopped.
     pub removed: Vec<String>,
     /// Names whose spec differs: stopped, then started with the new spec (from the start of
@@ -68,7 +72,10 @@ impl TargetDiff {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.removed.is_empty() && self.changed.is_empty() && self.added.is_empty()
+        self.removed.is_empty()
+            && self.changed.is_empty()
+            && self.added.is_empty()
+            && self.rejudged.is_empty()
     }
 }
 
@@ -79,6 +86,7 @@ pub fn diff_targets(old: &[TargetSpec], new: &[TargetSpec]) -> TargetDiff {
     for n in new {
         match old.iter().find(|o| o.name == n.name) {
             Some(o) if o == n => d.unchanged.push(n.name.clone()),
+            Some(o) if same_plan(o, n) => d.rejudged.push(n.clone()),
             Some(_) => d.changed.push(n.clone()),
             None => d.added.push(n.clone()),
         }
@@ -89,6 +97,13 @@ pub fn diff_targets(old: &[TargetSpec], new: &[TargetSpec]) -> TargetDiff {
         }
     }
     d
+}
+
+/// Whether two specs differ in their gates at most.
+fn same_plan(a: &TargetSpec, b: &TargetSpec) -> bool {
+    let mut b = b.clone();
+    b.gates = a.gates.clone();
+    *a == b
 }
 
 /// Keys whose new value differs from the running one but cannot change while the daemon runs
@@ -203,6 +218,26 @@ profile = "4k-random-read"
                 .collect::<Vec<_>>(),
             vec!["b", "c"]
         );
+    }
+
+    #[test]
+    fn a_gate_change_rejudges_and_restarts_nothing() {
+        let old = settings(BASE);
+        let gates = "[target.gates]\nmax_temperature = \"65C\"\n";
+        let new = settings(&format!("{BASE}{gates}"));
+        let d = diff_targets(&old.targets, &new.targets);
+        assert!(d.changed.is_empty() && d.to_stop().is_empty(), "{d:?}");
+        assert_eq!(d.unchanged, vec!["a"]);
+        assert_eq!(d.rejudged.len(), 1, "{d:?}");
+        assert_eq!(d.rejudged[0].name, "b");
+        assert_eq!(d.rejudged[0].gates.max_temperature_celsius, Some(65.0));
+        assert!(!d.is_empty(), "a gate change is a change to apply");
+        // A plan change with a gate change is still a restart.
+        let both = format!("{BASE}{gates}")
+            .replace("b.dat\"\nsize = \"16MiB\"", "b.dat\"\nsize = \"32MiB\"");
+        let d = diff_targets(&old.targets, &settings(&both).targets);
+        assert_eq!(d.changed.len(), 1, "{d:?}");
+        assert!(d.rejudged.is_empty(), "{d:?}");
     }
 
     #[test]

@@ -55,6 +55,20 @@ pub(crate) fn reload(
     let checkpoint_interval_changed =
         merged.state.checkpoint_interval != run.settings.state.checkpoint_interval;
 
+    // Gates are judgement, not plan: a target whose gates alone changed keeps running and is
+    // judged again (its thread at its next interval; a target whose plan already ended, here).
+    let mut rejudged = Vec::new();
+    for spec in &diff.rejudged {
+        if let Some(h) = run.handles.iter().find(|h| h.name == spec.name) {
+            h.snapshot.set_gates(spec.gates.clone());
+            if h.is_finished() {
+                scheduler::rejudge_ended(&opts.state_dir, &h.snapshot);
+            }
+            tracing::info!(target_name = %spec.name,
+                "SIGHUP: only the gates changed; the target keeps running and is judged with the new gates");
+            rejudged.push(spec.name.clone());
+        }
+    }
     let mut stopped = Vec::new();
     for name in diff.to_stop() {
         if let Some(i) = run.handles.iter().position(|h| h.name == name) {
@@ -95,7 +109,7 @@ pub(crate) fn reload(
     run.settings.targets = specs;
     run.plan_hash = crate::state::plan_hash(&run.settings.targets);
     tracing::info!(config = %path.display(),
-        unchanged = ?diff.unchanged, stopped = ?stopped, started = ?started, failed = ?failed,
+        unchanged = ?diff.unchanged, rejudged = ?rejudged, stopped = ?stopped, started = ?started, failed = ?failed,
         "SIGHUP: config reloaded");
     ReloadOutcome {
         applied: true,

@@ -1,6 +1,6 @@
 //! The verdict at the top of the report: for many drives first the yield (passed and failed
 //! per model and firmware, the failing gates ranked by how often they failed), then one row per
-//! drive (PASS / FAIL / INCOMPLETE / PASS so far and the failed gates), then each drive's
+//! drive (PASS / FAIL / INCOMPLETE / RUNNING and the failed gates), then each drive's
 //! gates with their figures. [`yield_of`] is pure, from the [`Report`]; [`html`] and
 //! [`markdown`] lay it out.
 
@@ -49,9 +49,12 @@ impl Yield {
 /// Passed: a final PASS; failed: FAIL; anything else undecided.
 fn outcome(v: Option<&Verdict>) -> (bool, bool) {
     match v {
-        Some(v) if !v.passed => (false, true),
-        Some(v) if v.headline() == "PASS" => (true, false),
-        _ => (false, false),
+        Some(v) => match v.status() {
+            crate::verdict::VerdictStatus::Fail => (false, true),
+            crate::verdict::VerdictStatus::Pass => (true, false),
+            _ => (false, false),
+        },
+        None => (false, false),
     }
 }
 
@@ -139,17 +142,27 @@ fn headline_class(h: &str) -> &'static str {
     }
 }
 
+/// The verdict as it stands, with "data not verified" beside it when the verify gate was off
+/// or not evaluated: `PASS, data not verified (the verify_errors gate is off)`.
+pub fn verdict_text(v: &Verdict) -> String {
+    match v.data_not_verified() {
+        Some(n) => format!("{}, {n}", v.headline()),
+        None => v.headline().to_string(),
+    }
+}
+
 fn failed_text(v: &Verdict) -> String {
     let f = v.failed_summary();
     if f.is_empty() {
-        let n = v.not_evaluated().count();
-        if n > 0 {
-            format!(
-                "none ({} not evaluated)",
-                super::compute::count_of(n as u64, "gate")
-            )
-        } else {
+        let missing: Vec<&str> = v.not_evaluated().map(|g| g.gate.name()).collect();
+        if missing.is_empty() {
             "none".into()
+        } else {
+            format!(
+                "none ({} not evaluated: {})",
+                super::compute::count_of(missing.len() as u64, "gate"),
+                missing.join(", ")
+            )
         }
     } else {
         f.join("; ")
@@ -195,9 +208,13 @@ pub fn html(report: &Report) -> String {
     }
     h.push_str("<table class=\"verdicts\"><tr><th>Drive</th><th>Host</th><th>Target</th><th>Verdict</th><th>Failed gates</th></tr>\n");
     for d in &report.drives {
-        let (head, failed) = match &d.verdict {
-            Some(v) => (v.headline(), failed_text(v)),
-            None => ("no verdict", "results file from before verdicts".into()),
+        let (head, text, failed) = match &d.verdict {
+            Some(v) => (v.headline(), verdict_text(v), failed_text(v)),
+            None => (
+                "no verdict",
+                "no verdict".into(),
+                "results file from before verdicts".into(),
+            ),
         };
         h.push_str(&format!(
             "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"verdict {}\">{}</td><td>{}</td></tr>\n",
@@ -205,7 +222,7 @@ pub fn html(report: &Report) -> String {
             esc(&d.host),
             esc(&d.target),
             headline_class(head),
-            esc(head),
+            esc(&text),
             esc(&failed)
         ));
     }
@@ -215,7 +232,7 @@ pub fn html(report: &Report) -> String {
         h.push_str(&format!(
             "<details class=\"gates\"><summary>{}: {}</summary>\n<table><tr><th>Gate</th><th>State</th><th>Measured</th><th>Limit</th><th>Note</th></tr>\n",
             esc(&d.label),
-            esc(v.headline())
+            esc(&verdict_text(v))
         ));
         for g in &v.gates {
             let class = match g.state {
@@ -275,15 +292,18 @@ pub fn markdown(report: &Report) -> String {
     m.push_str("| Drive | Host | Target | Verdict | Failed gates |\n|---|---|---|---|---|\n");
     for d in &report.drives {
         let (head, failed) = match &d.verdict {
-            Some(v) => (v.headline(), failed_text(v)),
-            None => ("no verdict", "results file from before verdicts".into()),
+            Some(v) => (verdict_text(v), failed_text(v)),
+            None => (
+                "no verdict".to_string(),
+                "results file from before verdicts".into(),
+            ),
         };
         m.push_str(&format!(
             "| {} | {} | {} | **{}** | {} |\n",
             md(&d.label),
             md(&d.host),
             md(&d.target),
-            head,
+            md(&head),
             md(&failed)
         ));
     }
@@ -293,7 +313,7 @@ pub fn markdown(report: &Report) -> String {
         m.push_str(&format!(
             "### Gates: {} ({})\n\n| Gate | State | Measured | Limit | Note |\n|---|---|---|---|---|\n",
             md(&d.label),
-            v.headline()
+            md(&verdict_text(v))
         ));
         for g in &v.gates {
             m.push_str(&format!(
@@ -382,10 +402,18 @@ mod tests {
                     available_spare_latest: 100,
                     available_spare_threshold: 10,
                     temperature_max_kelvin: Some(320),
+                    data_written_bytes: Some(0),
+                    nvsoak_written_bytes: Some(0),
                     ..Default::default()
                 }),
                 ..Default::default()
             }),
+            subject: Some(crate::verdict::Subject {
+                kind: crate::verdict::SubjectKind::Drive,
+                verify: true,
+                ..Default::default()
+            }),
+            verified_bytes: 1 << 20,
             ..Default::default()
         };
         stamp(

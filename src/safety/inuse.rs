@@ -372,12 +372,12 @@ impl LoopDev {
 
 /// `struct loop_info64` from `<linux/loop.h>`.
 #[repr(C)]
-struct LoopInfo64 {
-    lo_device: u64,
-    lo_inode: u64,
+pub(super) struct LoopInfo64 {
+    pub(super) lo_device: u64,
+    pub(super) lo_inode: u64,
     lo_rdevice: u64,
-    lo_offset: u64,
-    lo_sizelimit: u64,
+    pub(super) lo_offset: u64,
+    pub(super) lo_sizelimit: u64,
     lo_number: u32,
     lo_encrypt_type: u32,
     lo_encrypt_key_size: u32,
@@ -391,7 +391,8 @@ struct LoopInfo64 {
 // LOOP_GET_STATUS64 is a bare number, not an _IOR encoding.
 nix::ioctl_read_bad!(loop_get_status64, 0x4C05, LoopInfo64);
 
-fn loop_status(fd: BorrowedFd<'_>) -> Option<LoopInfo64> {
+/// The loop device's status, `None` when `fd` is not a bound loop device.
+pub(super) fn loop_status(fd: BorrowedFd<'_>) -> Option<LoopInfo64> {
     // SAFETY: LoopInfo64 is plain old data (integers and byte arrays), so all-zero is a valid
     // value; the kernel fills it in place and the pointer outlives the call.
     let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };

@@ -54,6 +54,14 @@ pub struct DeviceIdentity {
     pub serial: Option<String>,
     pub wwn: Option<String>,
     pub model: Option<String>,
+    /// What tells this device apart from another under the same name when it has neither
+    /// serial nor WWN: for a loop device its backing file's device and inode numbers, offset
+    /// and size limit (LOOP_GET_STATUS64 on the descriptor), with the device's size; for any
+    /// other device its size. `None` when it has a serial or WWN.
+    pub instance: Option<String>,
+    /// Whether a drive of its own stands behind the device (sysfs `device` link: an NVMe
+    /// namespace, a SCSI or SATA disk), not a loop, device-mapper, md or ram device.
+    pub has_drive: bool,
     /// Signatures libblkid found. Filled by [`check_writable`] only, and non-empty only when
     /// `force_overwrite_signatures` let them pass: the caller logs them before writing.
     pub signatures: Vec<Signature>,
@@ -75,6 +83,7 @@ impl DeviceIdentity {
             (None, None) => {
                 self.kernel_name == other.kernel_name
                     && (self.major, self.minor) == (other.major, other.minor)
+                    && self.instance == other.instance
             }
             _ => false,
         }
@@ -449,6 +458,8 @@ pub fn identify_fd(fd: BorrowedFd<'_>, shown: &Path) -> Result<DeviceIdentity, S
     let wwn = first_of(&[disk.clone(), dev_dir.clone()], &["wwid"])
         .or_else(|| first_of(std::slice::from_ref(&disk), &["wwn"]));
     let model = first_of(&search, &["model"]);
+    let has_drive = dev_dir.exists();
+    let instance = (serial.is_none() && wwn.is_none()).then(|| instance_of(fd, &sys, &kernel_name));
     Ok(DeviceIdentity {
         path: node_path(&kernel_name, rdev, shown),
         kernel_name,
@@ -458,8 +469,48 @@ pub fn identify_fd(fd: BorrowedFd<'_>, shown: &Path) -> Result<DeviceIdentity, S
         serial,
         wwn,
         model,
+        instance,
+        has_drive,
         signatures: Vec::new(),
     })
+}
+
+/// The identity of a device without serial or WWN (see [`DeviceIdentity::instance`]): a loop
+/// device re-attached to another file, or a device of another size under the same name, is
+/// another device.
+fn instance_of(fd: BorrowedFd<'_>, sys: &Path, kernel_name: &str) -> String {
+    let size = fs::read_to_string(sys.join("size"))
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map_or_else(
+            || "size unknown".to_string(),
+            |s| format!("{} bytes", s * 512),
+        );
+    if !kernel_name.starts_with("loop") {
+        return size;
+    }
+    // LOOP_GET_STATUS64 on the descriptor itself; an O_PATH descriptor (the checks' own) takes
+    // no ioctl, so the inode it names is opened again through /proc/self/fd, read-only and
+    // without resolving the path again.
+    let status = inuse::loop_status(fd).or_else(|| {
+        let f = reopen(fd, libc::O_CLOEXEC | libc::O_NONBLOCK, false).ok()?;
+        inuse::loop_status(f.as_fd())
+    });
+    match status {
+        Some(i) => format!(
+            "backing file {}:{} inode {}, offset {}, size limit {}, {size}",
+            libc::major(i.lo_device),
+            libc::minor(i.lo_device),
+            i.lo_inode,
+            i.lo_offset,
+            i.lo_sizelimit
+        ),
+        // Not bound, or not readable: what sysfs says, named as such.
+        None => match fs::read_to_string(sys.join("loop/backing_file")) {
+            Ok(b) => format!("backing file {} (sysfs), {size}", b.trim()),
+            Err(_) => format!("not bound, {size}"),
+        },
+    }
 }
 
 /// The device node for messages and records: `/dev/<kernel name>` when that node is this
@@ -761,6 +812,8 @@ mod tests {
             serial: serial.map(String::from),
             wwn: wwn.map(String::from),
             model: None,
+            instance: None,
+            has_drive: true,
             signatures: vec![],
         }
     }

@@ -75,6 +75,9 @@ pub struct Totals {
     /// Verification failures by kind label (`wrong_offset`, ...).
     #[serde(default)]
     pub verify_errors_by_kind: BTreeMap<String, u64>,
+    /// Bytes verified (read back and checked), summed over restarts.
+    #[serde(default)]
+    pub verified_bytes: u64,
     /// Seconds the soak has been running, summed over restarts (downtime excluded).
     #[serde(default)]
     pub soak_elapsed_secs: f64,
@@ -584,7 +587,12 @@ fn move_aside(dir: &Path, why: &str) -> Result<Option<PathBuf>, StateError> {
 pub fn device_key(id: &crate::safety::DeviceIdentity) -> String {
     match id.stable_id() {
         Some(s) if !s.is_empty() => s.to_string(),
-        _ => format!("{} ({}:{})", id.kernel_name, id.major, id.minor),
+        // Without serial or WWN, the name and numbers alone would take a loop device
+        // re-attached to a fresh file for the device tested: its instance tells them apart.
+        _ => match &id.instance {
+            Some(inst) => format!("{} ({}:{}; {inst})", id.kernel_name, id.major, id.minor),
+            None => format!("{} ({}:{})", id.kernel_name, id.major, id.minor),
+        },
     }
 }
 
@@ -869,6 +877,7 @@ mod tests {
             errors: 3,
             verify_errors: 1,
             verify_errors_by_kind: [("bad_checksum".to_string(), 1)].into(),
+            verified_bytes: 3 << 30,
             soak_elapsed_secs: 86_400.0,
         };
         t.steady_history = vec![100_000.0, 101_000.5, 99_000.0];

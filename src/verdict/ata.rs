@@ -1,6 +1,6 @@
 //! The drive gates for a target on a SATA disk: temperature and percentage used read the ATA
 //! figures (`workload::drive_ata::AtaSoak`), and available spare, which ATA does not report,
-//! is "not evaluated" with that reason (never passed on the zero an NVMe-shaped field holds).
+//! is "not applicable" with that reason (never passed on the zero an NVMe-shaped field holds).
 
 use super::{Gate, GateResult, judged, unknown, with_numbers};
 use crate::workload::drive_ata::AtaSoak;
@@ -52,13 +52,15 @@ pub(super) fn smart_status(a: &AtaSoak, limit: String) -> GateResult {
     }
 }
 
-/// ATA has no available-spare figure.
+/// ATA has no available-spare figure: the gate does not apply.
 pub(super) fn spare(limit: String) -> GateResult {
-    unknown(
-        Gate::AvailableSpare,
+    GateResult {
         limit,
-        "a SATA drive reports no available spare",
-    )
+        ..super::not_applicable(
+            Gate::AvailableSpare,
+            "a SATA drive reports no available spare",
+        )
+    }
 }
 
 /// Percentage Used Endurance Indicator (Device Statistics, Solid State Device page).

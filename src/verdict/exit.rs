@@ -3,12 +3,12 @@
 //!
 //! | code | meaning |
 //! |------|---------|
-//! | 0 | PASS: every target finished its plan and passed every gate |
+//! | 0 | PASS: every target finished its plan, and every gate that applies to it was evaluated and passed |
 //! | 1 | nvsoak itself failed (bad config, a target that could not open, ...) |
 //! | 2 | FAIL: at least one target failed a gate (even if it stopped before the end) |
-//! | 3 | INCOMPLETE: no gate failed, but a target stopped before the end of its plan |
+//! | 3 | INCOMPLETE: no gate failed, but a target stopped before the end of its plan (an error, a vanished device, SIGINT or SIGTERM) or a gate that applies was not evaluated |
 
-use super::{PlanState, Verdict};
+use super::{PlanState, Verdict, VerdictStatus};
 
 /// Every target finished and passed.
 pub const EXIT_PASS: u8 = 0;
@@ -22,7 +22,8 @@ pub const EXIT_INCOMPLETE: u8 = 3;
 /// What a run ended with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunOutcome {
-    /// Not asked to judge (stopped by a signal without `--exit-when-done`).
+    /// Not asked to judge (stopped by a signal without `--exit-when-done`: a daemon stopped by
+    /// its service manager).
     Stopped,
     Pass,
     /// Each failed target with its failed gates: `disk0: io_errors: 12 errors (at most 0)`.
@@ -45,27 +46,36 @@ impl RunOutcome {
         match self {
             RunOutcome::Stopped | RunOutcome::Pass => None,
             RunOutcome::Fail(v) => Some(format!(
-                "--exit-when-done: FAIL: {} target(s) failed qualification ({}); exit {EXIT_FAIL}",
-                v.len(),
+                "--exit-when-done: FAIL: {} failed qualification ({}); exit {EXIT_FAIL}",
+                count(v.len()),
                 v.join("; ")
             )),
             RunOutcome::Incomplete(v) => Some(format!(
-                "--exit-when-done: INCOMPLETE: {} target(s) stopped on an error instead of finishing the plan ({}); exit {EXIT_INCOMPLETE}",
-                v.len(),
+                "--exit-when-done: INCOMPLETE: {} not judged PASS ({}); exit {EXIT_INCOMPLETE}",
+                count(v.len()),
                 v.join("; ")
             )),
         }
     }
 }
 
+fn count(n: usize) -> String {
+    if n == 1 {
+        "1 target".into()
+    } else {
+        format!("{n} targets")
+    }
+}
+
 /// Judge a finished run: `targets` are each target's name, its verdict (from its results file,
-/// `None` when it has none) and, when it stopped on an error, why. Any failed gate is a FAIL;
-/// else a target that stopped or has no final verdict makes it INCOMPLETE; else PASS.
+/// `None` when it has none) and, when it stopped before the end (an error, a signal), why. Any
+/// failed gate is a FAIL; else a target that stopped, has no final verdict or has a gate not
+/// evaluated makes it INCOMPLETE (each such gate named); else PASS.
 pub fn outcome(targets: &[(String, Option<Verdict>, Option<String>)]) -> RunOutcome {
     let failed: Vec<String> = targets
         .iter()
         .filter_map(|(name, v, _)| {
-            let v = v.as_ref().filter(|v| !v.passed)?;
+            let v = v.as_ref().filter(|v| v.status() == VerdictStatus::Fail)?;
             Some(format!("{name}: {}", v.failed_summary().join(", ")))
         })
         .collect();
@@ -76,7 +86,10 @@ pub fn outcome(targets: &[(String, Option<Verdict>, Option<String>)]) -> RunOutc
         .iter()
         .filter_map(|(name, v, stopped)| match (stopped, v) {
             (Some(why), _) => Some(format!("{name}: {why}")),
-            (None, Some(v)) if v.plan == PlanState::Finished => None,
+            (None, Some(v)) if v.plan == PlanState::Finished => {
+                let missing = v.not_evaluated_summary();
+                (!missing.is_empty()).then(|| format!("{name}: {}", missing.join(", ")))
+            }
             (None, Some(v)) => Some(format!(
                 "{name}: the plan did not finish ({})",
                 v.stop_reason.as_deref().unwrap_or("stopped")

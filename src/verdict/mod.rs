@@ -13,7 +13,17 @@
 //! drive's threshold) and the OCP Datacenter NVMe SSD specification (percentage used at most
 //! 100 %), plus nvsoak's own checks (no I/O or verify errors, the accounting check).
 //!
-//! Architecture Invariant: a gate without the data it needs is "not evaluated", never a pass.
+//! What a verdict means ([`VerdictStatus`]): **PASS** only when the plan ran to its end and
+//! every gate that applies to the target was evaluated and passed; **FAIL** as soon as one gate
+//! failed (a failed gate never passes again, whatever stops the plan later); **INCOMPLETE**
+//! when the plan stopped before its end (a signal, an error, a vanished device) or a gate that
+//! applies could not be evaluated; **RUNNING** while the plan runs and nothing failed yet.
+//! Whether a gate applies comes from the [`Subject`]: drive gates do not apply to a file (they
+//! are "not applicable", never "pass"); the verify gate applies to every target and is
+//! evaluated only once data was verified.
+//!
+//! Architecture Invariant: a gate without the data it needs is "not evaluated", never a pass,
+//! and a verdict with a gate not evaluated is never PASS (`verdict::tests`).
 
 mod ata;
 pub mod exit;
@@ -42,9 +52,7 @@ pub enum SpareMin {
 /// turns a gate off.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GateSettings {
-    /// A gate not evaluated fails the verdict (default: it is shown but does not fail it).
-    pub strict: bool,
-    /// Most verify errors allowed.
+    /// Most verify errors allowed. The gate is evaluated only once data was verified.
     pub max_verify_errors: Option<u64>,
     /// Most I/O errors allowed.
     pub max_io_errors: Option<u64>,
@@ -77,7 +85,6 @@ pub struct GateSettings {
 impl Default for GateSettings {
     fn default() -> Self {
         GateSettings {
-            strict: false,
             max_verify_errors: Some(0),
             max_io_errors: Some(0),
             max_new_media_errors: Some(0),
@@ -209,6 +216,23 @@ impl Gate {
         Gate::Sub1msIops,
     ];
 
+    /// Whether the gate reads the drive's own figures (it does not apply to a target without
+    /// a drive of its own).
+    pub fn is_drive_gate(self) -> bool {
+        matches!(
+            self,
+            Gate::MediaErrors
+                | Gate::ErrorLogEntries
+                | Gate::CriticalWarning
+                | Gate::Temperature
+                | Gate::AvailableSpare
+                | Gate::PercentageUsed
+                | Gate::Accounting
+                | Gate::Link
+                | Gate::OcpPanics
+        )
+    }
+
     /// The label value (`io_errors`).
     pub fn name(self) -> &'static str {
         match self {
@@ -256,8 +280,12 @@ impl Gate {
 pub enum GateState {
     Pass,
     Fail,
+    /// The gate applies, but its data is missing: the verdict cannot be PASS.
     #[default]
     NotEvaluated,
+    /// The gate does not apply to this target (drive gates on a file, the self-test gate of a
+    /// plan without a self-test phase).
+    NotApplicable,
     /// Turned off in the config.
     Off,
 }
@@ -268,9 +296,114 @@ impl GateState {
             GateState::Pass => "pass",
             GateState::Fail => "fail",
             GateState::NotEvaluated => "not evaluated",
+            GateState::NotApplicable => "not applicable",
             GateState::Off => "off",
         }
     }
+
+    /// The label value (`not_evaluated`).
+    pub fn label(self) -> &'static str {
+        match self {
+            GateState::Pass => "pass",
+            GateState::Fail => "fail",
+            GateState::NotEvaluated => "not_evaluated",
+            GateState::NotApplicable => "not_applicable",
+            GateState::Off => "off",
+        }
+    }
+}
+
+/// What kind of thing a target is, for which gates apply to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubjectKind {
+    /// A regular file: no drive gates.
+    #[default]
+    File,
+    /// A block device with no drive of its own behind it (loop, device-mapper, md, ram: no
+    /// `device` link in sysfs): no drive gates.
+    BlockDevice,
+    /// A block device on a drive (an NVMe namespace, a SCSI/SATA disk): every drive gate
+    /// applies, and missing health data leaves it not evaluated.
+    Drive,
+    /// Several block devices (`paths`): the drive figures are the members', not the target's.
+    Span,
+}
+
+impl SubjectKind {
+    pub fn has_drive(self) -> bool {
+        self == SubjectKind::Drive
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            SubjectKind::File => "a file target has no drive",
+            SubjectKind::BlockDevice => {
+                "a block device with no drive behind it (loop, device-mapper, md or ram device)"
+            }
+            SubjectKind::Drive => "a drive",
+            SubjectKind::Span => {
+                "a target spanning several block devices (each member's drive figures are in /metrics)"
+            }
+        }
+    }
+}
+
+/// What the target is and what its plan does, for which gates apply (recorded in the results
+/// file, `subject`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Subject {
+    pub kind: SubjectKind,
+    /// Whether the plan verifies data (`verify` is `inline` or `pass`).
+    pub verify: bool,
+    /// Why the plan cannot verify (a spanning target, a read-only plan), when it does not.
+    pub verify_note: Option<String>,
+    /// Whether the plan has a self-test phase.
+    pub self_test_planned: bool,
+}
+
+/// The verdict, in one word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictStatus {
+    /// The plan is running and no gate failed yet.
+    #[default]
+    Running,
+    /// The plan ran to its end and every gate that applies was evaluated and passed.
+    Pass,
+    /// A gate failed.
+    Fail,
+    /// Stopped before the end of the plan, or a gate that applies was not evaluated.
+    Incomplete,
+}
+
+impl VerdictStatus {
+    pub fn word(self) -> &'static str {
+        match self {
+            VerdictStatus::Running => "RUNNING",
+            VerdictStatus::Pass => "PASS",
+            VerdictStatus::Fail => "FAIL",
+            VerdictStatus::Incomplete => "INCOMPLETE",
+        }
+    }
+
+    /// The label value (`incomplete`).
+    pub fn label(self) -> &'static str {
+        match self {
+            VerdictStatus::Running => "running",
+            VerdictStatus::Pass => "pass",
+            VerdictStatus::Fail => "fail",
+            VerdictStatus::Incomplete => "incomplete",
+        }
+    }
+
+    pub const ALL: [VerdictStatus; 4] = [
+        VerdictStatus::Pass,
+        VerdictStatus::Fail,
+        VerdictStatus::Incomplete,
+        VerdictStatus::Running,
+    ];
 }
 
 /// One gate's outcome with its figures.
@@ -323,23 +456,44 @@ pub enum PlanState {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Verdict {
-    /// No gate failed (and, with `strict`, every gate was evaluated).
+    /// The verdict in one word ([`VerdictStatus`]).
+    pub status: VerdictStatus,
+    /// `status` is PASS: the plan finished and every gate that applies passed.
     pub passed: bool,
     pub plan: PlanState,
     /// Why the target stopped, for [`PlanState::Stopped`].
     pub stop_reason: Option<String>,
     /// Unix time of the evaluation.
     pub evaluated_at: f64,
-    pub strict: bool,
     pub gates: Vec<GateResult>,
 }
 
 impl Verdict {
-    /// The gates that failed (with `strict`, the ones not evaluated too).
+    /// The verdict from the gates and how far the plan got (see the module's documentation).
+    pub fn status_of(gates: &[GateResult], plan: PlanState) -> VerdictStatus {
+        if gates.iter().any(|g| g.state == GateState::Fail) {
+            return VerdictStatus::Fail;
+        }
+        match plan {
+            PlanState::Running => VerdictStatus::Running,
+            PlanState::Stopped | PlanState::Interrupted => VerdictStatus::Incomplete,
+            PlanState::Finished => {
+                if gates.iter().any(|g| g.state == GateState::NotEvaluated) {
+                    VerdictStatus::Incomplete
+                } else {
+                    VerdictStatus::Pass
+                }
+            }
+        }
+    }
+
+    pub fn status(&self) -> VerdictStatus {
+        Verdict::status_of(&self.gates, self.plan)
+    }
+
+    /// The gates that failed.
     pub fn failed(&self) -> impl Iterator<Item = &GateResult> {
-        self.gates.iter().filter(|g| {
-            g.state == GateState::Fail || (self.strict && g.state == GateState::NotEvaluated)
-        })
+        self.gates.iter().filter(|g| g.state == GateState::Fail)
     }
 
     pub fn not_evaluated(&self) -> impl Iterator<Item = &GateResult> {
@@ -348,18 +502,20 @@ impl Verdict {
             .filter(|g| g.state == GateState::NotEvaluated)
     }
 
-    /// `PASS`, `FAIL`, `INCOMPLETE` (stopped before the end, nothing failed) or `PASS so
-    /// far` (running or interrupted, nothing failed yet). A failed gate is a FAIL at once:
-    /// errors and new media errors never go away.
+    /// `PASS`, `FAIL`, `INCOMPLETE` or `RUNNING`. A failed gate is a FAIL at once: errors and
+    /// new media errors never go away.
     pub fn headline(&self) -> &'static str {
-        if !self.passed {
-            "FAIL"
-        } else {
-            match self.plan {
-                PlanState::Finished => "PASS",
-                PlanState::Stopped => "INCOMPLETE",
-                PlanState::Running | PlanState::Interrupted => "PASS so far",
-            }
+        self.status().word()
+    }
+
+    /// Whether data was verified, in words, for the places the verdict stands: `None` when the
+    /// verify gate was evaluated, else "data not verified" with why.
+    pub fn data_not_verified(&self) -> Option<String> {
+        let g = self.gate(Gate::VerifyErrors)?;
+        match g.state {
+            GateState::Pass | GateState::Fail => None,
+            GateState::Off => Some("data not verified (the verify_errors gate is off)".into()),
+            _ => Some(format!("data not verified ({})", g.note)),
         }
     }
 
@@ -367,14 +523,35 @@ impl Verdict {
     /// `io_errors: 12 errors (at most 0)`.
     pub fn failed_summary(&self) -> Vec<String> {
         self.failed()
-            .map(|g| {
-                if g.state == GateState::NotEvaluated {
-                    format!("{}: not evaluated ({})", g.gate.name(), g.note)
-                } else {
-                    format!("{}: {} ({})", g.gate.name(), g.measured, g.limit)
-                }
-            })
+            .map(|g| format!("{}: {} ({})", g.gate.name(), g.measured, g.limit))
             .collect()
+    }
+
+    /// The gates not evaluated with why, one phrase each: `temperature: not evaluated (the
+    /// drive reported no composite temperature)`.
+    pub fn not_evaluated_summary(&self) -> Vec<String> {
+        self.not_evaluated()
+            .map(|g| format!("{}: not evaluated ({})", g.gate.name(), g.note))
+            .collect()
+    }
+
+    /// How many gates are in each state, for the journal: `12 gates: 9 pass, 2 not
+    /// applicable, 1 off`.
+    pub fn tally(&self) -> String {
+        let mut parts = Vec::new();
+        for st in [
+            GateState::Pass,
+            GateState::Fail,
+            GateState::NotEvaluated,
+            GateState::NotApplicable,
+            GateState::Off,
+        ] {
+            let n = self.gates.iter().filter(|g| g.state == st).count();
+            if n > 0 {
+                parts.push(format!("{n} {}", st.word()));
+            }
+        }
+        format!("{} gates: {}", self.gates.len(), parts.join(", "))
     }
 
     pub fn gate(&self, gate: Gate) -> Option<&GateResult> {
@@ -417,8 +594,16 @@ fn with_numbers(mut g: GateResult, value: f64, threshold: f64) -> GateResult {
     g
 }
 
-const NO_DRIVE: &str =
-    "no drive data: a file target, or health polling found no NVMe drive for it (or is off)";
+const NO_DRIVE: &str = "no health data for this drive: health polling is off, or found no NVMe controller or SATA disk for it";
+
+fn not_applicable(gate: Gate, why: &str) -> GateResult {
+    GateResult {
+        gate,
+        state: GateState::NotApplicable,
+        note: why.into(),
+        ..Default::default()
+    }
+}
 
 fn count_gate(gate: Gate, max: Option<u64>, got: Option<u64>, noun: &str, why: &str) -> GateResult {
     let Some(max) = max else {
@@ -448,8 +633,51 @@ fn warning_bits(v: u8) -> String {
     }
 }
 
+/// The subject of a results file written before subjects were recorded: a drive when it has
+/// drive identity or figures, else a file; no record of verification.
+fn legacy_subject(r: &TargetResults) -> Subject {
+    let drive = r.device.is_some() || r.soak.as_ref().is_some_and(|s| s.drive.is_some());
+    Subject {
+        kind: if drive {
+            SubjectKind::Drive
+        } else {
+            SubjectKind::File
+        },
+        verify: false,
+        verify_note: Some("this results file has no record of verification".into()),
+        self_test_planned: r.qualification_steps.iter().any(|s| s.kind == "self-test"),
+    }
+}
+
+/// The verify gate: evaluated only once data was read back and checked.
+fn verify_gate(g: &GateSettings, r: &TargetResults, subject: &Subject) -> GateResult {
+    let gate = Gate::VerifyErrors;
+    let Some(max) = g.max_verify_errors else {
+        return off(gate);
+    };
+    let limit = format!("at most {max}");
+    if !subject.verify {
+        let why = subject.verify_note.clone().unwrap_or_else(|| {
+            "verify is off: set verify = \"inline\" or \"pass\" on the target, or turn the gate off with verify_errors = false".into()
+        });
+        return unknown(gate, limit, &why);
+    }
+    let errors = r.soak.as_ref().map_or(0, |s| s.verify_errors);
+    if r.verified_bytes == 0 && errors == 0 {
+        return unknown(gate, limit, "no data verified yet");
+    }
+    let mut res = count_gate(gate, Some(max), Some(errors), "error", "");
+    res.measured = format!(
+        "{} in {} verified",
+        res.measured,
+        compute::fmt_bytes(r.verified_bytes as f64)
+    );
+    res
+}
+
 /// Evaluate every gate. Pure. `rated` are the drive's rated figures (ratings table), when
-/// known; `plan` how far the plan got; `now` the Unix time recorded.
+/// known; `plan` how far the plan got; `now` the Unix time recorded. Which gates apply comes
+/// from `r.subject` (see [`Subject`]).
 pub fn evaluate(
     g: &GateSettings,
     r: &TargetResults,
@@ -459,17 +687,12 @@ pub fn evaluate(
     stop_reason: Option<String>,
     now: f64,
 ) -> Verdict {
+    let subject = r.subject.clone().unwrap_or_else(|| legacy_subject(r));
     let soak = r.soak.as_ref();
     let drive: Option<&DriveSoak> = soak.and_then(|s| s.drive.as_ref());
     let no_run = "no I/O recorded yet";
     let mut gates = vec![
-        count_gate(
-            Gate::VerifyErrors,
-            g.max_verify_errors,
-            soak.map(|s| s.verify_errors),
-            "error",
-            no_run,
-        ),
+        verify_gate(g, r, &subject),
         count_gate(
             Gate::IoErrors,
             g.max_io_errors,
@@ -494,34 +717,41 @@ pub fn evaluate(
         if drive.is_some() { backwards } else { NO_DRIVE },
     ));
     gates.push(critical_warning(g, drive));
-    gates.push(outcome_gate(
-        Gate::SelfTest,
-        g.self_test,
-        ext.self_test.as_ref(),
-        false,
-        "no self-test outcome: the plan has no self-test phase",
-    ));
+    gates.push(if g.self_test && !subject.self_test_planned {
+        not_applicable(Gate::SelfTest, "the plan has no self-test phase")
+    } else {
+        outcome_gate(
+            Gate::SelfTest,
+            g.self_test,
+            ext.self_test.as_ref(),
+            false,
+            "no self-test outcome: the self-test was refused or has not run yet",
+        )
+    });
     gates.push(temperature(g, drive));
     gates.push(spare(g, drive));
     gates.push(percentage_used(g, drive));
     gates.push(accounting(g, drive));
-    gates.push(outcome_gate(
-        Gate::Link,
-        g.link,
-        ext.link_degraded.as_ref(),
-        true,
-        "no PCIe link figures for this target",
-    ));
+    gates.push(match drive {
+        _ if !g.link => off(Gate::Link),
+        None => unknown(Gate::Link, "not degraded".into(), NO_DRIVE),
+        Some(d) if d.ata.is_some() => not_applicable(Gate::Link, "a SATA drive has no PCIe link"),
+        Some(_) if ext.link_degraded.is_none() => not_applicable(
+            Gate::Link,
+            "no PCIe link on the drive's path (sysfs gives no link speed or width: not a PCIe device)",
+        ),
+        Some(_) => outcome_gate(Gate::Link, true, ext.link_degraded.as_ref(), true, ""),
+    });
     gates.push(if !g.ocp_panics {
         off(Gate::OcpPanics)
     } else {
-        match ext.ocp_panic_count_change {
-            None => unknown(
+        match (drive, ext.ocp_panic_count_change) {
+            (None, _) => unknown(Gate::OcpPanics, "no change".into(), NO_DRIVE),
+            (Some(_), None) => not_applicable(
                 Gate::OcpPanics,
-                "no change".into(),
-                "no OCP Error Recovery log (C1h) for this drive",
+                "the drive has no OCP Error Recovery log (C1h)",
             ),
-            Some(n) => with_numbers(
+            (Some(_), Some(n)) => with_numbers(
                 judged(
                     Gate::OcpPanics,
                     n == 0,
@@ -535,14 +765,21 @@ pub fn evaluate(
     });
     gates.push(rated_iops(g, r, rated));
     gates.push(sub_1ms(g, r));
-    let failed = gates.iter().any(|x| x.state == GateState::Fail);
-    let unevaluated = gates.iter().any(|x| x.state == GateState::NotEvaluated);
+    // Drive gates do not apply to a target without a drive of its own.
+    if !subject.kind.has_drive() {
+        for x in gates.iter_mut() {
+            if x.gate.is_drive_gate() && x.state != GateState::Off {
+                *x = not_applicable(x.gate, subject.kind.describe());
+            }
+        }
+    }
+    let status = Verdict::status_of(&gates, plan);
     Verdict {
-        passed: !(failed || (g.strict && unevaluated)),
+        status,
+        passed: status == VerdictStatus::Pass,
         plan,
         stop_reason,
         evaluated_at: now,
-        strict: g.strict,
         gates,
     }
 }
@@ -877,9 +1114,6 @@ pub fn describe(g: &GateSettings) -> String {
     let mut s = on.join(", ");
     if !off.is_empty() {
         s.push_str(&format!("; off: {}", off.join(", ")));
-    }
-    if g.strict {
-        s.push_str("; strict (a gate not evaluated fails)");
     }
     s
 }

@@ -192,10 +192,14 @@ pub fn render(r: &TargetResults, v: &Verdict) -> Vec<Value> {
         let (kind, verdict) = match g.state {
             GateState::Pass => ("PASS", "pass"),
             GateState::Fail => ("FAIL", "fail"),
+            GateState::NotApplicable => ("UNKNOWN", "not-applicable"),
             _ => ("UNKNOWN", "not-evaluated"),
         };
         let message = match g.state {
             GateState::NotEvaluated => format!("{}: not evaluated: {}", g.gate.describe(), g.note),
+            GateState::NotApplicable => {
+                format!("{}: not applicable: {}", g.gate.describe(), g.note)
+            }
             _ => format!("{}: {} ({})", g.gate.describe(), g.measured, g.limit),
         };
         o.step(
@@ -209,11 +213,16 @@ pub fn render(r: &TargetResults, v: &Verdict) -> Vec<Value> {
         );
     }
     o.step(&id, json!({"testStepEnd": {"status": "COMPLETE"}}));
-    let (status, result) = match (v.plan, v.passed) {
-        (PlanState::Finished, true) => ("COMPLETE", "PASS"),
-        (PlanState::Finished, false) => ("COMPLETE", "FAIL"),
-        (_, false) => ("ERROR", "FAIL"),
-        (_, true) => ("ERROR", "NOT_APPLICABLE"),
+    // INCOMPLETE (stopped early, or a gate not evaluated) is never a PASS.
+    let status = if v.plan == PlanState::Finished {
+        "COMPLETE"
+    } else {
+        "ERROR"
+    };
+    let result = match v.status() {
+        crate::verdict::VerdictStatus::Pass => "PASS",
+        crate::verdict::VerdictStatus::Fail => "FAIL",
+        _ => "NOT_APPLICABLE",
     };
     o.push(
         "testRunArtifact",
@@ -333,6 +342,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir_all(dir.path().join("results")).expect("mkdir");
         let mut r = clean_results();
+        // A verified file target: every gate that applies has its data.
+        r.subject = Some(crate::verdict::Subject {
+            kind: crate::verdict::SubjectKind::File,
+            verify: true,
+            ..Default::default()
+        });
         crate::verdict::stamp(
             &mut r,
             &GateSettings::default(),

@@ -55,7 +55,26 @@ pub(super) fn clean_results() -> TargetResults {
         ocp_phases: Vec::new(),
         members: Vec::new(),
         card: None,
+        subject: Some(Subject {
+            kind: SubjectKind::Drive,
+            verify: true,
+            verify_note: None,
+            self_test_planned: false,
+        }),
+        verified_bytes: 1 << 30,
+        device_key: None,
     }
+}
+
+/// [`clean_results`] as a file target.
+fn file_results() -> TargetResults {
+    let mut r = clean_results();
+    r.device = None;
+    r.subject = Some(Subject {
+        kind: SubjectKind::File,
+        ..r.subject.clone().unwrap_or_default()
+    });
+    r
 }
 
 /// A healthy drive's figures over the plan, every field distinct.
@@ -101,7 +120,7 @@ fn state(v: &Verdict, gate: Gate) -> GateState {
 }
 
 #[test]
-fn a_clean_drive_passes_every_gate_with_data_and_lists_the_rest_as_not_evaluated() {
+fn a_clean_drive_passes_every_gate_that_applies_and_the_rest_are_not_applicable() {
     let v = eval(&GateSettings::default(), &with_drive(drive()));
     assert!(v.passed);
     assert_eq!(v.headline(), "PASS");
@@ -119,47 +138,134 @@ fn a_clean_drive_passes_every_gate_with_data_and_lists_the_rest_as_not_evaluated
     ] {
         assert_eq!(state(&v, g), GateState::Pass, "{g:?}");
     }
+    // No self-test phase, no PCIe link in sysfs, no C1h page: the gates do not apply.
     for g in [Gate::SelfTest, Gate::Link, Gate::OcpPanics] {
-        assert_eq!(state(&v, g), GateState::NotEvaluated, "{g:?}");
+        assert_eq!(state(&v, g), GateState::NotApplicable, "{g:?}");
     }
     for g in [Gate::RatedIops, Gate::Sub1msIops] {
         assert_eq!(state(&v, g), GateState::Off, "{g:?} is off by default");
     }
 }
 
+/// A drive whose health pages could not be read is not a PASS on its I/O errors alone: every
+/// drive gate applies and is not evaluated, and the verdict is INCOMPLETE naming them.
 #[test]
-fn a_file_target_has_its_drive_gates_not_evaluated_never_passed() {
-    let mut r = clean_results();
-    r.device = None;
-    let v = eval(&GateSettings::default(), &r);
-    assert!(v.passed, "nothing failed");
-    for g in [
-        Gate::MediaErrors,
-        Gate::ErrorLogEntries,
-        Gate::CriticalWarning,
-        Gate::Temperature,
-        Gate::AvailableSpare,
-        Gate::PercentageUsed,
-        Gate::Accounting,
-    ] {
-        let gr = v.gate(g).expect("listed");
-        assert_eq!(gr.state, GateState::NotEvaluated, "{g:?}");
-        assert!(gr.note.contains("no drive data"), "{g:?}: {}", gr.note);
+fn a_drive_without_health_data_is_incomplete_not_pass() {
+    let v = eval(&GateSettings::default(), &clean_results());
+    assert_eq!(v.status(), VerdictStatus::Incomplete);
+    assert!(!v.passed);
+    for g in Gate::ALL.iter().filter(|g| g.is_drive_gate()) {
+        assert_eq!(state(&v, *g), GateState::NotEvaluated, "{g:?}");
     }
-    // Strict: a gate not evaluated fails the verdict, and says why.
-    let strict = GateSettings {
-        strict: true,
+    let missing = v.not_evaluated_summary();
+    assert!(
+        missing
+            .iter()
+            .any(|s| s.starts_with("temperature: not evaluated (no health data")),
+        "{missing:?}"
+    );
+    // Turning those gates off is the operator's way to a PASS without them.
+    let g = GateSettings {
+        max_new_media_errors: None,
+        max_new_error_log_entries: None,
+        critical_warning: false,
+        max_temperature_celsius: None,
+        min_available_spare: None,
+        max_percentage_used: None,
+        accounting_tolerance: None,
+        link: false,
+        ocp_panics: false,
         ..Default::default()
     };
-    let v = eval(&strict, &r);
-    assert!(!v.passed);
-    assert_eq!(v.headline(), "FAIL");
+    assert_eq!(eval(&g, &clean_results()).status(), VerdictStatus::Pass);
+}
+
+/// The verify gate is evaluated only when data was verified: verify off (the default), or on
+/// with nothing read back yet, leaves it not evaluated and the verdict INCOMPLETE; turned off,
+/// the verdict may PASS and says "data not verified".
+#[test]
+fn nothing_verified_is_never_a_verify_pass() {
+    let mut r = file_results();
+    r.subject.as_mut().expect("subject").verify = false;
+    r.verified_bytes = 0;
+    let v = eval(&GateSettings::default(), &r);
+    let g = v.gate(Gate::VerifyErrors).expect("listed");
+    assert_eq!(g.state, GateState::NotEvaluated);
+    assert!(g.note.contains("verify is off"), "{}", g.note);
+    assert_eq!(v.status(), VerdictStatus::Incomplete);
     assert!(
-        v.failed_summary()
-            .iter()
-            .any(|s| s.starts_with("media_errors: not evaluated (no drive data")),
+        v.data_not_verified()
+            .is_some_and(|s| s.starts_with("data not verified (verify is off")),
         "{:?}",
-        v.failed_summary()
+        v.data_not_verified()
+    );
+    // On, but nothing read back yet.
+    let mut on = file_results();
+    on.verified_bytes = 0;
+    let v = eval(&GateSettings::default(), &on);
+    assert_eq!(state(&v, Gate::VerifyErrors), GateState::NotEvaluated);
+    assert_eq!(v.status(), VerdictStatus::Incomplete);
+    // Verified: evaluated, with what it covers.
+    let v = eval(&GateSettings::default(), &file_results());
+    let g = v.gate(Gate::VerifyErrors).expect("listed");
+    assert_eq!(g.state, GateState::Pass);
+    assert!(g.measured.contains("verified"), "{}", g.measured);
+    assert_eq!(v.status(), VerdictStatus::Pass);
+    assert_eq!(v.data_not_verified(), None);
+    // Turned off: PASS, and the verdict says data was not verified.
+    let off = GateSettings {
+        max_verify_errors: None,
+        ..Default::default()
+    };
+    let v = eval(&off, &r);
+    assert_eq!(v.status(), VerdictStatus::Pass);
+    assert_eq!(
+        v.data_not_verified().as_deref(),
+        Some("data not verified (the verify_errors gate is off)")
+    );
+}
+
+/// A results file from before subjects were recorded has no record of verification: its
+/// verify gate is not evaluated, never passed.
+#[test]
+fn an_old_results_file_is_not_a_verified_pass() {
+    let mut r = with_drive(drive());
+    r.subject = None;
+    let v = eval(&GateSettings::default(), &r);
+    let g = v.gate(Gate::VerifyErrors).expect("listed");
+    assert_eq!(g.state, GateState::NotEvaluated);
+    assert!(g.note.contains("no record of verification"), "{}", g.note);
+}
+
+#[test]
+fn a_file_target_has_its_drive_gates_not_applicable_never_passed() {
+    let r = file_results();
+    let v = eval(&GateSettings::default(), &r);
+    assert_eq!(v.status(), VerdictStatus::Pass, "verified, no I/O error");
+    for g in Gate::ALL.iter().filter(|g| g.is_drive_gate()) {
+        let gr = v.gate(*g).expect("listed");
+        assert_eq!(gr.state, GateState::NotApplicable, "{g:?}");
+        assert!(
+            gr.note.contains("file target has no drive"),
+            "{g:?}: {}",
+            gr.note
+        );
+    }
+    // A loop device has no drive either.
+    let mut lo = file_results();
+    lo.subject.as_mut().expect("subject").kind = SubjectKind::BlockDevice;
+    let v = eval(&GateSettings::default(), &lo);
+    assert_eq!(state(&v, Gate::Temperature), GateState::NotApplicable);
+    assert_eq!(v.status(), VerdictStatus::Pass);
+    // Drive figures on a file target (impossible in practice) are never judged.
+    let mut odd = file_results();
+    odd.soak.as_mut().expect("soak").drive = Some(DriveSoak {
+        media_errors: Some(9),
+        ..drive()
+    });
+    assert_eq!(
+        state(&eval(&GateSettings::default(), &odd), Gate::MediaErrors),
+        GateState::NotApplicable
     );
 }
 
@@ -177,7 +283,7 @@ fn io_and_verify_error_gates() {
     assert_eq!(
         v.failed_summary(),
         vec![
-            "verify_errors: 3 errors (at most 0)".to_string(),
+            "verify_errors: 3 errors in 1.07 GB verified (at most 0)".to_string(),
             "io_errors: 12 errors (at most 0)".to_string()
         ]
     );
@@ -343,7 +449,8 @@ fn accounting_gate_allows_rounding_plus_the_tolerance() {
 
 #[test]
 fn external_inputs_are_evaluated_when_present() {
-    let r = with_drive(drive());
+    let mut r = with_drive(drive());
+    r.subject.as_mut().expect("subject").self_test_planned = true;
     let ext = ExternalInputs {
         self_test: Some(Outcome {
             value: false,
@@ -401,7 +508,7 @@ fn external_inputs_are_evaluated_when_present() {
         ..Default::default()
     };
     let v = evaluate(&off, &r, &ext, None, PlanState::Finished, None, 0.0);
-    assert!(v.passed);
+    assert!(v.passed, "{:?}", v.not_evaluated_summary());
     for g in [Gate::SelfTest, Gate::Link, Gate::OcpPanics] {
         assert_eq!(state(&v, g), GateState::Off, "{g:?}");
     }
@@ -481,8 +588,30 @@ fn headline_follows_the_plan() {
         .headline()
     };
     assert_eq!(at(PlanState::Finished), "PASS");
-    assert_eq!(at(PlanState::Running), "PASS so far");
+    assert_eq!(at(PlanState::Running), "RUNNING");
     assert_eq!(at(PlanState::Stopped), "INCOMPLETE");
+    // Stopped by a signal (a restart would resume it): INCOMPLETE, never PASS.
+    assert_eq!(at(PlanState::Interrupted), "INCOMPLETE");
+    // A FAIL stays a FAIL, whatever stopped the plan.
+    let mut bad = r.clone();
+    bad.soak.as_mut().expect("soak").errors = 1;
+    for plan in [
+        PlanState::Running,
+        PlanState::Finished,
+        PlanState::Stopped,
+        PlanState::Interrupted,
+    ] {
+        let v = evaluate(
+            &GateSettings::default(),
+            &bad,
+            &ExternalInputs::default(),
+            None,
+            plan,
+            None,
+            0.0,
+        );
+        assert_eq!(v.headline(), "FAIL", "{plan:?}");
+    }
 }
 
 #[test]
@@ -516,15 +645,14 @@ fn describe_lists_the_gates_on_and_off() {
     assert!(d.ends_with("; off: rated_iops, sub_1ms_iops"), "{d}");
     let g = GateSettings {
         max_io_errors: None,
-        strict: true,
         ..Default::default()
     };
     let d = describe(&g);
     assert!(d.contains("off: io_errors, rated_iops"), "{d}");
-    assert!(d.ends_with("strict (a gate not evaluated fails)"), "{d}");
 }
 
-/// The self-test gate reads the results file's own `qualification_steps`: no self-test is "not
+/// The self-test gate reads the results file's own `qualification_steps`: a plan without a
+/// self-test phase has it "not applicable", a planned one not run (or refused) "not
 /// evaluated", "not supported" passes (the controller has none), a failed one fails the gate.
 #[test]
 fn self_test_gate_reads_the_recorded_steps() {
@@ -543,7 +671,17 @@ fn self_test_gate_reads_the_recorded_steps() {
         v.gate(Gate::SelfTest).expect("listed").clone()
     };
     let mut r = clean_results();
-    assert_eq!(judge(&r).state, GateState::NotEvaluated);
+    assert_eq!(
+        judge(&r).state,
+        GateState::NotApplicable,
+        "no self-test phase in the plan"
+    );
+    r.subject.as_mut().expect("subject").self_test_planned = true;
+    assert_eq!(
+        judge(&r).state,
+        GateState::NotEvaluated,
+        "planned, not run yet"
+    );
     r.qualification_steps = vec![StepOutcome {
         kind: "self-test".into(),
         method: "short".into(),
@@ -599,12 +737,19 @@ fn link_and_ocp_panic_gates_read_the_drive_figures() {
         v.gate(gate).expect("listed").state
     };
     let mut d = drive();
+    // No link figures (not on a PCIe link), no C1h page: the gates do not apply.
     assert_eq!(
         judge(&with_drive(d.clone()), Gate::Link),
-        GateState::NotEvaluated
+        GateState::NotApplicable
     );
     assert_eq!(
         judge(&with_drive(d.clone()), Gate::OcpPanics),
+        GateState::NotApplicable
+    );
+    // No health data at all: not evaluated.
+    assert_eq!(judge(&clean_results(), Gate::Link), GateState::NotEvaluated);
+    assert_eq!(
+        judge(&clean_results(), Gate::OcpPanics),
         GateState::NotEvaluated
     );
     d.link_degraded = Some(false);
@@ -669,7 +814,7 @@ fn a_sata_drives_temperature_gate_reads_the_ata_peak() {
 }
 
 #[test]
-fn a_sata_drives_percentage_used_reads_device_statistics_and_spare_is_not_evaluated() {
+fn a_sata_drives_percentage_used_reads_device_statistics_and_spare_does_not_apply() {
     let v = eval(
         &GateSettings::default(),
         &with_drive(sata_drive(Some(40), Some(7))),
@@ -677,7 +822,7 @@ fn a_sata_drives_percentage_used_reads_device_statistics_and_spare_is_not_evalua
     let p = v.gate(Gate::PercentageUsed).expect("p");
     assert_eq!((p.state, p.measured.as_str()), (GateState::Pass, "7 %"));
     let s = v.gate(Gate::AvailableSpare).expect("s");
-    assert_eq!(s.state, GateState::NotEvaluated, "never passed on a zero");
+    assert_eq!(s.state, GateState::NotApplicable, "never passed on a zero");
     assert_eq!(s.note, "a SATA drive reports no available spare");
     assert_eq!(s.limit, "at least the drive's threshold");
     let tight = GateSettings {

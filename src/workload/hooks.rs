@@ -198,7 +198,13 @@ pub struct VerifyHook {
     counters: std::sync::Arc<VerifyCounters>,
     target: String,
     lba_size: u32,
+    /// Units checked since the last hand-over to `counters` (batched: one shared atomic add
+    /// per [`CHECKED_BATCH`] units, not one per read).
+    checked_units: u64,
 }
+
+/// Units a hook checks before it adds them to the target's shared count.
+const CHECKED_BATCH: u64 = 256;
 
 impl VerifyHook {
     /// `lba_size` is the device's logical block size (512 or 4096; 512 for files), for logs.
@@ -213,6 +219,7 @@ impl VerifyHook {
             counters,
             target: target.to_string(),
             lba_size: lba_size.max(1),
+            checked_units: 0,
         }
     }
 
@@ -253,6 +260,8 @@ fn report_mismatch(counters: &VerifyCounters, target: &str, lba_size: u32, m: &M
 /// A segment's end: the mismatches still pending a summary are logged now, not lost.
 impl Drop for VerifyHook {
     fn drop(&mut self) {
+        self.counters
+            .add_checked(self.checked_units * VERIFY_UNIT as u64);
         if let Some(s) = self.counters.log.flush() {
             crate::workload::verify_log::log_summary(&self.target, &s);
         }
@@ -273,10 +282,16 @@ impl crate::workload::worker::BlockHook for VerifyHook {
             counters,
             target,
             lba_size,
+            checked_units,
         } = self;
-        map.verify_read(buf, offset, |m| {
+        let (_, checked) = map.verify_read_counted(buf, offset, |m| {
             report_mismatch(counters, target, *lba_size, m)
         });
+        *checked_units += u64::from(checked);
+        if *checked_units >= CHECKED_BATCH {
+            counters.add_checked(*checked_units * VERIFY_UNIT as u64);
+            *checked_units = 0;
+        }
     }
 
     fn after_write(&mut self, offset: u64, len: usize, ok: bool) {

@@ -630,16 +630,26 @@ impl GenMap {
     /// Verify a completed read of `buf` at `offset` against the map, unit by unit. Calls
     /// `on_mismatch` for each bad unit and returns how many there were. Recovered units that
     /// check out are learnt (their generation recorded, the bit cleared). Allocation-free.
-    pub fn verify_read(
+    pub fn verify_read(&self, buf: &[u8], offset: u64, on_mismatch: impl FnMut(&Mismatch)) -> u32 {
+        self.verify_read_counted(buf, offset, on_mismatch).0
+    }
+
+    /// [`GenMap::verify_read`], also returning how many of the units had been written (a
+    /// generation or a recovery to check against): (mismatches, units checked).
+    pub fn verify_read_counted(
         &self,
         buf: &[u8],
         offset: u64,
         mut on_mismatch: impl FnMut(&Mismatch),
-    ) -> u32 {
+    ) -> (u32, u32) {
         let mut bad = 0;
+        let mut checked = 0;
         for (u, unit) in buf.chunks_exact(VERIFY_UNIT).enumerate() {
             let off = offset + (u * VERIFY_UNIT) as u64;
             let exp = self.expect(off);
+            if !matches!(exp, Expect::NeverWritten) {
+                checked += 1;
+            }
             match check_unit(unit, off, exp, self.seed) {
                 Ok(found) => {
                     if let Expect::Recovered(_) = exp {
@@ -656,7 +666,7 @@ impl GenMap {
                 }
             }
         }
-        bad
+        (bad, checked)
     }
 
     /// Units written at least once.
@@ -841,6 +851,11 @@ impl GenMap {
 #[derive(Debug, Default)]
 pub struct VerifyCounters {
     counts: [AtomicU64; 4],
+    /// Bytes of units read back and checked against a generation this target wrote (units
+    /// never written are not counted): whether data was verified at all, for the verify gate.
+    /// Each hook adds its own count in batches (`VerifyHook`), so this trails by at most a few
+    /// reads per worker.
+    checked_bytes: AtomicU64,
     /// Set by the first mismatch; with `verify_fatal` the scheduler stops the target on it.
     pub tripped: std::sync::atomic::AtomicBool,
     /// The journal's view: the first few mismatches in full, then summaries.
@@ -869,6 +884,17 @@ impl VerifyCounters {
     /// (kind label, count) for each kind, for metrics and checkpoints.
     pub fn by_label(&self) -> [(&'static str, u64); 4] {
         VerifyKind::ALL.map(|k| (k.label(), self.get(k)))
+    }
+    pub fn add_checked(&self, bytes: u64) {
+        self.checked_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+    /// Bytes verified so far (see `checked_bytes`), this run and the runs before it.
+    pub fn checked_bytes(&self) -> u64 {
+        self.checked_bytes.load(Ordering::Relaxed)
+    }
+    /// Start from the verified bytes carried over from a checkpoint.
+    pub fn restore_checked(&self, bytes: u64) {
+        self.checked_bytes.store(bytes, Ordering::Relaxed);
     }
     /// Start from counts carried over from a checkpoint.
     pub fn restore(&self, by_label: &std::collections::BTreeMap<String, u64>) {

@@ -62,6 +62,18 @@ pub struct TargetResults {
     /// card and its rating, which the report compares the target's sweeps with ("of rated").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub card: Option<SpanCard>,
+    /// What the target is and what its plan checks, for which gates apply to it
+    /// (`verdict::Subject`); `None` in files written before it was recorded.
+    #[serde(default)]
+    pub subject: Option<crate::verdict::Subject>,
+    /// Bytes read back and checked against what was written (verify), over the whole plan.
+    #[serde(default)]
+    pub verified_bytes: u64,
+    /// Who the target's device is (`state::device_key`: WWN or serial, else for a loop device
+    /// its backing file's device and inode with size and offset, else sysfs's identity): a
+    /// resume or a finished plan is only ever judged on the device it tested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_key: Option<String>,
 }
 
 /// The card a spanning target covers, with the rating `[[health.card]]` gave it.

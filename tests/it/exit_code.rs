@@ -174,8 +174,8 @@ rate = "1000iops"
 duration = "3s"
 "#;
 
-/// A clean file-target run PASSes: exit 0, the verdict in the results file with its drive gates
-/// "not evaluated" (a file has no drive data), and the OCPTV record with the PASS. A second run
+/// A clean, verified file-target run PASSes: exit 0, the verdict in the results file with its
+/// drive gates "not applicable" (a file has no drive), and the OCPTV record with the PASS. A second run
 /// over the same state directory (another plan) moves both records aside, never over them.
 #[test]
 fn a_clean_file_target_run_passes_with_exit_0_and_writes_the_verdict() {
@@ -195,8 +195,9 @@ fn a_clean_file_target_run_passes_with_exit_0_and_writes_the_verdict() {
     };
     assert_eq!(state("io_errors").as_deref(), Some("pass"));
     assert_eq!(state("verify_errors").as_deref(), Some("pass"));
-    assert_eq!(state("media_errors").as_deref(), Some("not_evaluated"));
-    assert_eq!(state("critical_warning").as_deref(), Some("not_evaluated"));
+    // A file has no drive: the drive gates do not apply (never "pass", never "not evaluated").
+    assert_eq!(state("media_errors").as_deref(), Some("not_applicable"));
+    assert_eq!(state("critical_warning").as_deref(), Some("not_applicable"));
     let lines = ocptv_lines(&dir, "clean");
     assert_eq!(lines[0]["schemaVersion"]["major"], 2);
     let end = &lines.last().expect("lines")["testRunArtifact"]["testRunEnd"];

@@ -63,6 +63,7 @@ mod startup;
 mod steps;
 /// Data verification end to end: corruption, misdirected and lost writes injected into a
 /// running soak's target file; no false mismatches across clean runs and kill -9 restarts.
+mod verdict;
 mod verify;
 /// The endpoint under attack and odd web config files: a wrong-password flood on keep-alive
 /// connections, a web config replaced by a FIFO, a world-writable TLS key.

@@ -562,6 +562,7 @@ fn state_show_and_reset_cli() {
         errors: 2,
         verify_errors: 1,
         verify_errors_by_kind: [("stale_generation".to_string(), 1)].into(),
+        verified_bytes: 0,
         soak_elapsed_secs: 90_000.0,
     };
     t.steady_history = vec![1000.0, 1010.0];

@@ -110,10 +110,15 @@ fn purge_and_self_test_on_a_device_that_is_not_nvme_are_refused_and_recorded() {
         "the device changed"
     );
 
-    // A self-test never stops the plan: recorded as refused, and the plan finishes.
+    // A self-test never stops the plan: recorded as refused, and the plan finishes. A refused
+    // self-test leaves its gate not evaluated: the verdict is INCOMPLETE (exit 3), never PASS.
     std::fs::remove_dir_all(dir.path().join("state")).expect("clearing state");
     let (code, log) = run(dir.path(), &cfg("[[target.phase]]\nkind = \"self-test\"\n"));
-    assert_eq!(code, Some(0), "{log}");
+    assert_eq!(code, Some(3), "{log}");
+    assert!(
+        log.contains("self_test: not evaluated (no self-test outcome"),
+        "{log}"
+    );
     let s = steps(dir.path());
     assert_eq!(s.len(), 1, "{s:?}");
     assert_eq!(

@@ -109,8 +109,11 @@ fn pct(key: &str, v: &Scalar, default: Option<f64>, max: f64) -> R<Option<f64>> 
 
 fn apply(g: &mut GateSettings, raw: &RawGates, section: &str) -> R<()> {
     let k = |name: &str| format!("{section}.{name}");
-    if let Some(v) = &raw.strict {
-        g.strict = flag(&k("strict"), v)?;
+    if raw.strict.is_some() {
+        return bad(
+            k("strict"),
+            "strict is gone: a gate that applies but could not be evaluated now always makes the verdict INCOMPLETE (never PASS); remove the key, and turn off (false) any gate you do not want judged",
+        );
     }
     if let Some(v) = &raw.verify_errors {
         g.max_verify_errors = count(&k("verify_errors"), v, "verify errors allowed")?;
@@ -222,7 +225,7 @@ mod tests {
         let text = format!(
             "[gates]\nio_errors = 5\nmax_temperature = \"350K\"\nmin_rated_iops = \"80%\"\nmedia_errors = false\n{}",
             target(
-                "[target.gates]\nio_errors = false\nmin_available_spare = \"7%\"\nmin_sub_1ms_iops = 50000\naccounting_tolerance = \"2%\"\nstrict = true\n"
+                "[target.gates]\nio_errors = false\nmin_available_spare = \"7%\"\nmin_sub_1ms_iops = 50000\naccounting_tolerance = \"2%\"\n"
             )
         );
         let s = load(&text).expect("valid");
@@ -234,7 +237,6 @@ mod tests {
         assert_eq!(g.min_available_spare, Some(SpareMin::Percent(7)));
         assert_eq!(g.min_sub_1ms_iops, Some(50_000.0));
         assert_eq!(g.accounting_tolerance, Some(0.02));
-        assert!(g.strict);
         assert_eq!(
             g.max_verify_errors,
             Some(0),
@@ -279,6 +281,14 @@ mod tests {
             .to_string();
         assert!(
             e.contains("critical_warning") && e.contains("true or false"),
+            "{e}"
+        );
+        // `strict` is gone: a config that still sets it is told why, not silently obeyed.
+        let e = load(&target("[target.gates]\nstrict = true\n"))
+            .expect_err("strict removed")
+            .to_string();
+        assert!(
+            e.starts_with("target[0].gates.strict: strict is gone") && e.contains("INCOMPLETE"),
             "{e}"
         );
     }

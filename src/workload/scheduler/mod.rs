@@ -182,12 +182,48 @@ fn verify_ctx(
     };
     if let Some(r) = resume {
         counters.restore(&r.totals.verify_errors_by_kind);
+        counters.restore_checked(r.totals.verified_bytes);
     }
     tracing::info!(target_name = %spec.name, mode = ?spec.verify,
         map_bytes = map.memory_bytes(), "data verification on");
     VerifyCtx {
         map: Arc::new(map),
         counters,
+    }
+}
+
+/// What the target is and what its plan checks, for which gates apply to it.
+fn subject_of(
+    spec: &TargetSpec,
+    is_block: bool,
+    identity: Option<&crate::safety::DeviceIdentity>,
+) -> crate::verdict::Subject {
+    use crate::verdict::SubjectKind;
+    let kind = if spec.is_spanning() {
+        SubjectKind::Span
+    } else if !is_block {
+        SubjectKind::File
+    } else if identity.is_some_and(|i| i.has_drive) {
+        SubjectKind::Drive
+    } else {
+        SubjectKind::BlockDevice
+    };
+    let verify = spec.verify != VerifyMode::Off;
+    let verify_note = (!verify).then(|| {
+        if spec.is_spanning() {
+            "a spanning target cannot verify data; turn the gate off with verify_errors = false".to_string()
+        } else {
+            "verify is off: set verify = \"inline\" or \"pass\" on the target, or turn the gate off with verify_errors = false".to_string()
+        }
+    });
+    crate::verdict::Subject {
+        kind,
+        verify,
+        verify_note,
+        self_test_planned: spec
+            .phases
+            .iter()
+            .any(|p| matches!(p, PhaseSpec::SelfTest { .. })),
     }
 }
 
@@ -318,7 +354,7 @@ pub fn start(
                 .collect::<Option<Vec<String>>>()
                 .map(|k| k.join(" + "))
         },
-        gates: spec.gates.clone(),
+        gates: Arc::new(std::sync::RwLock::new(spec.gates.clone())),
         members: spec
             .members
             .iter()
@@ -338,7 +374,9 @@ pub fn start(
     let live = fixed.live.clone();
     let snapshot: SharedSnapshot = Arc::new(TargetShared::new(fixed, view, drive));
     let stop = Arc::new(AtomicBool::new(false));
-    let (results, max_iops) = resumed_results(&spec, &opts, resume.is_some());
+    let (mut results, max_iops) = resumed_results(&spec, &opts, resume.is_some());
+    results.subject = Some(subject_of(&spec, is_block, identity.as_ref()));
+    results.device_key = snapshot.fixed.device_key.clone();
     // A resumed soak continues the history its results file kept.
     let soak_history = results
         .soak
@@ -368,6 +406,8 @@ pub fn start(
         in_verify_pass: false,
         last_results_save: Instant::now(),
         plan_state: crate::verdict::PlanState::Running,
+        last_live_judged: Instant::now(),
+        warned_gates: Default::default(),
         live,
         soak_history,
     };
@@ -521,12 +561,33 @@ pub fn refresh_results_drive(state_dir: &Path, target: &TargetShared) -> bool {
             (v.plan, v.stop_reason.clone())
         });
     let inputs = crate::verdict::ExternalInputs::from_results(&r);
-    crate::verdict::stamp(&mut r, &target.fixed.gates, &inputs, plan, reason);
+    crate::verdict::stamp(&mut r, &target.gates(), &inputs, plan, reason);
     let verdict = r.verdict.clone();
     target.update(|s| s.verdict = verdict);
     let saved = crate::workload::results::save(state_dir, &r);
     crate::verdict::ocptv::write(state_dir, &r);
     saved
+}
+
+/// Judge a target whose plan has ended again, with the gates it has now (a reload that changed
+/// only gates): its results file's verdict and OCPTV record are rewritten, the snapshot's too.
+pub fn rejudge_ended(state_dir: &Path, target: &TargetShared) {
+    let name = &target.fixed.name;
+    let Some(mut r) = crate::workload::results::load(state_dir, name) else {
+        return;
+    };
+    let (plan, reason) = r
+        .verdict
+        .as_ref()
+        .map_or((crate::verdict::PlanState::Interrupted, None), |v| {
+            (v.plan, v.stop_reason.clone())
+        });
+    let inputs = crate::verdict::ExternalInputs::from_results(&r);
+    crate::verdict::stamp(&mut r, &target.gates(), &inputs, plan, reason);
+    let verdict = r.verdict.clone();
+    target.update(|s| s.verdict = verdict);
+    crate::workload::results::save(state_dir, &r);
+    crate::verdict::ocptv::write(state_dir, &r);
 }
 
 pub fn hostname() -> String {
@@ -563,6 +624,10 @@ pub(crate) struct Runner {
     last_results_save: Instant,
     /// How far the plan got, for the verdict (running until the plan loop ends).
     plan_state: crate::verdict::PlanState,
+    /// When the verdict was last evaluated ([`Runner::judge_live`]).
+    last_live_judged: Instant,
+    /// Gates whose failure this run already told (one WARN line each).
+    warned_gates: std::collections::BTreeSet<crate::verdict::Gate>,
     /// The snapshot's live counters, handed to each worker.
     live: Arc<crate::stats::live::LiveIo>,
     /// The soak over time, between soak phases (a soak phase's sampler holds it while it runs
@@ -755,6 +820,28 @@ impl Runner {
     }
 
     fn save_results(&mut self) {
+        self.refresh_results(true);
+        self.last_results_save = Instant::now();
+        crate::workload::results::save(&self.opts.state_dir, &self.results);
+        crate::verdict::ocptv::write(&self.opts.state_dir, &self.results);
+    }
+
+    /// Judge the target again from what is known now, without writing the results file: the
+    /// scheduler calls this every stats interval (at most every [`LIVE_JUDGE_EVERY`]), so the
+    /// verdict in `/metrics` follows a failed gate within one poll plus one interval.
+    pub(crate) fn judge_live(&mut self) {
+        if self.last_live_judged.elapsed() < LIVE_JUDGE_EVERY {
+            return;
+        }
+        self.refresh_results(false);
+    }
+
+    /// Bring the results record up to date with the snapshot and judge it (the verdict goes
+    /// to the snapshot too). `with_history` copies the soak history (for a file write; the
+    /// live verdict does not need it). A gate that fails for the first time in this run is
+    /// told at once, with one WARN line.
+    fn refresh_results(&mut self, with_history: bool) {
+        self.last_live_judged = Instant::now();
         let (t, soak_started, history) = self.snapshot.view(|s| {
             (
                 s.soak_totals(),
@@ -781,7 +868,11 @@ impl Runner {
             write_ops: t.write_ops,
             errors: t.errors,
             verify_errors,
-            history: history.map(|h| (*h).clone()).or(prev.history.clone()),
+            history: if with_history {
+                history.map(|h| (*h).clone()).or(prev.history.clone())
+            } else {
+                prev.history.clone()
+            },
             ..prev
         });
         if let (Some(d), Some(soak)) = (figures, self.results.soak.as_mut()) {
@@ -791,6 +882,12 @@ impl Runner {
             self.results.device = Some(id);
         }
         self.results.members = self.snapshot.view(|s| s.members.clone());
+        self.results.verified_bytes = self
+            .snapshot
+            .fixed
+            .verify
+            .as_ref()
+            .map_or(0, |v| v.counters.checked_bytes());
         if let Some(card) = self.snapshot.drive(|d| d.card.clone()) {
             self.results.card = Some(card);
         }
@@ -801,18 +898,35 @@ impl Runner {
         let inputs = crate::verdict::ExternalInputs::from_results(&self.results);
         crate::verdict::stamp(
             &mut self.results,
-            &self.spec.gates,
+            &self.snapshot.gates(),
             &inputs,
             self.plan_state,
             reason,
         );
+        if let Some(v) = &self.results.verdict {
+            for g in v.failed() {
+                if self.warned_gates.insert(g.gate) {
+                    let serial = self
+                        .results
+                        .device
+                        .as_ref()
+                        .map_or("", |d| d.serial.as_str());
+                    tracing::warn!(target_name = %self.spec.name, serial, gate = g.gate.name(),
+                        measured = %g.measured, limit = %g.limit,
+                        "qualification gate {} failed on target {}{}: {} ({})",
+                        g.gate.name(), self.spec.name,
+                        if serial.is_empty() { String::new() } else { format!(" (serial {serial})") },
+                        g.measured, g.limit);
+                }
+            }
+        }
         let verdict = self.results.verdict.clone();
         self.snapshot.update(|s| s.verdict = verdict);
-        self.last_results_save = Instant::now();
-        crate::workload::results::save(&self.opts.state_dir, &self.results);
-        crate::verdict::ocptv::write(&self.opts.state_dir, &self.results);
     }
 }
+
+/// The live verdict is evaluated at most this often (the stats interval may be 1 ms).
+const LIVE_JUDGE_EVERY: Duration = Duration::from_millis(250);
 
 /// Results files are written atomically: see [`crate::util::write_atomic`].
 pub use crate::util::write_atomic;

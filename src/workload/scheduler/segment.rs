@@ -348,6 +348,8 @@ impl Runner {
                 self.check_stops(&mut stops, (&sr, &sw), verify.as_ref());
                 if self.last_results_save.elapsed() >= RESULTS_SAVE_INTERVAL {
                     self.save_results();
+                } else {
+                    self.judge_live();
                 }
                 on_interval(d_ops, now);
                 tally.roll(ops, now);

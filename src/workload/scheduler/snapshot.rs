@@ -41,8 +41,10 @@ pub struct TargetFixed {
     /// Completed I/O of this run, summed from the workers' live counters at the moment of
     /// reading (the `jobs` totals lag by up to one stats interval). For the accounting check.
     pub live: Arc<crate::stats::live::LiveIo>,
-    /// The verdict's gates (the shutdown refresh of the results file re-evaluates them).
-    pub gates: crate::verdict::GateSettings,
+    /// The verdict's gates, the one part a reload changes in place (a reload that changes
+    /// only gates re-judges the target and never restarts it): the scheduler reads them at
+    /// every evaluation, the shutdown refresh of the results file too.
+    pub gates: Arc<std::sync::RwLock<crate::verdict::GateSettings>>,
     /// A target spanning several block devices: its members' paths (`path` is the first).
     /// Such a target has no drive tracking of its own and is left out of the poller's
     /// accounting check (its I/O is spread over several drives).
@@ -317,6 +319,24 @@ impl TargetShared {
     }
 
     /// Read the scrape view under its lock (no copy).
+    /// The gates in effect now (see [`TargetFixed::gates`]).
+    pub fn gates(&self) -> crate::verdict::GateSettings {
+        self.fixed
+            .gates
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replace the gates (a reload that changed only them).
+    pub fn set_gates(&self, g: crate::verdict::GateSettings) {
+        *self
+            .fixed
+            .gates
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = g;
+    }
+
     pub fn view<R>(&self, f: impl FnOnce(&TargetView) -> R) -> R {
         f(&crate::util::read(&self.view))
     }
@@ -411,6 +431,7 @@ impl TargetShared {
                 .iter()
                 .map(|(k, n)| (k.to_string(), *n))
                 .collect();
+            st.totals.verified_bytes = v.counters.checked_bytes();
             st.verify_seed = Some(v.map.seed());
         }
         st
