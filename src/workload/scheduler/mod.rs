@@ -610,8 +610,22 @@ pub(crate) struct Runner {
     soak_entry: Option<phaselog::SoakEntry>,
 }
 
-/// How often a running soak refreshes its results file.
+/// How often a running segment refreshes its results file (its totals, and the running soak
+/// phase's entry, are then at most this old after `kill -9`).
 const RESULTS_SAVE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// [`RESULTS_SAVE_INTERVAL`], or `NVSOAK_TEST_RESULTS_SAVE_MS` (test-only, read once) so a test
+/// of a few seconds sees the results file ahead of the checkpoint at a `kill -9`.
+pub(crate) fn results_save_interval() -> Duration {
+    static EVERY: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *EVERY.get_or_init(|| {
+        std::env::var("NVSOAK_TEST_RESULTS_SAVE_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|ms| *ms > 0)
+            .map_or(RESULTS_SAVE_INTERVAL, Duration::from_millis)
+    })
+}
 
 /// How often a long soak under `verify = "pass"` pauses for a verification sweep.
 pub const VERIFY_PASS_INTERVAL: Duration = Duration::from_secs(3600);
