@@ -215,7 +215,9 @@ pub struct SoakSummary {
     pub throttled_secs: Option<f64>,
     pub iops_throttled: Option<f64>,
     pub iops_unthrottled: Option<f64>,
-    /// The drive's own counters over the soak (format version 2).
+    /// The drive's own counters (format version 2), from the first health poll of the plan
+    /// (before its first write) to the latest: the whole plan, precondition and sweeps
+    /// included, compared with nvsoak's writes over that same period (`plan`).
     #[serde(default)]
     pub drive: Option<DriveSoak>,
     /// The whole plan's totals, every phase ([`PlanTotals`]; `None` in older files): what
