@@ -175,7 +175,19 @@ fn render_target(
         t.loop_count
     );
     render_progress(o, t, settings, running);
-    render_totals(o, &t.totals);
+    // The soak's own figures; a checkpoint from before soak-only totals has only the plan's.
+    render_totals(o, soak_totals(t));
+    if t.soak.is_some() {
+        let p = &t.totals;
+        let _ = writeln!(
+            o,
+            "  whole plan   read {}, wrote {}, {} I/O errors, over {} (every phase)",
+            crate::units::format_bytes(p.read_bytes),
+            crate::units::format_bytes(p.write_bytes),
+            p.errors,
+            format_secs(p.soak_elapsed_secs)
+        );
+    }
     if !t.steady_history.is_empty() {
         let last = t.steady_history.last().copied().unwrap_or(0.0);
         let _ = writeln!(
@@ -250,13 +262,19 @@ fn render_progress(o: &mut String, t: &TargetState, settings: Option<&Settings>,
                 o,
                 "  soak         started {}, {verb} {}{after}",
                 format_unix(s),
-                format_secs(t.totals.soak_elapsed_secs)
+                format_secs(soak_totals(t).soak_elapsed_secs)
             );
         }
         None => {
             let _ = writeln!(o, "  soak         not started");
         }
     }
+}
+
+/// The soak phases' totals of a target: the checkpoint's `soak`, or in a checkpoint from
+/// before it existed, `totals` (which then stood for the soak).
+fn soak_totals(t: &TargetState) -> &Totals {
+    t.soak.as_ref().unwrap_or(&t.totals)
 }
 
 /// Bytes, ops and errors of a target.

@@ -16,7 +16,8 @@ pub struct DaemonInfo {
     pub auth: Option<crate::http::auth::GuardStats>,
 }
 
-/// Soak totals carried across restarts (from the checkpoint plus this run).
+/// The soak phases' own totals, carried across restarts (from the checkpoint, or the results
+/// file when it is ahead, plus this run's soak phases).
 #[derive(Debug, Clone, Default)]
 pub struct SoakTotals {
     pub target: String,
@@ -352,23 +353,23 @@ fn error_families(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {
     push(out, verr);
 }
 
-/// Soak totals carried across restarts through the checkpoint.
+/// The soak phases' totals, carried across restarts.
 fn soak_families(soak: &[SoakTotals], out: &mut Vec<MetricFamily>) {
     let mut sr = Family::gauge(
         "nvsoak_soak_read_bytes",
-        "Bytes read by the soak, carried across restarts through the checkpoint.",
+        "Bytes read by the soak phases only (not the precondition or sweeps), summed over restarts (the checkpoint's, or the results file's when that is ahead).",
     );
     let mut sw = Family::gauge(
         "nvsoak_soak_written_bytes",
-        "Bytes written by the soak, carried across restarts through the checkpoint.",
+        "Bytes written by the soak phases only (not the precondition or sweeps), summed over restarts (the checkpoint's, or the results file's when that is ahead).",
     );
     let mut se = Family::gauge(
         "nvsoak_soak_errors",
-        "I/O errors of the soak, carried across restarts through the checkpoint.",
+        "I/O errors of the soak phases only (not the precondition or sweeps), summed over restarts.",
     );
     let mut st = Family::gauge(
         "nvsoak_soak_elapsed_seconds",
-        "Time the soak has run, carried across restarts through the checkpoint.",
+        "Time the soak phases have run (not the precondition or sweeps; 0 before the first soak phase), summed over restarts, downtime excluded.",
     );
     for s in soak {
         let l = [("target", s.target.as_str())];

@@ -241,7 +241,8 @@ pub struct SoakFigures {
     /// Accounting check: drive bytes written over host bytes written (1.0 = they agree); over
     /// the same period when the drive figures have it.
     pub accounting_ratio: Option<f64>,
-    /// The drive's own counters over the soak, when the results file has them.
+    /// The drive's own counters over the whole plan (from the first health poll, before the
+    /// first write), when the results file has them.
     #[serde(default)]
     pub drive: Option<DriveSoak>,
     /// `None` (JSON `null`) when there is no drive data to tell: unknown, not "no".
@@ -352,8 +353,8 @@ impl DriveComparisonRow {
 /// Column headers of [`drive_comparison`].
 pub const DRIVE_COMPARISON_HEADERS: [&str; 10] = [
     "Soak",
-    "Written by nvsoak",
-    "Drive written (same period)",
+    "Written by nvsoak (soak)",
+    "Drive written (whole plan)",
     "Accounting ratio",
     "Media errors",
     "Error log entries",
@@ -363,7 +364,11 @@ pub const DRIVE_COMPARISON_HEADERS: [&str; 10] = [
     "Observed DWPD",
 ];
 
-/// The soak figures of every drive side by side (drives without a soak are left out).
+/// The soak figures of every drive side by side (drives without a soak are left out). The
+/// first columns are the soak phases' own (time, bytes written); the drive's counters cover the
+/// whole plan from the first health poll (precondition and sweeps included), as does the
+/// accounting ratio, which compares them with nvsoak's writes over that same period
+/// (`soak.plan`, not the soak's own).
 pub fn drive_comparison<'a>(
     drives: impl Iterator<Item = (&'a str, &'a SoakFigures)>,
 ) -> Vec<DriveComparisonRow> {

@@ -61,7 +61,10 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StateError + '_ {
     }
 }
 
-/// Soak totals of one target, carried across restarts.
+/// I/O totals of one target, carried across restarts: the whole plan's
+/// ([`TargetState::totals`]) or the soak phases' only ([`TargetState::soak`]).
+///
+/// Records only go forward: a restart carries these over and adds to them, never resets them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Totals {
     pub read_bytes: u64,
@@ -78,9 +81,27 @@ pub struct Totals {
     /// Bytes verified (read back and checked), summed over restarts.
     #[serde(default)]
     pub verified_bytes: u64,
-    /// Seconds the soak has been running, summed over restarts (downtime excluded).
+    /// Seconds the soak phases have run (in [`TargetState::soak`]), or the plan has run (in
+    /// [`TargetState::totals`]), summed over restarts (downtime excluded).
     #[serde(default)]
     pub soak_elapsed_secs: f64,
+}
+
+impl Totals {
+    /// Each counter the larger of the two: the later record of the same I/O. After `kill -9`
+    /// the results file (written more often) may be ahead of the checkpoint, or behind it; the
+    /// I/O either one recorded happened, so a resumed run carries the larger of each.
+    /// `verify_errors_by_kind` is not merged: it restores the verification state, which goes
+    /// back to the checkpoint with the generation map.
+    pub fn max_each(&mut self, other: &Totals) {
+        self.read_bytes = self.read_bytes.max(other.read_bytes);
+        self.write_bytes = self.write_bytes.max(other.write_bytes);
+        self.read_ops = self.read_ops.max(other.read_ops);
+        self.write_ops = self.write_ops.max(other.write_ops);
+        self.errors = self.errors.max(other.errors);
+        self.verify_errors = self.verify_errors.max(other.verify_errors);
+        self.soak_elapsed_secs = self.soak_elapsed_secs.max(other.soak_elapsed_secs);
+    }
 }
 
 /// Where a target's generation map sidecar is, and what it must contain.
@@ -108,9 +129,19 @@ pub struct TargetState {
     pub phase_elapsed_secs: f64,
     /// Completed passes over the phase list (plans with `loop`).
     pub loop_count: u64,
-    /// Unix time the soak started (first start, not the latest restart).
+    /// Unix time the first soak phase started (first start, not the latest restart); `None`
+    /// until a soak phase has run. Checkpoints written before `soak` existed have the plan's
+    /// start here.
     pub soak_started: Option<f64>,
+    /// The whole plan's totals (every phase: precondition, sweeps, soaks, verification
+    /// passes), with the plan's running time. The drive accounting check compares the drive's
+    /// data written with these, since the drive baseline predates the plan's first write.
     pub totals: Totals,
+    /// The soak phases' own totals, with the soak's running time: what every figure labelled
+    /// "soak" shows. `None` in checkpoints written before it existed, whose `totals` stood for
+    /// both (the resumed run then carries those, so no figure goes backwards).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak: Option<Totals>,
     /// Steady-state rounds so far (IOPS per round), newest last.
     pub steady_history: Vec<f64>,
     /// SMART/health log at soak start, so per-soak deltas of drive counters are known.
@@ -281,6 +312,7 @@ impl TargetState {
             loop_count: 0,
             soak_started: None,
             totals: Totals::default(),
+            soak: None,
             steady_history: Vec::new(),
             smart_at_soak_start: None,
             host_at_soak_start: None,

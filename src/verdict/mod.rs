@@ -693,10 +693,12 @@ pub fn evaluate(
     let no_run = "no I/O recorded yet";
     let mut gates = vec![
         verify_gate(g, r, &subject),
+        // Every I/O error of the plan counts (precondition and sweeps too): the whole plan's
+        // totals, or the soak's in files written before they were kept apart.
         count_gate(
             Gate::IoErrors,
             g.max_io_errors,
-            soak.map(|s| s.errors),
+            soak.map(|s| s.plan.as_ref().map_or(s.errors, |p| p.errors)),
             "error",
             no_run,
         ),

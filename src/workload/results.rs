@@ -55,7 +55,7 @@ pub struct TargetResults {
     #[serde(default)]
     pub ocp_phases: Vec<crate::workload::ocp_phases::OcpPhaseCounts>,
     /// A target spanning several block devices (`paths`): each member's figures, in the order
-    /// of `paths` (the soak summary is their sum). Empty for a target with one path.
+    /// of `paths` over the whole plan (`soak.plan` is their sum). Empty for a target with one path.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<MemberFigures>,
     /// A spanning target whose members are all on one card that `[[health.card]]` rates: the
@@ -207,13 +207,17 @@ pub struct SteadyOutcome {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SoakSummary {
+    /// Unix time the first soak phase started (0 before one has).
     pub started: f64,
+    /// Seconds, bytes, ops and I/O errors of the soak phases only, summed over every run
+    /// (never less than an earlier write of this file: records only go forward).
     pub elapsed_secs: f64,
     pub read_bytes: u64,
     pub written_bytes: u64,
     pub read_ops: u64,
     pub write_ops: u64,
     pub errors: u64,
+    /// Verification failures found in this plan, whichever phase read the block.
     pub verify_errors: u64,
     /// Drive-side figures, when the target is an NVMe namespace and health polling works.
     pub smart_written_bytes_delta: Option<u64>,
@@ -223,11 +227,19 @@ pub struct SoakSummary {
     pub throttled_secs: Option<f64>,
     pub iops_throttled: Option<f64>,
     pub iops_unthrottled: Option<f64>,
-    /// The drive's own counters over the soak (format version 2).
+    /// The drive's own counters (format version 2), from the first health poll of the plan
+    /// (before its first write) to the latest: the whole plan, precondition and sweeps
+    /// included, compared with nvsoak's writes over that same period (`plan`).
     #[serde(default)]
     pub drive: Option<DriveSoak>,
-    /// Each soak phase that ran to its end, with its own totals (the figures above cover the
-    /// whole plan from the soak's start); files written before have none.
+    /// The whole plan's totals, every phase ([`PlanTotals`]; `None` in older files): what
+    /// `drive`, which covers the plan from its first write, is compared with. The figures
+    /// above cover soak phases only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanTotals>,
+    /// Each soak phase, with its own totals (the figures above are their sum over the soak
+    /// phases; files written before this rule covered the whole plan from its start); a phase
+    /// still running or stopped is marked `stopped`. Files written before have none.
     #[serde(default)]
     pub phases: Vec<SoakPhase>,
     /// The soak over time: IOPS and latency points, events, steady-state windows (format
@@ -236,7 +248,78 @@ pub struct SoakSummary {
     pub history: Option<crate::workload::soakhist::SoakHistory>,
 }
 
-/// One soak phase's own figures, recorded when the phase ends.
+impl SoakPhase {
+    /// This entry as `base` (what earlier runs recorded) plus `run` (this run's part so far);
+    /// `stopped` is the run's.
+    pub fn set_from(&mut self, base: &SoakPhase, run: &SoakPhase) {
+        self.elapsed_secs = base.elapsed_secs + run.elapsed_secs;
+        self.read_bytes = base.read_bytes + run.read_bytes;
+        self.written_bytes = base.written_bytes + run.written_bytes;
+        self.read_ops = base.read_ops + run.read_ops;
+        self.write_ops = base.write_ops + run.write_ops;
+        self.errors = base.errors + run.errors;
+        self.stopped = run.stopped;
+    }
+}
+
+/// The whole plan's totals of a target (every phase: precondition, sweeps, soaks, verification
+/// passes), over all runs of the plan: what the drive accounting check compares the drive's
+/// own counters with (its baseline predates the plan's first write). The soak summary has the
+/// soak phases' own.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PlanTotals {
+    /// Seconds the plan has run (downtime excluded).
+    pub elapsed_secs: f64,
+    pub read_bytes: u64,
+    pub written_bytes: u64,
+    pub read_ops: u64,
+    pub write_ops: u64,
+    pub errors: u64,
+}
+
+impl PlanTotals {
+    pub fn of(t: &crate::state::Totals) -> PlanTotals {
+        PlanTotals {
+            elapsed_secs: t.soak_elapsed_secs,
+            read_bytes: t.read_bytes,
+            written_bytes: t.write_bytes,
+            read_ops: t.read_ops,
+            write_ops: t.write_ops,
+            errors: t.errors,
+        }
+    }
+
+    pub fn to_totals(&self) -> crate::state::Totals {
+        crate::state::Totals {
+            soak_elapsed_secs: self.elapsed_secs,
+            read_bytes: self.read_bytes,
+            write_bytes: self.written_bytes,
+            read_ops: self.read_ops,
+            write_ops: self.write_ops,
+            errors: self.errors,
+            ..Default::default()
+        }
+    }
+}
+
+impl SoakSummary {
+    /// The soak's totals as checkpoint totals (for the resume's larger-of rule).
+    pub fn to_totals(&self) -> crate::state::Totals {
+        crate::state::Totals {
+            soak_elapsed_secs: self.elapsed_secs,
+            read_bytes: self.read_bytes,
+            write_bytes: self.written_bytes,
+            read_ops: self.read_ops,
+            write_ops: self.write_ops,
+            errors: self.errors,
+            verify_errors: self.verify_errors,
+            ..Default::default()
+        }
+    }
+}
+
+/// One soak phase's own figures, kept current while it runs and final when it ends.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SoakPhase {
@@ -261,22 +344,40 @@ impl SoakSummary {
     /// stopped: its figures are added to that run's entry (the last stopped entry of the same
     /// phase and profile), so a soak stopped and resumed any number of times is one entry.
     pub fn record_phase(&mut self, rec: SoakPhase, resumed: bool) {
+        let i = self.open_phase(rec.phase, &rec.profile, rec.started, resumed);
+        let entry = &mut self.phases[i];
+        let base = entry.clone();
+        entry.set_from(&base, &rec);
+    }
+
+    /// The index of the entry a soak phase starting now writes to: when `resumed`, the last
+    /// entry if it is a stopped one of the same phase and profile (the run continues it), else
+    /// a new entry (zero totals, marked stopped until the phase ends). The scheduler keeps the
+    /// entry current at every results write, so a run killed with `-9` still has its part in
+    /// it, and the run that resumes it adds to it.
+    pub fn open_phase(
+        &mut self,
+        phase: usize,
+        profile: &str,
+        started: f64,
+        resumed: bool,
+    ) -> usize {
         if resumed
-            && let Some(prev) = self.phases.last_mut()
+            && let Some(prev) = self.phases.last()
             && prev.stopped
-            && prev.phase == rec.phase
-            && prev.profile == rec.profile
+            && prev.phase == phase
+            && prev.profile == profile
         {
-            prev.elapsed_secs += rec.elapsed_secs;
-            prev.read_bytes += rec.read_bytes;
-            prev.written_bytes += rec.written_bytes;
-            prev.read_ops += rec.read_ops;
-            prev.write_ops += rec.write_ops;
-            prev.errors += rec.errors;
-            prev.stopped = rec.stopped;
-            return;
+            return self.phases.len() - 1;
         }
-        self.phases.push(rec);
+        self.phases.push(SoakPhase {
+            phase,
+            profile: profile.to_string(),
+            started,
+            stopped: true,
+            ..Default::default()
+        });
+        self.phases.len() - 1
     }
 
     /// Store the drive-side figures, and the version-1 fields derived from them.

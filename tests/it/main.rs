@@ -29,6 +29,8 @@ mod faults;
 /// Figures that are right: every worker report counted at segment ends, rates plausible across
 /// phase changes, finished jobs' rate series gone, the soak clock stopped when the plan ends.
 mod figures;
+/// Records only go forward across stops of every kind; soak figures cover soak phases only.
+mod forward;
 /// The health poller and `nvsoak health` on the replay transport.
 mod health;
 /// The journal: phase start and end lines with outcomes, finished against stopped.

@@ -261,6 +261,37 @@ fn resumed_results(
     (results, max_iops)
 }
 
+/// Records only go forward: a resumed run carries, per counter, the larger of the checkpoint's
+/// totals and the results file's. Both are records of the same plan on the same device (the
+/// daemon moves both aside together when the plan or the device changed), and the results file
+/// is written more often than the checkpoint (every sweep point, phase end, steady-state round
+/// and minute of soak), so after `kill -9` it is often ahead: the I/O it recorded happened and
+/// wore the drive. Positions (phase, elapsed time in it, precondition stripes, sweep points) and
+/// the verification state still come from the checkpoint alone, with the generation map they
+/// belong to.
+fn carry_recorded_totals(name: &str, snapshot: &TargetShared, results: &TargetResults) {
+    snapshot.update(|v| {
+        let (plan_before, soak_before) = (v.carried.clone(), v.soak.carried.clone());
+        if let Some(p) = results.soak.as_ref().and_then(|s| s.plan.as_ref()) {
+            v.carried.max_each(&p.to_totals());
+        }
+        if let Some(s) = &results.soak {
+            v.soak.carried.max_each(&s.to_totals());
+            if v.soak_started.is_none() && s.started > 0.0 {
+                v.soak_started = Some(s.started);
+            }
+        }
+        if v.carried != plan_before || v.soak.carried != soak_before {
+            tracing::info!(target_name = %name,
+                soak_written = v.soak.carried.write_bytes,
+                checkpoint_soak_written = soak_before.write_bytes,
+                plan_written = v.carried.write_bytes,
+                checkpoint_plan_written = plan_before.write_bytes,
+                "the results file recorded more I/O than the checkpoint (saved later); carrying its totals");
+        }
+    });
+}
+
 /// Start a target: opens it on the calling thread (so refusals surface at start), then runs its
 /// plan on a new thread.
 pub fn start(
@@ -296,7 +327,6 @@ pub fn start(
         started_at: now,
         run_since: Some(now),
         phase_started_unix: now,
-        soak_started: Some(now),
         ..Default::default()
     };
     let mut drive = crate::workload::drive::DriveTracking {
@@ -308,8 +338,11 @@ pub fn start(
     let mut resume_at = None;
     if let Some(r) = &resume {
         view.carried = r.totals.clone();
+        // A checkpoint from before soak-only totals has the plan's as the soak's: carried as
+        // they are, so no soak figure goes backwards.
+        view.soak.carried = r.soak.clone().unwrap_or_else(|| r.totals.clone());
         view.loop_count = r.loop_count;
-        view.soak_started = r.soak_started.or(Some(now));
+        view.soak_started = r.soak_started;
         view.steady_history = r.steady_history.clone();
         view.phase_index = r.phase_index;
         view.phase_elapsed_base = r.phase_elapsed_secs;
@@ -375,6 +408,9 @@ pub fn start(
     let snapshot: SharedSnapshot = Arc::new(TargetShared::new(fixed, view, drive));
     let stop = Arc::new(AtomicBool::new(false));
     let (mut results, max_iops) = resumed_results(&spec, &opts, resume.is_some());
+    if resume.is_some() {
+        carry_recorded_totals(&spec.name, &snapshot, &results);
+    }
     results.subject = Some(subject_of(&spec, is_block, identity.as_ref()));
     results.device_key = snapshot.fixed.device_key.clone();
     // A resumed soak continues the history its results file kept.
@@ -410,6 +446,7 @@ pub fn start(
         warned_gates: Default::default(),
         live,
         soak_history,
+        soak_entry: None,
     };
     let thread = std::thread::Builder::new()
         .name(format!("sched-{}", spec.name))
@@ -633,10 +670,27 @@ pub(crate) struct Runner {
     /// The soak over time, between soak phases (a soak phase's sampler holds it while it runs
     /// and publishes it in the view).
     soak_history: crate::workload::soakhist::SoakHistory,
+    /// The running soak phase's entry in the results file's `soak.phases` (see
+    /// `phaselog::SoakEntry`).
+    soak_entry: Option<phaselog::SoakEntry>,
 }
 
-/// How often a running soak refreshes its results file.
+/// How often a running segment refreshes its results file (its totals, and the running soak
+/// phase's entry, are then at most this old after `kill -9`).
 const RESULTS_SAVE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// [`RESULTS_SAVE_INTERVAL`], or `NVSOAK_TEST_RESULTS_SAVE_MS` (test-only, read once) so a test
+/// of a few seconds sees the results file ahead of the checkpoint at a `kill -9`.
+pub(crate) fn results_save_interval() -> Duration {
+    static EVERY: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *EVERY.get_or_init(|| {
+        std::env::var("NVSOAK_TEST_RESULTS_SAVE_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|ms| *ms > 0)
+            .map_or(RESULTS_SAVE_INTERVAL, Duration::from_millis)
+    })
+}
 
 /// How often a long soak under `verify = "pass"` pauses for a verification sweep.
 pub const VERIFY_PASS_INTERVAL: Duration = Duration::from_secs(3600);
@@ -746,11 +800,17 @@ impl Runner {
                 // checkpoint sees the phase without it.
                 let mut runner = phase::for_spec(phase);
                 let published = runner.prepare(self, resume);
+                let is_soak = matches!(phase, PhaseSpec::Soak { .. });
                 self.snapshot.update(|s| {
+                    let now = now_unix();
                     s.phase_index = i;
                     s.phase = phase.kind().to_string();
-                    s.phase_started_unix = now_unix();
-                    s.phase_elapsed_base = done_secs;
+                    s.start_phase_clock(done_secs, now);
+                    if is_soak {
+                        // From here the soak's figures count (precondition and sweeps not).
+                        s.soak.begin(&s.jobs, now);
+                        s.soak_started.get_or_insert(now);
+                    }
                     s.precondition = published.precondition;
                     s.sweep_progress = published.sweep;
                     if done_secs == 0.0 {
@@ -758,8 +818,14 @@ impl Runner {
                     }
                 });
                 let started = self.phase_started(i, phase, done_secs, resumed);
+                if is_soak {
+                    self.soak_entry_open(&started, phase);
+                }
                 self.ocp_phase_began(i, phase);
                 let r = runner.run(self);
+                if is_soak {
+                    self.snapshot.update(|s| s.soak.end(&s.jobs, now_unix()));
+                }
                 if let Err(reason) = r {
                     tracing::error!(target_name = %self.spec.name, %reason, "target stopped");
                     self.snapshot.update(|s| {
@@ -789,6 +855,7 @@ impl Runner {
                 self.snapshot.update(|s| {
                     s.phase_index = self.spec.phases.len();
                     s.phase_elapsed_base = 0.0;
+                    s.phase_paused = true;
                 });
                 break;
             }
@@ -842,10 +909,13 @@ impl Runner {
     /// told at once, with one WARN line.
     fn refresh_results(&mut self, with_history: bool) {
         self.last_live_judged = Instant::now();
-        let (t, soak_started, history) = self.snapshot.view(|s| {
+        // The running soak phase's entry is kept current, so a kill loses none of it.
+        self.soak_entry_update();
+        let (t, plan, soak_started, history) = self.snapshot.view(|s| {
             (
                 s.soak_totals(),
-                s.soak_started.unwrap_or(s.started_at),
+                s.plan_totals(),
+                s.soak_started.unwrap_or(0.0),
                 s.soak_history.clone(),
             )
         });
@@ -868,6 +938,7 @@ impl Runner {
             write_ops: t.write_ops,
             errors: t.errors,
             verify_errors,
+            plan: Some(crate::workload::results::PlanTotals::of(&plan)),
             history: if with_history {
                 history.map(|h| (*h).clone()).or(prev.history.clone())
             } else {
@@ -1049,6 +1120,56 @@ mod tests {
         s.pause_clock(1120.0);
         s.pause_clock(1200.0);
         assert_eq!(s.run_secs_at(5000.0), 30.0);
+    }
+
+    #[test]
+    fn a_stopped_phase_keeps_its_time_and_the_soak_counts_only_soak_phases() {
+        let mut s = TargetView::default();
+        // The phase resumed 4 s in at 100 and stopped at 106: the checkpoint says 10 s.
+        s.start_phase_clock(4.0, 100.0);
+        assert_eq!(s.phase_elapsed_at(103.0), 7.0);
+        s.pause_clock(106.0);
+        assert_eq!(s.phase_elapsed_at(500.0), 10.0);
+        // The device came back at 200: the phase clock runs on from 10 s.
+        s.resume_clock(200.0);
+        assert_eq!(s.phase_elapsed_at(203.0), 13.0);
+
+        // A precondition wrote 1 MiB, then a read-only soak read 4 KiB twice.
+        let mut v = TargetView {
+            carried: crate::state::Totals {
+                write_bytes: 7,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        v.soak.carried.read_bytes = 100;
+        v.jobs.entry("precondition".into()).or_default().write.bytes = 1 << 20;
+        v.soak.begin(&v.jobs, 1000.0);
+        v.jobs.entry("rr".into()).or_default().read.bytes = 4096;
+        let t = v.soak.totals(&v.jobs, 1002.0);
+        assert_eq!(
+            (t.write_bytes, t.read_bytes, t.soak_elapsed_secs),
+            (0, 4196, 2.0)
+        );
+        v.soak.end(&v.jobs, 1003.0);
+        // A later sweep's I/O is not the soak's; a second soak phase adds to it.
+        v.jobs.entry("sweep".into()).or_default().write.bytes = 5;
+        let t = v.soak.totals(&v.jobs, 2000.0);
+        assert_eq!(
+            (t.write_bytes, t.read_bytes, t.soak_elapsed_secs),
+            (0, 4196, 3.0)
+        );
+        v.soak.begin(&v.jobs, 2000.0);
+        v.jobs.entry("rr".into()).or_default().read.bytes = 8192;
+        v.pause_clock(2001.0);
+        let t = v.soak.totals(&v.jobs, 9000.0);
+        assert_eq!(
+            (t.write_bytes, t.read_bytes, t.soak_elapsed_secs),
+            (0, 8292, 4.0)
+        );
+        // The plan's totals count every phase.
+        let p = v.plan_totals();
+        assert_eq!((p.write_bytes, p.read_bytes), (7 + (1 << 20) + 5, 8192));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::workload::results::SweepResult;
 use crate::workload::spec::PhaseSpec;
 
 /// What a phase's end line is measured against: the totals when it started.
+#[derive(Clone)]
 pub(crate) struct PhaseStart {
     index: usize,
     /// The phase continues one an earlier run stopped (its results entry is added to).
@@ -19,6 +20,16 @@ pub(crate) struct PhaseStart {
     at: Instant,
     read: OpCounters,
     write: OpCounters,
+}
+
+/// The running soak phase's entry in the results file: where it is in `soak.phases`, what
+/// earlier runs had recorded in it when this run started it, and what its figures are
+/// measured against.
+pub(crate) struct SoakEntry {
+    start: PhaseStart,
+    phase: PhaseSpec,
+    index: usize,
+    base: crate::workload::results::SoakPhase,
 }
 
 /// A phase's own figures, from its start to now.
@@ -151,19 +162,36 @@ impl Runner {
         })
     }
 
-    /// Keeps a soak phase's own totals in the results file (once, however often it was
-    /// stopped and resumed) and saves it.
-    fn record_soak_phase(
-        &mut self,
-        start: &PhaseStart,
-        phase: &PhaseSpec,
-        t: &PhaseTotals,
-        stopped: bool,
-    ) {
-        let rec = crate::workload::results::SoakPhase {
-            phase: start.index + 1,
-            profile: job_names(phase).join(" + "),
-            started: super::now_unix() - t.secs,
+    /// Opens the soak phase's entry in the results file's `soak.phases` as it starts (a
+    /// resumed phase continues the entry the earlier run left, stopped), so every results
+    /// write while it runs keeps the entry current ([`Runner::soak_entry_update`]): a run
+    /// killed with `-9` still has its part in the entry, as in the soak totals.
+    pub(crate) fn soak_entry_open(&mut self, start: &PhaseStart, phase: &PhaseSpec) {
+        let profile = job_names(phase).join(" + ");
+        let soak = self.results.soak.get_or_insert_with(Default::default);
+        let index = soak.open_phase(start.index + 1, &profile, super::now_unix(), start.resumed);
+        let base = soak.phases[index].clone();
+        self.soak_entry = Some(SoakEntry {
+            start: start.clone(),
+            phase: phase.clone(),
+            index,
+            base,
+        });
+    }
+
+    /// Sets the running soak phase's entry to what earlier runs recorded plus this run's part
+    /// so far (still marked stopped: it has not ended).
+    pub(crate) fn soak_entry_update(&mut self) {
+        let Some(e) = self.soak_entry.take() else {
+            return;
+        };
+        let t = self.phase_totals(&e.start, &e.phase);
+        self.set_soak_entry(&e, &t, true);
+        self.soak_entry = Some(e);
+    }
+
+    fn set_soak_entry(&mut self, e: &SoakEntry, t: &PhaseTotals, stopped: bool) {
+        let run = crate::workload::results::SoakPhase {
             elapsed_secs: t.secs,
             read_bytes: t.read_bytes,
             written_bytes: t.written_bytes,
@@ -171,11 +199,24 @@ impl Runner {
             write_ops: t.write_ops,
             errors: t.errors,
             stopped,
+            ..Default::default()
         };
-        self.results
+        if let Some(entry) = self
+            .results
             .soak
-            .get_or_insert_with(Default::default)
-            .record_phase(rec, start.resumed);
+            .as_mut()
+            .and_then(|s| s.phases.get_mut(e.index))
+        {
+            entry.set_from(&e.base, &run);
+        }
+    }
+
+    /// Keeps a soak phase's own totals in the results file (once, however often it was
+    /// stopped and resumed) and saves it.
+    fn record_soak_phase(&mut self, t: &PhaseTotals, stopped: bool) {
+        if let Some(e) = self.soak_entry.take() {
+            self.set_soak_entry(&e, t, stopped);
+        }
         self.save_results();
     }
 
@@ -186,7 +227,7 @@ impl Runner {
         let line = crate::workload::scheduler::phase::steps::end_line(self, start.index, phase)
             .unwrap_or_else(|| t.line.clone());
         if matches!(phase, PhaseSpec::Soak { .. }) {
-            self.record_soak_phase(start, phase, &t, false);
+            self.record_soak_phase(&t, false);
         }
         let secs = t.secs;
         tracing::info!(target_name = %self.spec.name, phase = start.index, kind = phase.kind(),
@@ -204,7 +245,7 @@ impl Runner {
             return;
         }
         let t = self.phase_totals(start, phase);
-        self.record_soak_phase(start, phase, &t, true);
+        self.record_soak_phase(&t, true);
         let secs = t.secs;
         let why = if matches!(phase, PhaseSpec::Soak { duration: None, .. }) {
             "it runs until stopped"

@@ -346,7 +346,7 @@ impl Runner {
                 let d_ops = ops - tally.last_ops.min(ops);
                 self.publish_interval(job, &tally, (&sr, &sw), all_done, now);
                 self.check_stops(&mut stops, (&sr, &sw), verify.as_ref());
-                if self.last_results_save.elapsed() >= RESULTS_SAVE_INTERVAL {
+                if self.last_results_save.elapsed() >= super::results_save_interval() {
                     self.save_results();
                 } else {
                     self.judge_live();

@@ -6,6 +6,7 @@
 //! status page, history). Also per-job figures, precondition progress and verification state.
 
 use super::*;
+use crate::state::Totals;
 use crate::workload::drive::DriveTracking;
 
 /// Interval and cumulative figures of one job on one target.
@@ -70,14 +71,20 @@ pub struct TargetView {
     /// (`None` while stopped: the plan finished, the target stopped, or its device is gone).
     pub run_secs_base: f64,
     pub run_since: Option<f64>,
-    /// Totals carried over from the checkpoint of an earlier run of this plan.
+    /// The whole plan's totals carried over from the checkpoint of an earlier run of this plan.
     pub carried: crate::state::Totals,
+    /// The soak phases' own totals and clock (see [`SoakAccount`]).
+    pub soak: SoakAccount,
     /// Completed passes over the phase list.
     pub loop_count: u64,
-    /// Unix time the current phase started in this run, and seconds of it done in earlier runs.
+    /// Unix time the current phase's clock last started in this run (its start, or the
+    /// device's return), and seconds of it done before (earlier runs, and this run up to the
+    /// last pause).
     pub phase_started_unix: f64,
     pub phase_elapsed_base: f64,
-    /// Unix time the soak (the target's first phase) started, across restarts.
+    /// The phase clock is stopped: the target stopped, the plan finished, or the device is gone.
+    pub phase_paused: bool,
+    /// Unix time the first soak phase started, across restarts (`None` before it).
     pub soak_started: Option<f64>,
     /// Steady-state rounds (IOPS) of the current soak job, newest last, bounded.
     pub steady_history: Vec<f64>,
@@ -124,11 +131,14 @@ pub struct TargetSnapshot {
     /// The soak clock: see [`TargetView::run_secs_base`].
     pub run_secs_base: f64,
     pub run_since: Option<f64>,
-    /// Totals carried over from the checkpoint of an earlier run of this plan.
+    /// The whole plan's totals carried over from the checkpoint of an earlier run of this plan.
     pub carried: crate::state::Totals,
+    /// See [`TargetView::soak`].
+    pub soak: SoakAccount,
     pub loop_count: u64,
     pub phase_started_unix: f64,
     pub phase_elapsed_base: f64,
+    pub phase_paused: bool,
     pub soak_started: Option<f64>,
     pub steady_history: Vec<f64>,
     pub verify: Option<VerifyCtx>,
@@ -207,21 +217,110 @@ pub(crate) fn job_totals(jobs: &BTreeMap<String, JobStats>) -> (OpCounters, OpCo
     (r, w)
 }
 
-/// Soak totals: the checkpoint's plus this run's, with `run_secs` of soak clock.
-fn soak_totals_of(
-    carried: &crate::state::Totals,
-    jobs: &BTreeMap<String, JobStats>,
-    run_secs: f64,
-) -> crate::state::Totals {
+/// This run's I/O over every job, as totals (no elapsed time).
+fn io_of(jobs: &BTreeMap<String, JobStats>) -> Totals {
     let (r, w) = job_totals(jobs);
+    Totals {
+        read_bytes: r.bytes,
+        write_bytes: w.bytes,
+        read_ops: r.ops,
+        write_ops: w.ops,
+        errors: r.errors.total() + w.errors.total(),
+        ..Default::default()
+    }
+}
+
+/// `a += b` for the I/O counters and the elapsed time (not the verification counts).
+fn add_io(a: &mut Totals, b: &Totals) {
+    a.read_bytes += b.read_bytes;
+    a.write_bytes += b.write_bytes;
+    a.read_ops += b.read_ops;
+    a.write_ops += b.write_ops;
+    a.errors += b.errors;
+    a.soak_elapsed_secs += b.soak_elapsed_secs;
+}
+
+/// `a - b` for the I/O counters (never below zero).
+fn sub_io(a: &Totals, b: &Totals) -> Totals {
+    Totals {
+        read_bytes: a.read_bytes.saturating_sub(b.read_bytes),
+        write_bytes: a.write_bytes.saturating_sub(b.write_bytes),
+        read_ops: a.read_ops.saturating_sub(b.read_ops),
+        write_ops: a.write_ops.saturating_sub(b.write_ops),
+        errors: a.errors.saturating_sub(b.errors),
+        ..Default::default()
+    }
+}
+
+/// The whole plan's totals: the checkpoint's plus this run's, with `run_secs` of plan clock.
+fn plan_totals_of(carried: &Totals, jobs: &BTreeMap<String, JobStats>, run_secs: f64) -> Totals {
     let mut t = carried.clone();
-    t.read_bytes += r.bytes;
-    t.write_bytes += w.bytes;
-    t.read_ops += r.ops;
-    t.write_ops += w.ops;
-    t.errors += r.errors.total() + w.errors.total();
+    add_io(&mut t, &io_of(jobs));
     t.soak_elapsed_secs += run_secs;
     t
+}
+
+/// The soak phases' own totals and clock, across restarts: what every figure labelled "soak"
+/// shows (`nvsoak_soak_*`, the results file's `soak`, `state show`, the reports). The job
+/// counters are cumulative over the whole run (precondition and sweeps included), so the soak's
+/// part is taken as differences: the run's I/O when a soak phase starts is its `mark`, and when
+/// it ends (or stops) what it added goes into `done`.
+///
+/// Architecture Invariant: only the I/O and time of soak phases (their verification passes
+/// included) reach these totals; a precondition's or a sweep's never does.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SoakAccount {
+    /// The soak totals of earlier runs (the checkpoint's, or the results file's when that is
+    /// ahead after `kill -9`).
+    pub carried: Totals,
+    /// This run's soak I/O of the soak phases that ended, and seconds the soak clock ran.
+    pub done: Totals,
+    /// This run's I/O (every job) when the current soak phase started; `None` outside a soak.
+    pub mark: Option<Totals>,
+    /// Since when the soak clock runs (`None` outside a soak phase and while the device is gone).
+    pub since: Option<f64>,
+}
+
+impl SoakAccount {
+    /// The soak totals at unix time `now`, given this run's job counters.
+    pub fn totals(&self, jobs: &BTreeMap<String, JobStats>, now: f64) -> Totals {
+        let mut t = self.carried.clone();
+        add_io(&mut t, &self.done);
+        if let Some(m) = &self.mark {
+            add_io(&mut t, &sub_io(&io_of(jobs), m));
+        }
+        t.soak_elapsed_secs += self.since.map_or(0.0, |s| (now - s).max(0.0));
+        t
+    }
+
+    /// A soak phase starts at `now`: the soak clock runs and its I/O counts from here.
+    pub fn begin(&mut self, jobs: &BTreeMap<String, JobStats>, now: f64) {
+        self.end(jobs, now);
+        self.mark = Some(io_of(jobs));
+        self.since = Some(now);
+    }
+
+    /// The soak phase ended or stopped at `now`: what it added is kept in `done`.
+    pub fn end(&mut self, jobs: &BTreeMap<String, JobStats>, now: f64) {
+        self.pause(now);
+        if let Some(m) = self.mark.take() {
+            add_io(&mut self.done, &sub_io(&io_of(jobs), &m));
+        }
+    }
+
+    /// Stops the soak clock (the target stopped, or its device is gone).
+    pub fn pause(&mut self, now: f64) {
+        if let Some(s) = self.since.take() {
+            self.done.soak_elapsed_secs += (now - s).max(0.0);
+        }
+    }
+
+    /// Starts the soak clock again (the device is back), when a soak phase runs.
+    pub fn resume(&mut self, now: f64) {
+        if self.mark.is_some() {
+            self.since.get_or_insert(now);
+        }
+    }
 }
 
 fn run_secs_of(base: f64, since: Option<f64>, now: f64) -> f64 {
@@ -229,18 +328,36 @@ fn run_secs_of(base: f64, since: Option<f64>, now: f64) -> f64 {
 }
 
 impl TargetView {
-    /// Seconds into the current phase, counting earlier runs.
+    /// Seconds into the current phase, counting earlier runs. The clock stops when the target
+    /// stops ([`TargetView::pause_clock`]), so the checkpoint saved at shutdown keeps this run's
+    /// time in the phase: a soak stopped cleanly resumes with the time it has left.
     pub fn phase_elapsed_secs(&self) -> f64 {
-        if self.running {
-            self.phase_elapsed_base + (now_unix() - self.phase_started_unix).max(0.0)
-        } else {
+        self.phase_elapsed_at(now_unix())
+    }
+
+    pub fn phase_elapsed_at(&self, now: f64) -> f64 {
+        if self.phase_paused {
             self.phase_elapsed_base
+        } else {
+            self.phase_elapsed_base + (now - self.phase_started_unix).max(0.0)
         }
     }
 
-    /// Soak totals: the checkpoint's plus this run's.
-    pub fn soak_totals(&self) -> crate::state::Totals {
-        soak_totals_of(&self.carried, &self.jobs, self.run_secs_at(now_unix()))
+    /// Starts the clock of the phase now running, `done_secs` into it (earlier runs).
+    pub(crate) fn start_phase_clock(&mut self, done_secs: f64, now: f64) {
+        self.phase_started_unix = now;
+        self.phase_elapsed_base = done_secs;
+        self.phase_paused = false;
+    }
+
+    /// The soak phases' totals: the checkpoint's plus this run's soak phases'.
+    pub fn soak_totals(&self) -> Totals {
+        self.soak.totals(&self.jobs, now_unix())
+    }
+
+    /// The whole plan's totals (every phase): the checkpoint's plus this run's.
+    pub fn plan_totals(&self) -> Totals {
+        plan_totals_of(&self.carried, &self.jobs, self.run_secs_at(now_unix()))
     }
 
     /// Seconds the soak clock of this run shows at unix time `now`.
@@ -248,16 +365,27 @@ impl TargetView {
         run_secs_of(self.run_secs_base, self.run_since, now)
     }
 
-    /// Stops the soak clock at `now` (the plan finished or stopped, or the device went away).
+    /// Stops the clocks at `now` (the plan finished or stopped, or the device went away): the
+    /// plan's, the soak's and the phase's.
     pub fn pause_clock(&mut self, now: f64) {
         if let Some(t) = self.run_since.take() {
             self.run_secs_base += (now - t).max(0.0);
         }
+        self.soak.pause(now);
+        if !self.phase_paused {
+            self.phase_elapsed_base = self.phase_elapsed_at(now);
+            self.phase_paused = true;
+        }
     }
 
-    /// Starts the soak clock again at `now` (the device is back).
+    /// Starts the clocks again at `now` (the device is back).
     pub fn resume_clock(&mut self, now: f64) {
         self.run_since.get_or_insert(now);
+        self.soak.resume(now);
+        if self.phase_paused {
+            self.phase_started_unix = now;
+            self.phase_paused = false;
+        }
     }
 
     /// Ends a job's segment: its interval figures are no longer current.
@@ -284,9 +412,14 @@ impl TargetView {
 }
 
 impl TargetSnapshot {
-    /// Soak totals: the checkpoint's plus this run's.
-    pub fn soak_totals(&self) -> crate::state::Totals {
-        soak_totals_of(
+    /// The soak phases' totals: the checkpoint's plus this run's soak phases'.
+    pub fn soak_totals(&self) -> Totals {
+        self.soak.totals(&self.jobs, now_unix())
+    }
+
+    /// The whole plan's totals (every phase): the checkpoint's plus this run's.
+    pub fn plan_totals(&self) -> Totals {
+        plan_totals_of(
             &self.carried,
             &self.jobs,
             run_secs_of(self.run_secs_base, self.run_since, now_unix()),
@@ -379,9 +512,11 @@ impl TargetShared {
             run_secs_base: v.run_secs_base,
             run_since: v.run_since,
             carried: v.carried,
+            soak: v.soak,
             loop_count: v.loop_count,
             phase_started_unix: v.phase_started_unix,
             phase_elapsed_base: v.phase_elapsed_base,
+            phase_paused: v.phase_paused,
             soak_started: v.soak_started,
             steady_history: v.steady_history,
             verify: f.verify.clone(),
@@ -408,7 +543,8 @@ impl TargetShared {
             st.phase_elapsed_secs = v.phase_elapsed_secs();
             st.loop_count = v.loop_count;
             st.soak_started = v.soak_started;
-            st.totals = v.soak_totals();
+            st.totals = v.plan_totals();
+            st.soak = Some(v.soak_totals());
             st.steady_history = v.steady_history.clone();
             st.precondition = v.precondition.as_ref().map(|p| p.progress());
             st.sweep = v.sweep_progress.clone();
@@ -424,6 +560,8 @@ impl TargetShared {
             st.ocp_at_soak_start = crate::workload::drive_ocp::baseline_json(d);
         });
         if let Some(v) = &f.verify {
+            // Verification state is the target's, whichever phase read the block: both
+            // totals carry the same counts.
             st.totals.verify_errors = v.counters.total();
             st.totals.verify_errors_by_kind = v
                 .counters
@@ -432,6 +570,10 @@ impl TargetShared {
                 .map(|(k, n)| (k.to_string(), *n))
                 .collect();
             st.totals.verified_bytes = v.counters.checked_bytes();
+            if let Some(soak) = st.soak.as_mut() {
+                soak.verify_errors = st.totals.verify_errors;
+                soak.verify_errors_by_kind = st.totals.verify_errors_by_kind.clone();
+            }
             st.verify_seed = Some(v.map.seed());
         }
         st
@@ -495,9 +637,11 @@ impl From<TargetSnapshot> for TargetShared {
                 run_secs_base: s.run_secs_base,
                 run_since: s.run_since,
                 carried: s.carried,
+                soak: s.soak,
                 loop_count: s.loop_count,
                 phase_started_unix: s.phase_started_unix,
                 phase_elapsed_base: s.phase_elapsed_base,
+                phase_paused: s.phase_paused,
                 soak_started: s.soak_started,
                 steady_history: s.steady_history,
                 precondition: s.precondition,
