@@ -309,6 +309,8 @@ impl Runner {
     /// a resumed run reopens; a soak's entry in `soak.phases` too, which a resumed run adds to.
     pub(crate) fn phase_stopped(&mut self, start: &PhaseStart, phase: &PhaseSpec) {
         let t = self.phase_totals(start, phase);
+        let line = crate::workload::scheduler::phase::steps::end_line(self, start.index, phase)
+            .unwrap_or_else(|| t.line.clone());
         self.close_phase_record(crate::workload::results::PhaseStatus::Stopped);
         if matches!(phase, PhaseSpec::Soak { .. }) {
             self.record_soak_phase(start, phase, &t, true);
@@ -327,7 +329,7 @@ impl Runner {
             written_bytes = t.written_bytes, errors = t.errors,
             "phase {n} ({}) stopped after {secs:.0} s ({why}): read {}, wrote {}, {} I/O errors; {}",
             phase.kind(), format_bytes(t.read_bytes), format_bytes(t.written_bytes), t.errors,
-            t.line);
+            line);
     }
 
     /// Logs why the plan ended: `finished` (every phase ran), else a stop on request.
