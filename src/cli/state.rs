@@ -169,7 +169,7 @@ fn render_target(
     let _ = writeln!(
         o,
         "  position     phase {}{}, {} into it, loop {}",
-        t.phase_index,
+        t.phase_index + 1,
         phase_name(settings, t),
         format_secs(t.phase_elapsed_secs),
         t.loop_count

@@ -116,7 +116,10 @@ fn steady(s: &SteadyConfig) -> String {
     )
 }
 
+/// Phase `j` (0-based) of the plan, numbered from 1 as the log, `state show`, the status page
+/// and the results file number it.
 fn phase(out: &mut String, j: usize, p: &PhaseSpec) {
+    let n = j + 1;
     match p {
         PhaseSpec::Precondition {
             passes,
@@ -126,7 +129,12 @@ fn phase(out: &mut String, j: usize, p: &PhaseSpec) {
         } => {
             let _ = writeln!(
                 out,
-                "    phase[{j}] precondition: {passes} pass(es) of sequential {} writes over the region, iodepth {iodepth}, workers {workers}",
+                "    phase {n} precondition: {} of sequential {} writes over the region, iodepth {iodepth}, workers {workers}",
+                if *passes == 1 {
+                    "1 pass".to_string()
+                } else {
+                    format!("{passes} passes")
+                },
                 format_size(*block_size as u64)
             );
         }
@@ -140,7 +148,7 @@ fn phase(out: &mut String, j: usize, p: &PhaseSpec) {
             let total = *max_duration + *point_duration * points.len() as u32;
             let _ = writeln!(
                 out,
-                "    phase[{j}] sweep: an uncontrolled run of {} to find the maximum IOPS, then {} for {} each (about {} in all)",
+                "    phase {n} sweep: an uncontrolled run of {} to find the maximum IOPS, then {} for {} each (about {} in all)",
                 dur(*max_duration),
                 pts.join(", "),
                 dur(*point_duration),
@@ -166,7 +174,7 @@ fn phase(out: &mut String, j: usize, p: &PhaseSpec) {
                 ),
                 None => String::new(),
             };
-            let _ = writeln!(out, "    phase[{j}] soak {d}{r}");
+            let _ = writeln!(out, "    phase {n} soak {d}{r}");
             let _ = writeln!(out, "      steady state: {}", steady(st));
             for jb in jobs {
                 job(out, "      ", jb);
@@ -174,7 +182,7 @@ fn phase(out: &mut String, j: usize, p: &PhaseSpec) {
         }
         PhaseSpec::Purge { .. } | PhaseSpec::SelfTest { .. } => {
             if let Some(line) = crate::workload::steps::plan_line(p) {
-                let _ = writeln!(out, "    phase[{j}] {line}");
+                let _ = writeln!(out, "    phase {n} {line}");
             }
         }
     }

@@ -824,7 +824,31 @@ pub fn count_of(n: u64, noun: &str) -> String {
     if n == 1 {
         format!("1 {noun}")
     } else {
-        format!("{n} {noun}s")
+        format!("{n} {}", plural(noun))
+    }
+}
+
+/// The plural of an English noun (or of a phrase's last word): "entry" "entries", "pass"
+/// "passes", "error" "errors"; "day" keeps its "y".
+pub fn plural(noun: &str) -> String {
+    let vowel_before_y = |s: &str| {
+        s.chars()
+            .rev()
+            .nth(1)
+            .is_some_and(|c| "aeiou".contains(c.to_ascii_lowercase()))
+    };
+    if let Some(stem) = noun.strip_suffix('y')
+        && !stem.is_empty()
+        && !vowel_before_y(noun)
+    {
+        format!("{stem}ies")
+    } else if ["s", "x", "z", "ch", "sh"]
+        .iter()
+        .any(|e| noun.ends_with(e))
+    {
+        format!("{noun}es")
+    } else {
+        format!("{noun}s")
     }
 }
 
@@ -910,6 +934,14 @@ mod tests {
         assert_eq!(count_of(1, "round"), "1 round");
         assert_eq!(count_of(0, "round"), "0 rounds");
         assert_eq!(count_of(7, "round"), "7 rounds");
+        // No "entrys": the gates' figures read as English.
+        assert_eq!(
+            count_of(2, "new error-log entry"),
+            "2 new error-log entries"
+        );
+        assert_eq!(count_of(0, "pass"), "0 passes");
+        assert_eq!(count_of(3, "day"), "3 days");
+        assert_eq!(count_of(1, "entry"), "1 entry");
     }
 
     #[test]

@@ -152,6 +152,7 @@ mod tests {
     fn phase(i: usize, kind: &str, start: u32, end: Option<LatencyCounts>) -> OcpPhaseCounts {
         OcpPhaseCounts {
             phase_index: i,
+            phase: i + 1,
             kind: kind.into(),
             loop_count: 0,
             started: 1.0,

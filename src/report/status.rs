@@ -460,13 +460,14 @@ fn drive_section(
     }
 }
 
-/// The phase a target is at, "soak (#2)"; "finished" once its plan ran to its end (the runner
-/// then points past the last phase, so the last phase's name would be a wrong "#n+1").
+/// The phase a target is at, "phase 2 (soak)" (numbered from 1, as the log, `check-config`,
+/// `state show` and the results file number it); "finished" once its plan ran to its end (the
+/// runner then points past the last phase, so the last phase's name would be a wrong n+1).
 fn phase_cell(s: &TargetSnapshot) -> String {
     if s.up && !s.running && s.stop_reason.is_none() {
         "finished".into()
     } else {
-        format!("{} (#{})", s.phase, s.phase_index + 1)
+        format!("phase {} ({})", s.phase_index + 1, s.phase)
     }
 }
 
@@ -583,9 +584,9 @@ mod tests {
             ..done.clone()
         };
         let page = render_status(&[done, running], &[], &History::default());
-        assert!(!page.contains("soak (#2)"), "{page}");
+        assert!(!page.contains("phase 2 (soak)"), "{page}");
         assert!(page.contains("<td>finished</td>"), "{page}");
-        assert!(page.contains("<td>soak (#1)</td>"), "{page}");
+        assert!(page.contains("<td>phase 1 (soak)</td>"), "{page}");
     }
 
     #[test]

@@ -53,6 +53,7 @@ pub(super) fn clean_results() -> TargetResults {
         qualification_steps: Vec::new(),
         verdict: None,
         ocp_phases: Vec::new(),
+        phases: Vec::new(),
         members: Vec::new(),
         card: None,
         subject: Some(Subject {

@@ -15,6 +15,8 @@ use crate::nvme::log::ocp_latency::PerOp;
 pub struct OcpPhaseCounts {
     /// Index into the target's phase list (0-based), its kind, and the plan loop it ran in.
     pub phase_index: usize,
+    /// The phase's number as the log and the report give it (1-based; 0 in older files).
+    pub phase: usize,
     pub kind: String,
     pub loop_count: u64,
     /// Unix times the phase started (its first run) and ended; `None` while it runs.
@@ -63,6 +65,7 @@ pub fn begin(
     }
     list.push(OcpPhaseCounts {
         phase_index,
+        phase: phase_index + 1,
         kind: kind.to_string(),
         loop_count,
         started: now,

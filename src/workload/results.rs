@@ -54,6 +54,10 @@ pub struct TargetResults {
     /// (`workload::ocp_phases`); empty for drives without C3h and older files.
     #[serde(default)]
     pub ocp_phases: Vec<crate::workload::ocp_phases::OcpPhaseCounts>,
+    /// Every phase run of the plan, in the order they ran, with the times they started and
+    /// ended ([`PhaseRecord`]); empty in files written before nvsoak kept them.
+    #[serde(default)]
+    pub phases: Vec<PhaseRecord>,
     /// A target spanning several block devices (`paths`): each member's figures, in the order
     /// of `paths` over the whole plan (`soak.plan` is their sum). Empty for a target with one path.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -74,6 +78,111 @@ pub struct TargetResults {
     /// resume or a finished plan is only ever judged on the device it tested.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_key: Option<String>,
+}
+
+/// How a phase run stands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PhaseStatus {
+    /// Started and not ended (or the daemon was killed in it: a resume continues it).
+    #[default]
+    Running,
+    /// Ran to its end.
+    Finished,
+    /// Stopped by a signal or a reload before its end; a resumed run continues it.
+    Stopped,
+    /// An error stopped the target in this phase.
+    Failed,
+}
+
+impl PhaseStatus {
+    pub fn word(self) -> &'static str {
+        match self {
+            PhaseStatus::Running => "running",
+            PhaseStatus::Finished => "finished",
+            PhaseStatus::Stopped => "stopped before its end",
+            PhaseStatus::Failed => "failed",
+        }
+    }
+}
+
+/// One phase of the plan as it ran: which phase (numbered from 1, as the log, `check-config`,
+/// `state show`, the status page and the report number them), of which plan loop, and the Unix
+/// times it started and ended. A phase stopped and resumed any number of times is one record:
+/// its first start, its last end.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PhaseRecord {
+    /// 1-based position in the plan.
+    pub phase: usize,
+    /// The same, 0-based (the checkpoint's `phase_index`).
+    pub phase_index: usize,
+    pub loop_count: u64,
+    /// `precondition`, `sweep`, `soak`, `purge`, `self-test`.
+    pub kind: String,
+    /// The job names (joined by " + "), the purge method or the self-test.
+    pub name: String,
+    pub started: f64,
+    /// `None` while it runs.
+    pub ended: Option<f64>,
+    pub status: PhaseStatus,
+    /// Runs of the daemon the phase took (1, plus one per resume).
+    pub runs: u32,
+}
+
+impl PhaseRecord {
+    /// "phase 2 (sweep rr)".
+    pub fn title(&self) -> String {
+        if self.name.is_empty() || self.name == self.kind {
+            format!("phase {} ({})", self.phase, self.kind)
+        } else {
+            format!("phase {} ({} {})", self.phase, self.kind, self.name)
+        }
+    }
+}
+
+/// Phase `phase_index` of loop `loop_count` starts at `now`: a new record, or, when the last
+/// record is that phase and did not end (`Stopped`, or `Running` after a kill), that record
+/// reopened (its first start stays). Returns whether it was reopened.
+pub fn phase_began(
+    list: &mut Vec<PhaseRecord>,
+    phase_index: usize,
+    loop_count: u64,
+    kind: &str,
+    name: &str,
+    now: f64,
+) -> bool {
+    if let Some(p) = list.last_mut().filter(|p| {
+        p.phase_index == phase_index
+            && p.loop_count == loop_count
+            && p.kind == kind
+            && matches!(p.status, PhaseStatus::Running | PhaseStatus::Stopped)
+    }) {
+        p.status = PhaseStatus::Running;
+        p.ended = None;
+        p.runs += 1;
+        return true;
+    }
+    list.push(PhaseRecord {
+        phase: phase_index + 1,
+        phase_index,
+        loop_count,
+        kind: kind.to_string(),
+        name: name.to_string(),
+        started: now,
+        ended: None,
+        status: PhaseStatus::Running,
+        runs: 1,
+    });
+    false
+}
+
+/// The running phase (the last record) ended at `now` with `status`.
+pub fn phase_closed(list: &mut [PhaseRecord], status: PhaseStatus, now: f64) {
+    if let Some(p) = list.last_mut().filter(|p| p.status == PhaseStatus::Running) {
+        p.status = status;
+        p.ended = Some(now.max(p.started));
+    }
 }
 
 /// The card a spanning target covers, with the rating `[[health.card]]` gave it.
@@ -259,6 +368,9 @@ impl SoakPhase {
         self.write_ops = base.write_ops + run.write_ops;
         self.errors = base.errors + run.errors;
         self.stopped = run.stopped;
+        if run.ended.is_some() {
+            self.ended = run.ended;
+        }
     }
 }
 
@@ -328,6 +440,8 @@ pub struct SoakPhase {
     /// The phase's job names, joined by " + ".
     pub profile: String,
     pub started: f64,
+    /// Unix time it ended (or was last stopped); `None` in older files.
+    pub ended: Option<f64>,
     pub elapsed_secs: f64,
     pub read_bytes: u64,
     pub written_bytes: u64,
@@ -778,6 +892,68 @@ mod tests {
             stopped,
             ..Default::default()
         }
+    }
+
+    /// A phase stopped (or killed) and resumed is one record with its first start and its
+    /// last end; the same phase in the next loop, or a finished one, is never reopened.
+    #[test]
+    fn phase_records_keep_their_first_start_and_last_end() {
+        let mut l = Vec::new();
+        assert!(!phase_began(
+            &mut l,
+            0,
+            0,
+            "precondition",
+            "precondition",
+            10.0
+        ));
+        phase_closed(&mut l, PhaseStatus::Finished, 20.0);
+        assert!(!phase_began(&mut l, 1, 0, "soak", "rw", 20.0));
+        phase_closed(&mut l, PhaseStatus::Stopped, 30.0);
+        assert_eq!(
+            (l[1].ended, l[1].status),
+            (Some(30.0), PhaseStatus::Stopped)
+        );
+        // Through JSON, as a restart reloads the results file.
+        let mut l: Vec<PhaseRecord> =
+            serde_json::from_str(&serde_json::to_string(&l).expect("json")).expect("load");
+        assert!(phase_began(&mut l, 1, 0, "soak", "rw", 90.0), "resumed");
+        assert_eq!(
+            (l[1].ended, l[1].status, l[1].runs),
+            (None, PhaseStatus::Running, 2)
+        );
+        // Killed while running, then resumed again: still the same record.
+        assert!(phase_began(&mut l, 1, 0, "soak", "rw", 95.0));
+        phase_closed(&mut l, PhaseStatus::Finished, 120.0);
+        assert_eq!(l.len(), 2);
+        assert_eq!(
+            (l[1].started, l[1].ended, l[1].runs),
+            (20.0, Some(120.0), 3)
+        );
+        assert_eq!((l[1].phase, l[1].phase_index), (2, 1));
+        assert_eq!(l[1].title(), "phase 2 (soak rw)");
+        assert_eq!(l[0].title(), "phase 1 (precondition)");
+        // Finished: the next loop's run of it is a new record; closing twice changes nothing.
+        assert!(!phase_began(&mut l, 1, 1, "soak", "rw", 130.0));
+        assert!(!phase_began(
+            &mut l,
+            0,
+            1,
+            "precondition",
+            "precondition",
+            131.0
+        ));
+        phase_closed(&mut l, PhaseStatus::Failed, 140.0);
+        phase_closed(&mut l, PhaseStatus::Finished, 150.0);
+        assert_eq!(l.len(), 4);
+        assert_eq!(
+            (l[3].status, l[3].ended),
+            (PhaseStatus::Failed, Some(140.0))
+        );
+        // A clock that stepped back never gives an end before the start.
+        phase_began(&mut l, 1, 1, "soak", "rw", 200.0);
+        phase_closed(&mut l, PhaseStatus::Finished, 199.0);
+        assert!(l[4].ended >= Some(l[4].started));
     }
 
     #[test]

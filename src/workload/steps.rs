@@ -52,6 +52,9 @@ impl StepStatus {
 pub struct StepOutcome {
     /// Index of the phase in the plan (0-based) and the plan's loop it ran in.
     pub phase_index: usize,
+    /// The phase's number as the log and the report give it (1-based; 0 in older files).
+    #[serde(default)]
+    pub phase: usize,
     #[serde(default)]
     pub loop_count: u64,
     /// `purge` or `self-test`.
@@ -221,6 +224,7 @@ mod tests {
     fn outcome_round_trips_and_old_records_load() {
         let o = StepOutcome {
             phase_index: 2,
+            phase: 3,
             loop_count: 1,
             kind: "self-test".into(),
             method: "extended".into(),

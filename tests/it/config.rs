@@ -805,7 +805,7 @@ fn the_plan_expands_profiles_and_overrides() {
         "target t0",
         "region                     25% (16M)",
         "engine                     psync",
-        "phase[0] precondition: 2 pass(es) of sequential 128k writes",
+        "phase 1 precondition: 2 passes of sequential 128k writes",
         "then 50%, 100% for 1s each",
         "job sql-90-10",
         "90% read / 10% write",

@@ -37,6 +37,9 @@ mod health;
 mod journal;
 /// The drive's own view (OCP C1h, C3h, telemetry 08h) over HTTP, drive events, promtool.
 mod ocp;
+/// The OCPTV record end to end (one step per phase run, at its times) and one phase numbering
+/// in the log, `state show` and the results file across a stop and resume.
+mod ocptv;
 /// Deployment: web config (TLS, basic auth), connection limits, systemd unit, promtool.
 mod ops;
 /// Records never overwritten: results files moved aside on each way a run starts over, report

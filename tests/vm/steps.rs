@@ -140,12 +140,12 @@ emit results /tmp/nvsoak-state/results/ns.json
 
     // check-config shows both steps with their time estimates.
     assert!(
-        plan.contains("phase[0] purge: Format NVM with a user data erase")
+        plan.contains("phase 1 purge: Format NVM with a user data erase")
             && plan.contains("waits at most 5m"),
         "{plan}"
     );
     assert!(
-        plan.contains("phase[1] self-test: a short device self-test")
+        plan.contains("phase 2 self-test: a short device self-test")
             && plan.contains("waits at most 7m"),
         "{plan}"
     );

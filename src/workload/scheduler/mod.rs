@@ -358,8 +358,8 @@ pub fn start(
         }
         drive.restore(&spec.name, r);
         resume_at = Some((r.phase_index, r.phase_elapsed_secs));
-        tracing::info!(target_name = %spec.name, phase = r.phase_index,
-            elapsed_secs = r.phase_elapsed_secs, written = r.totals.write_bytes,
+        tracing::info!(target_name = %spec.name, phase = r.phase_index + 1,
+            phase_index = r.phase_index, elapsed_secs = r.phase_elapsed_secs, written = r.totals.write_bytes,
             "resuming from the checkpoint");
     }
     if view.members.len() != members.len() {
@@ -627,12 +627,35 @@ pub fn rejudge_ended(state_dir: &Path, target: &TargetShared) {
     crate::verdict::ocptv::write(state_dir, &r);
 }
 
+/// The host's name for records and IDs: the kernel's hostname; on a host that has none (the
+/// kernel says `(none)`, or nothing), `host-` and the first 12 characters of its machine ID
+/// (`/etc/machine-id`), else `localhost`.
 pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into())
+    let read = |p: &str| std::fs::read_to_string(p).ok();
+    pick_hostname(
+        read("/proc/sys/kernel/hostname").as_deref(),
+        read("/etc/machine-id").as_deref(),
+    )
+}
+
+/// `name` trimmed, when it is a hostname: not empty, not the kernel's `(none)` (no hostname
+/// set), printable ASCII without spaces.
+pub fn usable_hostname(name: &str) -> Option<&str> {
+    let h = name.trim();
+    (!h.is_empty() && h != "(none)" && h.chars().all(|c| c.is_ascii_graphic())).then_some(h)
+}
+
+/// [`hostname`] from the two files' contents. Pure.
+pub fn pick_hostname(kernel: Option<&str>, machine_id: Option<&str>) -> String {
+    if let Some(h) = kernel.and_then(usable_hostname) {
+        return h.to_string();
+    }
+    match machine_id.map(str::trim) {
+        Some(id) if id.len() >= 12 && id.chars().all(|c| c.is_ascii_hexdigit()) => {
+            format!("host-{}", &id[..12])
+        }
+        _ => "localhost".into(),
+    }
 }
 
 pub(crate) struct Runner {
@@ -827,7 +850,9 @@ impl Runner {
                     self.snapshot.update(|s| s.soak.end(&s.jobs, now_unix()));
                 }
                 if let Err(reason) = r {
-                    tracing::error!(target_name = %self.spec.name, %reason, "target stopped");
+                    tracing::error!(target_name = %self.spec.name, phase = i + 1, %reason,
+                        "target stopped in phase {} ({})", i + 1, phase.kind());
+                    self.phase_failed();
                     self.snapshot.update(|s| {
                         s.up = false;
                         s.stop_reason = Some(reason.to_string());
@@ -838,10 +863,10 @@ impl Runner {
                 if !self.stopping() {
                     self.ocp_phase_refresh(true);
                     self.phase_ended(&started, phase);
-                } else if matches!(phase, PhaseSpec::Soak { .. }) {
-                    self.ocp_phase_refresh(true);
-                    // A soak stopped before its end (one without a duration only ever ends
-                    // this way) still gets its end line and its results entry, with its totals.
+                } else {
+                    self.ocp_phase_refresh(matches!(phase, PhaseSpec::Soak { .. }));
+                    // A phase stopped before its end (a soak without a duration only ever ends
+                    // this way) still gets its end line and its record, marked stopped.
                     self.phase_stopped(&started, phase);
                 }
             }

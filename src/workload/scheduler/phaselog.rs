@@ -53,6 +53,75 @@ fn job_names(phase: &PhaseSpec) -> Vec<String> {
     }
 }
 
+/// The name a phase's record carries: its job names, the purge method or the self-test.
+fn record_name(phase: &PhaseSpec) -> String {
+    match phase {
+        PhaseSpec::Purge { method, .. } => method.name().to_string(),
+        PhaseSpec::SelfTest { test, .. } => test.name().to_string(),
+        _ => job_names(phase).join(" + "),
+    }
+}
+
+/// Where a resumed phase resumes, in words: a soak with the time done and the time left, a
+/// precondition at its progress, a sweep at its next point.
+pub(crate) fn resume_point(
+    phase: &PhaseSpec,
+    done_secs: f64,
+    precondition: Option<&crate::state::PreconditionProgress>,
+    sweep: Option<&SweepResult>,
+) -> String {
+    match phase {
+        PhaseSpec::Soak {
+            duration: Some(d), ..
+        } => {
+            let left = (d.as_secs_f64() - done_secs).max(0.0);
+            format!(
+                "{} done, {} left of {}",
+                fmt_secs(done_secs),
+                fmt_secs(left),
+                fmt_secs(d.as_secs_f64())
+            )
+        }
+        PhaseSpec::Soak { duration: None, .. } => {
+            format!("{} done; it runs until stopped", fmt_secs(done_secs))
+        }
+        PhaseSpec::Precondition { .. } => match precondition {
+            Some(p) if p.done_bytes() > 0 => format!("at {}", p.describe()),
+            _ => "from its start (no progress was kept)".to_string(),
+        },
+        PhaseSpec::Sweep { points, .. } => match sweep {
+            // The first point is the uncontrolled run; the next is 1-based among the rest.
+            Some(s) if s.points.len() > points.len() => format!(
+                "after its last point (all {} done), max {} IOPS from the earlier run",
+                points.len(),
+                super::thousands(s.max_iops)
+            ),
+            Some(s) if !s.points.is_empty() => format!(
+                "at point {} of {}, max {} IOPS from the earlier run",
+                s.points.len(),
+                points.len(),
+                super::thousands(s.max_iops)
+            ),
+            _ => "from its start (its uncontrolled run had not ended)".to_string(),
+        },
+        PhaseSpec::Purge { .. } => "a purge already completed is not run again".to_string(),
+        PhaseSpec::SelfTest { .. } => "the self-test runs again".to_string(),
+    }
+}
+
+/// "95 s", "1 h 02 min 05 s".
+fn fmt_secs(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    let (h, m, sec) = (s / 3600, (s / 60) % 60, s % 60);
+    if h > 0 {
+        format!("{h} h {m:02} min {sec:02} s")
+    } else if m > 0 {
+        format!("{m} min {sec:02} s")
+    } else {
+        format!("{sec} s")
+    }
+}
+
 /// "max 12,345 IOPS; sub-1 ms frontier 9,876 IOPS at 80%" (or "no point under 1 ms").
 pub(crate) fn sweep_outcome(s: &SweepResult) -> String {
     let best = s
@@ -118,24 +187,46 @@ fn outcome(phase: &PhaseSpec, v: &TargetView) -> String {
 }
 
 impl Runner {
-    /// Logs the phase's start; returns what its end is measured against.
+    /// Logs the phase's start ("started", or "resumed" with where it resumes) and opens its
+    /// record in the results file (a resumed phase reopens the record its earlier run left);
+    /// returns what its end is measured against.
     pub(crate) fn phase_started(
-        &self,
+        &mut self,
         index: usize,
         phase: &PhaseSpec,
         done: f64,
         resumed: bool,
     ) -> PhaseStart {
-        let (read, write) = self.snapshot.view(|v| super::snapshot::job_totals(&v.jobs));
+        let (read, write, loop_count, precondition, sweep) = self.snapshot.view(|v| {
+            let (r, w) = super::snapshot::job_totals(&v.jobs);
+            (
+                r,
+                w,
+                v.loop_count,
+                v.precondition.as_ref().map(|p| p.progress()),
+                v.sweep_progress.clone(),
+            )
+        });
         let jobs = job_names(phase).join(", ");
-        if done > 0.0 {
-            tracing::info!(target_name = %self.spec.name, phase = index, kind = phase.kind(),
-                %jobs, done_secs = done, "phase {} ({}) resumed after {done:.0} s", index + 1,
-                phase.kind());
+        let n = index + 1;
+        if resumed {
+            let at = resume_point(phase, done, precondition.as_ref(), sweep.as_ref());
+            tracing::info!(target_name = %self.spec.name, phase = n, phase_index = index,
+                kind = phase.kind(), %jobs, done_secs = done,
+                "phase {n} ({}) resumed: {at}", phase.kind());
         } else {
-            tracing::info!(target_name = %self.spec.name, phase = index, kind = phase.kind(),
-                %jobs, "phase {} ({}) started", index + 1, phase.kind());
+            tracing::info!(target_name = %self.spec.name, phase = n, phase_index = index,
+                kind = phase.kind(), %jobs, "phase {n} ({}) started", phase.kind());
         }
+        crate::workload::results::phase_began(
+            &mut self.results.phases,
+            index,
+            loop_count,
+            phase.kind(),
+            &record_name(phase),
+            super::now_unix(),
+        );
+        self.save_results();
         PhaseStart {
             index,
             resumed,
@@ -143,6 +234,17 @@ impl Runner {
             read,
             write,
         }
+    }
+
+    /// The phase's record ends now with `status`.
+    fn close_phase_record(&mut self, status: crate::workload::results::PhaseStatus) {
+        crate::workload::results::phase_closed(&mut self.results.phases, status, super::now_unix());
+    }
+
+    /// An error stopped the target in this phase (the error itself is logged by the caller).
+    pub(crate) fn phase_failed(&mut self) {
+        self.close_phase_record(crate::workload::results::PhaseStatus::Failed);
+        self.save_results();
     }
 
     /// The phase's own totals since `start`, and its outcome in words.
@@ -192,6 +294,7 @@ impl Runner {
 
     fn set_soak_entry(&mut self, e: &SoakEntry, t: &PhaseTotals, stopped: bool) {
         let run = crate::workload::results::SoakPhase {
+            ended: Some(super::now_unix()),
             elapsed_secs: t.secs,
             read_bytes: t.read_bytes,
             written_bytes: t.written_bytes,
@@ -220,43 +323,54 @@ impl Runner {
         self.save_results();
     }
 
-    /// Logs the phase's end in one line: duration, totals and outcome; a soak phase's own
-    /// totals are also kept in the results file.
+    /// Logs the phase's end in one line: duration, totals and outcome; its record in the
+    /// results file ends now (a soak phase's own totals are kept there too).
     pub(crate) fn phase_ended(&mut self, start: &PhaseStart, phase: &PhaseSpec) {
         let t = self.phase_totals(start, phase);
         let line = crate::workload::scheduler::phase::steps::end_line(self, start.index, phase)
             .unwrap_or_else(|| t.line.clone());
+        self.close_phase_record(crate::workload::results::PhaseStatus::Finished);
         if matches!(phase, PhaseSpec::Soak { .. }) {
+            // Saves the results file.
             self.record_soak_phase(&t, false);
+        } else {
+            self.save_results();
         }
         let secs = t.secs;
-        tracing::info!(target_name = %self.spec.name, phase = start.index, kind = phase.kind(),
-            secs, read_bytes = t.read_bytes, written_bytes = t.written_bytes, errors = t.errors,
-            "phase {} ({}) finished in {secs:.0} s: read {}, wrote {}, {} I/O errors; {line}",
-            start.index + 1, phase.kind(), format_bytes(t.read_bytes),
-            format_bytes(t.written_bytes), t.errors);
+        let n = start.index + 1;
+        tracing::info!(target_name = %self.spec.name, phase = n, phase_index = start.index,
+            kind = phase.kind(), secs, read_bytes = t.read_bytes,
+            written_bytes = t.written_bytes, errors = t.errors,
+            "phase {n} ({}) finished in {secs:.0} s: read {}, wrote {}, {} I/O errors; {line}",
+            phase.kind(), format_bytes(t.read_bytes), format_bytes(t.written_bytes), t.errors);
     }
 
-    /// A soak stopped at shutdown or reload before its end (a soak without a duration only
-    /// ever ends this way): its end line with its totals, and its entry in the results file,
-    /// marked stopped, which a resumed run adds to.
+    /// A phase stopped at shutdown or reload before its end (a soak without a duration only
+    /// ever ends this way): its end line with its totals, and its record marked stopped, which
+    /// a resumed run reopens; a soak's entry in `soak.phases` too, which a resumed run adds to.
     pub(crate) fn phase_stopped(&mut self, start: &PhaseStart, phase: &PhaseSpec) {
-        if !matches!(phase, PhaseSpec::Soak { .. }) {
-            return;
-        }
         let t = self.phase_totals(start, phase);
-        self.record_soak_phase(&t, true);
+        let line = crate::workload::scheduler::phase::steps::end_line(self, start.index, phase)
+            .unwrap_or_else(|| t.line.clone());
+        self.close_phase_record(crate::workload::results::PhaseStatus::Stopped);
+        if matches!(phase, PhaseSpec::Soak { .. }) {
+            self.record_soak_phase(&t, true);
+        } else {
+            self.save_results();
+        }
         let secs = t.secs;
         let why = if matches!(phase, PhaseSpec::Soak { duration: None, .. }) {
             "it runs until stopped"
         } else {
             "the checkpoint resumes it"
         };
-        tracing::info!(target_name = %self.spec.name, phase = start.index, kind = phase.kind(),
-            secs, read_bytes = t.read_bytes, written_bytes = t.written_bytes, errors = t.errors,
-            "phase {} ({}) stopped after {secs:.0} s ({why}): read {}, wrote {}, {} I/O errors; {}",
-            start.index + 1, phase.kind(), format_bytes(t.read_bytes),
-            format_bytes(t.written_bytes), t.errors, t.line);
+        let n = start.index + 1;
+        tracing::info!(target_name = %self.spec.name, phase = n, phase_index = start.index,
+            kind = phase.kind(), secs, read_bytes = t.read_bytes,
+            written_bytes = t.written_bytes, errors = t.errors,
+            "phase {n} ({}) stopped after {secs:.0} s ({why}): read {}, wrote {}, {} I/O errors; {}",
+            phase.kind(), format_bytes(t.read_bytes), format_bytes(t.written_bytes), t.errors,
+            line);
     }
 
     /// Logs why the plan ended: `finished` (every phase ran), else a stop on request.
@@ -285,6 +399,70 @@ mod tests {
             lat_avg_us,
             ..Default::default()
         }
+    }
+
+    /// A resumed phase says where it resumes: a soak its time done and left, a precondition
+    /// its progress, a sweep its next point.
+    #[test]
+    fn a_resumed_phase_says_where_it_resumes() {
+        use std::time::Duration;
+        let job = crate::workload::scheduler::precondition_job(1, 4096, 1, 1);
+        let soak = PhaseSpec::Soak {
+            jobs: vec![job.clone()],
+            duration: Some(Duration::from_secs(480)),
+            rotate: None,
+            steady: Default::default(),
+        };
+        assert_eq!(
+            resume_point(&soak, 125.4, None, None),
+            "2 min 05 s done, 5 min 55 s left of 8 min 00 s"
+        );
+        let endless = PhaseSpec::Soak {
+            jobs: vec![job.clone()],
+            duration: None,
+            rotate: None,
+            steady: Default::default(),
+        };
+        assert_eq!(
+            resume_point(&endless, 3725.0, None, None),
+            "1 h 02 min 05 s done; it runs until stopped"
+        );
+        let sweep = PhaseSpec::Sweep {
+            job,
+            max_duration: Duration::from_secs(1),
+            point_duration: Duration::from_secs(1),
+            points: vec![50, 80, 100],
+        };
+        let mut s = SweepResult {
+            max_iops: 12_345.0,
+            points: vec![point(0, 12_345.0, 500.0), point(50, 6000.0, 200.0)],
+            ..Default::default()
+        };
+        assert_eq!(
+            resume_point(&sweep, 0.0, None, Some(&s)),
+            "at point 2 of 3, max 12,345 IOPS from the earlier run"
+        );
+        s.points.push(point(80, 9000.0, 300.0));
+        s.points.push(point(100, 11000.0, 400.0));
+        assert!(resume_point(&sweep, 0.0, None, Some(&s)).starts_with("after its last point"));
+        assert!(resume_point(&sweep, 0.0, None, None).starts_with("from its start"));
+        let pre = PhaseSpec::Precondition {
+            passes: 1,
+            block_size: 4096,
+            iodepth: 1,
+            workers: 1,
+        };
+        let progress = crate::state::PreconditionProgress {
+            passes: 1,
+            block_size: 4096,
+            stripes: vec![crate::state::StripeProgress {
+                start: 0,
+                len: 8 << 20,
+                done_bytes: 2 << 20,
+            }],
+        };
+        let at = resume_point(&pre, 0.0, Some(&progress), None);
+        assert!(at.starts_with("at pass 1 of 1, 25% into it"), "{at}");
     }
 
     #[test]

@@ -77,6 +77,7 @@ impl Runner {
         let (phase_index, loop_count) = self.snapshot.view(|s| (s.phase_index, s.loop_count));
         StepOutcome {
             phase_index,
+            phase: phase_index + 1,
             loop_count,
             kind: kind.to_string(),
             method: method.to_string(),
