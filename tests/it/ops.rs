@@ -858,6 +858,9 @@ const AGREED_WORKLOAD: &[&str] = &[
     "nvsoak_qualification_finished",
     "nvsoak_qualification_evaluated_timestamp_seconds",
     "nvsoak_qualification_gate_state",
+    "nvsoak_qualification_verdict",
+    "nvsoak_qualification_gate_value",
+    "nvsoak_qualification_gate_limit",
 ];
 
 /// Series that need an NVMe controller (health log pages and what is derived from them); the VM
@@ -1109,6 +1112,141 @@ fn rules(file: &str) -> Vec<(String, String)> {
     out
 }
 
+/// Every shipped rules file (`dashboards/rules/*.yml`), relative to the repository, sorted.
+fn rule_files() -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(repo().join("dashboards/rules"))
+        .expect("dashboards/rules")
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".yml"))
+        .map(|n| format!("dashboards/rules/{n}"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Where every alert's `runbook_url` points: docs/runbook.md on the project's main branch.
+const RUNBOOK_URL: &str = "https://github.com/nvsoak/nvsoak/blob/main/docs/runbook.md#";
+
+/// The anchor GitHub gives a Markdown heading: lower case, punctuation other than `-` and `_`
+/// dropped, spaces turned into `-`.
+fn heading_anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+#[test]
+fn heading_anchors_follow_github() {
+    assert_eq!(
+        heading_anchor("NvsoakQualificationFailed"),
+        "nvsoakqualificationfailed"
+    );
+    assert_eq!(
+        heading_anchor("NVMe health (nvsoak-alerts.yml)"),
+        "nvme-health-nvsoak-alertsyml"
+    );
+}
+
+/// Every alert in every shipped rules file has a `runbook_url` into docs/runbook.md whose anchor
+/// is a heading there, and that section says what the alert means, how to confirm it and what
+/// to do with the drive; every alert-named heading of the runbook is a shipped alert (no stale
+/// sections). The deb package ships the runbook.
+#[test]
+fn every_alert_has_a_runbook_section() {
+    let runbook = std::fs::read_to_string(repo().join("docs/runbook.md")).expect("docs/runbook.md");
+    // Sections by anchor: the text from a heading to the next heading of any level.
+    let mut sections: std::collections::BTreeMap<String, (String, String)> = Default::default();
+    let mut current: Option<String> = None;
+    for line in runbook.lines() {
+        if let Some(h) = line.strip_prefix('#') {
+            let title = h.trim_start_matches('#').trim().to_string();
+            let a = heading_anchor(&title);
+            assert!(
+                !sections.contains_key(&a),
+                "docs/runbook.md: heading {title:?} repeats the anchor #{a}"
+            );
+            sections.insert(a.clone(), (title, String::new()));
+            current = Some(a);
+        } else if let Some(a) = &current
+            && let Some((_, body)) = sections.get_mut(a)
+        {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    let mut alerts = Vec::new();
+    let mut problems = Vec::new();
+    for f in rule_files() {
+        let text = std::fs::read_to_string(repo().join(&f)).expect("rules file");
+        let doc: serde_norway::Value = serde_norway::from_str(&text).expect("rules YAML");
+        for g in doc["groups"].as_sequence().expect("groups") {
+            for r in g["rules"].as_sequence().expect("rules") {
+                let Some(name) = r["alert"].as_str() else {
+                    continue;
+                };
+                alerts.push(name.to_string());
+                let Some(url) = r["annotations"]["runbook_url"].as_str() else {
+                    problems.push(format!("{f}: {name}: no runbook_url annotation"));
+                    continue;
+                };
+                let Some(anchor) = url.strip_prefix(RUNBOOK_URL) else {
+                    problems.push(format!(
+                        "{f}: {name}: runbook_url {url} is not {RUNBOOK_URL}<anchor>"
+                    ));
+                    continue;
+                };
+                match sections.get(anchor) {
+                    None => problems.push(format!(
+                        "{f}: {name}: runbook_url anchor #{anchor} is no heading of docs/runbook.md"
+                    )),
+                    Some((title, body)) => {
+                        if title != name {
+                            problems.push(format!(
+                                "{f}: {name}: runbook_url points at the section {title:?}"
+                            ));
+                        }
+                        for part in [
+                            "**What it means.**",
+                            "**Confirm.**",
+                            "**What to do with the drive.**",
+                        ] {
+                            if !body.contains(part) {
+                                problems.push(format!("docs/runbook.md#{anchor}: no {part}"));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        alerts.len() >= 36,
+        "only {} alerts found: {alerts:?}",
+        alerts.len()
+    );
+    // A heading that is one CamelCase word is an alert's section: it must be a shipped alert.
+    for (a, (title, _)) in &sections {
+        let alert_like =
+            !title.contains(' ') && title.chars().next().is_some_and(|c| c.is_ascii_uppercase());
+        if alert_like && !alerts.iter().any(|n| n == title) {
+            problems.push(format!(
+                "docs/runbook.md#{a}: {title} is not a shipped alert"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let cargo = std::fs::read_to_string(repo().join("Cargo.toml")).expect("Cargo.toml");
+    assert!(
+        cargo.contains(r#"["docs/runbook.md", "usr/share/doc/nvsoak/runbook.md", "644"]"#),
+        "Cargo.toml's deb assets do not ship docs/runbook.md"
+    );
+}
+
 /// Metric names a PromQL expression selects (functions, keywords, label names, grouping
 /// labels, strings, durations and numbers stripped).
 fn metric_names(expr: &str) -> Vec<String> {
@@ -1200,13 +1338,9 @@ fn dashboards_and_rules_name_only_agreed_metrics() {
         .map(|(n, _)| n)
         .collect();
     let mut queries = dashboard_queries();
-    for f in [
-        "dashboards/rules/nvsoak-recording.yml",
-        "dashboards/rules/nvsoak-alerts.yml",
-        "dashboards/rules/nvsoak-ata-alerts.yml",
-        "dashboards/rules/nvsoak-verdict-alerts.yml",
-        "dashboards/rules/nvsoak-pcie-alerts.yml",
-    ] {
+    let files = rule_files();
+    assert!(files.len() >= 5, "rules files: {files:?}");
+    for f in &files {
         for (name, expr) in rules(f) {
             queries.push(Query {
                 origin: format!("{f}: {name}"),
