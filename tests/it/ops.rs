@@ -1413,7 +1413,11 @@ impl Prometheus {
         let dir = crate::common::shm_dir();
         let rules_dir = dir.path().join("rules");
         std::fs::create_dir_all(&rules_dir).expect("rules dir");
-        for f in ["nvsoak-recording.yml", "nvsoak-alerts.yml"] {
+        for f in [
+            "nvsoak-recording.yml",
+            "nvsoak-alerts.yml",
+            "nvsoak-verdict-alerts.yml",
+        ] {
             // Evaluate every second, like the 1 s scrape, so the test needs seconds, not minutes.
             let text =
                 std::fs::read_to_string(repo().join("dashboards/rules").join(f)).expect("rules");
@@ -1529,6 +1533,21 @@ job = { name = "mixed", read = 70, bs = "4k", access = "random", iodepth = 4 }
 duration = "300s"
 steady_round = "1s"
 steady_window = 3
+# t1 FAILs once its sweep ends (no sweep of a file reaches 10^9 IOPS below 1 ms), so the verdict
+# panels for failing drives and the verdict alerts have a target to show.
+[[target]]
+name = "t1"
+path = "{dir}/t1.dat"
+size = "16MiB"
+[target.gates]
+min_sub_1ms_iops = 1000000000
+[[target.phase]]
+kind = "sweep"
+profile = "4k-random-read"
+iodepth = 1
+max_duration = "2s"
+point_duration = "1s"
+points = [50]
 "#,
     );
     let prom = Prometheus::start(d.addr);
@@ -1707,6 +1726,47 @@ steady_window = 3
     let (code, body) = crate::common::http_get(d.addr, "/report").expect("/report");
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("nvsoak qualification report"), "{body}");
+    // The verdict alerts: t1 FAILed sub_1ms_iops, and both alerts name its host (and the drive's
+    // serial and model, empty for a file); t0 runs, and a running plan raises no verdict alert.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let firing = |q: &str| {
+        prom.query(q)
+            .unwrap_or_else(|e| panic!("{q}: {e}"))
+            .into_iter()
+            .filter(|a| a["metric"]["alertstate"] == "firing")
+            .collect::<Vec<_>>()
+    };
+    let (failed, gate) = loop {
+        let failed = firing(r#"ALERTS{alertname="NvsoakQualificationFailed", target="t1"}"#);
+        let gate = firing(
+            r#"ALERTS{alertname="NvsoakQualificationGateFailed", target="t1", gate="sub_1ms_iops"}"#,
+        );
+        if (!failed.is_empty() && !gate.is_empty()) || Instant::now() > deadline {
+            break (failed, gate);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    for (name, alerts) in [
+        ("NvsoakQualificationFailed", &failed),
+        ("GateFailed", &gate),
+    ] {
+        assert!(
+            alerts.len() == 1
+                && alerts[0]["metric"]["host"]
+                    .as_str()
+                    .is_some_and(|h| !h.is_empty())
+                && alerts[0]["metric"]["severity"].is_string(),
+            "{name} for t1 not firing with its host: {alerts:?}\nprometheus log:\n{}",
+            prom.log()
+        );
+    }
+    let quiet = prom
+        .query(r#"ALERTS{alertname=~"NvsoakQualification.*", target="t0"}"#)
+        .expect("ALERTS");
+    assert!(
+        quiet.is_empty(),
+        "a running plan raised a verdict alert: {quiet:?}"
+    );
     // The exporter-down alert is quiet while the scrape works.
     let up = prom.query("up{job=\"nvsoak\"}").expect("query");
     assert_eq!(
