@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Generates the Grafana dashboards in dashboards/grafana/ (provisionable JSON files).
 
-Run `python3 dashboards/generate.py` after editing (or `... generate.py DIR` to write elsewhere);
-scripts/test-ops checks the committed JSON is current.
+Run `python3 dashboards/generate.py` after editing (or `... generate.py DIR/grafana` to write
+elsewhere); it also writes the verdict panels' promtool test (tests/nvsoak-verdict-panels.test.yml,
+beside the grafana directory). scripts/test-ops checks that both are current.
 Queries use only metric names nvsoak exports (and the recording rules in
 dashboards/rules/nvsoak-recording.yml); tests/it/ops.rs evaluates every one against a real
 Prometheus scraping a real nvsoak.
@@ -255,9 +256,127 @@ def zero_base(by):
     return f" or on ({by}) max by ({by}) (nvsoak_target_up{{{W}}}) * 0"
 
 
+# The verdict's words and colours, for the verdict and gate-state columns and the headline stat.
+VERDICT_WORDS = [("running", "RUNNING", "blue"), ("pass", "PASS", "green"),
+                 ("incomplete", "INCOMPLETE", "orange"), ("fail", "FAIL", "red")]
+GATE_WORDS = [("pass", "pass", "green"), ("fail", "fail", "red"),
+              ("not_evaluated", "not evaluated", "orange"), ("not_applicable", "not applicable", "text")]
+
+
+def text_mappings(words):
+    """Value mappings from a label value (a table cell) to its word and colour."""
+    return [{"type": "value", "options": {v: {"text": t, "color": c, "index": i}
+                                          for i, (v, t, c) in enumerate(words)}}]
+
+
+def coloured_column(p, field, words):
+    """A table column shown as the word for its label value, on its colour."""
+    p["fieldConfig"]["overrides"].append({"matcher": {"id": "byName", "options": field}, "properties": [
+        {"id": "mappings", "value": text_mappings(words)},
+        {"id": "custom.cellOptions", "value": {"type": "color-background", "mode": "basic"}}]})
+    return p
+
+
+def verdict_code(sel):
+    """One number per target for the verdict state set (1 running, 2 pass, 3 incomplete, 4 fail:
+    worse is higher), mapped back to the word in the panel. No verdict series, no value (a gap)."""
+    parts = [f'nvsoak_qualification_verdict{{{sel}, verdict="{v}"}} * {i + 1}' for i, (v, _, _) in enumerate(VERDICT_WORDS)]
+    return "max by (instance, target) (" + " or ".join(parts) + ")"
+
+
+def verdict_code_mappings():
+    m = {str(i + 1): {"text": t, "color": c, "index": i} for i, (_, t, c) in enumerate(VERDICT_WORDS)}
+    m["0"] = {"text": "no verdict", "color": "text", "index": len(VERDICT_WORDS)}
+    return [{"type": "value", "options": m}]
+
+
+def verdict_rows(lay, P):
+    """The device dashboard's top row: each target's verdict, its drive, and every gate."""
+    P.append(row(lay, "Qualification verdict"))
+    s = stat(lay, "Verdict", [(verdict_code(W), "{{target}}")], w=6, h=7,
+             desc="PASS only when the plan ran to its end and every gate that applies was evaluated and passed; "
+                  "FAIL once a gate failed (final); INCOMPLETE when the plan stopped before its end or a gate that "
+                  "applies could not be evaluated; RUNNING while the plan runs. From nvsoak_qualification_verdict; "
+                  "no value when the target exports no verdict.")
+    s["fieldConfig"]["defaults"]["mappings"] = verdict_code_mappings()
+    s["fieldConfig"]["defaults"]["thresholds"] = {"mode": "absolute", "steps": [{"color": "text", "value": None}]}
+    s["options"]["colorMode"] = "background"
+    s["options"]["textMode"] = "value_and_name"
+    P.append(s)
+    t = table(lay, "Verdict and drive", [
+        f"max by (instance, target, host, serial, model, firmware, verdict) (nvsoak_qualification_verdict{{{W}}}) == 1",
+        f"max by (instance, target) (nvsoak_qualification_finished{{{W}}})",
+        f"max by (instance, target) (nvsoak_qualification_evaluated_timestamp_seconds{{{W}}}) * 1000",
+    ], w=18, h=7, rename={"Value #B": "plan finished", "Value #C": "evaluated"}, exclude=("Value #A",),
+        units={"evaluated": "dateTimeFromNow"},
+        desc="Each target's verdict with the drive it judged (host, serial, model, firmware; empty for a file "
+             "target), whether its plan ran to its end (nvsoak_qualification_finished) and when its gates were "
+             "last evaluated.")
+    P.append(coloured_column(t, "verdict", VERDICT_WORDS))
+    g = table(lay, "Gates", [
+        f"max by (instance, target, gate, state) (nvsoak_qualification_gate_state{{{W}}}) == 1",
+        f"max by (instance, target, gate) (nvsoak_qualification_gate_value{{{W}}})",
+        f"max by (instance, target, gate) (nvsoak_qualification_gate_limit{{{W}}})",
+    ], w=24, h=10, rename={"Value #B": "figure", "Value #C": "limit"}, exclude=("Value #A",),
+        desc="Every gate of each target (gates turned off are not listed): pass, fail, not evaluated (it applies "
+             "but had no data: the verdict is INCOMPLETE) or not applicable (a drive gate on a file target), with "
+             "its figure and limit where the gate has numbers (nvsoak_qualification_gate_value, _limit; an empty "
+             "cell when it has none). The report gives both in words.")
+    P.append(coloured_column(g, "state", GATE_WORDS))
+
+
+def model_firmware(expr):
+    """Names file targets' empty model as such, so they make a yield row of their own."""
+    return f'label_replace({expr}, "model", "(file targets)", "model", "")'
+
+
+def yield_rows(lay, P, I):
+    """The fleet dashboard's top row: the yield, per model and firmware, and the failing drives."""
+    P.append(row(lay, "Qualification yield"))
+    V = "nvsoak_qualification_verdict"
+    for v, title, colour in [("pass", "Passed", "green"), ("fail", "Failed", "red"),
+                             ("incomplete", "Incomplete", "orange"), ("running", "Running", "blue")]:
+        s = stat(lay, title, [f'sum({V}{{{I}, verdict="{v}"}})'], w=4,
+                 desc=f"Targets whose verdict is {v.upper()} (the sum of nvsoak_qualification_verdict{{verdict=\"{v}\"}}): "
+                      "0 when targets have a verdict and none is in this state, no value when none exports a verdict.")
+        s["fieldConfig"]["defaults"]["thresholds"] = {"mode": "absolute", "steps": [{"color": colour, "value": None}]}
+        P.append(s)
+    judged = " + ".join(f'sum({V}{{{I}, verdict="{v}"}})' for v in ("pass", "fail", "incomplete"))
+    P.append(stat(lay, "Yield (passed of judged)", [f'sum({V}{{{I}, verdict="pass"}}) / (({judged}) > 0)'],
+                  unit="percentunit", w=8, thresholds={"mode": "absolute", "steps": [
+                      {"color": "red", "value": None}, {"color": "orange", "value": 0.9}, {"color": "green", "value": 0.98}]},
+                  desc="Targets that PASSed out of those with a final verdict (PASS, FAIL or INCOMPLETE; running ones "
+                       "left out). No value until one has a final verdict."))
+    by = "model, firmware"
+
+    def per_model(v):
+        return f"sum by ({by}) (" + model_firmware(V + "{" + I + ', verdict="' + v + '"}') + ")"
+    judged_per_model = " + ".join(per_model(v) for v in ("pass", "fail", "incomplete"))
+    P.append(table(lay, "Yield per model and firmware", [
+        per_model("pass"), per_model("fail"), per_model("incomplete"), per_model("running"),
+        f"{per_model('pass')} / ({judged_per_model} > 0)",
+    ], w=10, h=9, sort_by="failed",
+        rename={"Value #A": "passed", "Value #B": "failed", "Value #C": "incomplete", "Value #D": "running",
+                "Value #E": "yield"}, units={"yield": "percentunit"},
+        desc="Targets per drive model and firmware by verdict (file targets as one row), and the yield: passed of "
+             "those with a final verdict (empty while all still run)."))
+    fail = f'nvsoak_qualification_gate_state{{{I}, state="fail"}} == 1'
+    P.append(table(lay, "Failing drives (one row per failed gate)", [
+        f"max by (instance, host, serial, model, firmware, target, gate) (({fail})"
+        f" * on (instance, target) group_left (host, serial, model, firmware)"
+        f' max by (instance, target, host, serial, model, firmware) ({V}{{{I}, verdict="fail"}} == 1))',
+        f"max by (instance, target, gate) (nvsoak_qualification_gate_value{{{I}}} and on (instance, target, gate) {fail})",
+        f"max by (instance, target, gate) (nvsoak_qualification_gate_limit{{{I}}} and on (instance, target, gate) {fail})",
+    ], w=14, h=9, sort_by="host", rename={"Value #B": "figure", "Value #C": "limit"}, exclude=("Value #A",),
+        desc="Every target whose verdict is FAIL, with the host, the drive's serial, model and firmware, and each "
+             "failed gate with its figure and limit (nvsoak_qualification_gate_state{state=\"fail\"} joined to "
+             "nvsoak_qualification_verdict)."))
+
+
 def device_detail():
     lay = Layout()
     P = []
+    verdict_rows(lay, P)
     P.append(row(lay, "Workload"))
     P.append(timeseries(lay, "IOPS per job", [
         (f"sum by (instance, target, workload) (rate(nvsoak_read_ops_total{{{W}}}[$__rate_interval]))", "{{target}} {{workload}} read"),
@@ -545,6 +664,8 @@ def fleet():
     lay = Layout()
     P = []
     I = 'instance=~"$instance"'
+    yield_rows(lay, P, I)
+    P.append(row(lay, "Drives and targets"))
     P.append(stat(lay, "Drives", [f"count(nvme_info{{{I}}}) or vector(0)"], w=4))
     P.append(stat(lay, "Targets", [f"count(nvsoak_target_up{{{I}}})"], w=4))
     P.append(stat(lay, "Drives with a critical warning", [f"count(nvme_critical_warning{{{I}}} > 0) or vector(0)"],
@@ -670,14 +791,125 @@ def fleet():
                      "Every drive (with the soak targets on it) and every file target across the rack(s), worst first.", with_device=False, with_target=False)
 
 
+# ---------------------------------------------------------------------------------------------
+# promtool unit test of the verdict panels (dashboards/tests/nvsoak-verdict-panels.test.yml): the
+# panels' own queries, evaluated over a small fleet of verdict series, must give these rows. The
+# live check (tests/it/ops.rs) runs the same queries against a real nvsoak; this one covers drives
+# with serials, every verdict, and the joins of the failing-drives table.
+
+FLEET = [
+    # instance, target, host, serial, model, firmware, verdict, finished, {gate: (state, value, limit)}
+    ("rack1-host1:9757", "disk0", "rack1-host1", "S0", "M1", "F1", "fail", 1,
+     {"critical_warning": ("fail", 4, 0), "io_errors": ("pass", 0, 0), "temperature": ("fail", 80, 74.85)}),
+    ("rack1-host1:9757", "disk1", "rack1-host1", "S1", "M1", "F1", "pass", 1,
+     {"io_errors": ("pass", 0, 0), "temperature": ("pass", 61, 74.85)}),
+    ("rack1-host1:9757", "disk2", "rack1-host1", "S2", "M1", "F2", "incomplete", 0,
+     {"io_errors": ("pass", 0, 0), "self_test": ("not_evaluated", None, None)}),
+    ("rack1-host2:9757", "disk3", "rack1-host2", "S3", "M2", "F1", "running", 0,
+     {"io_errors": ("pass", 0, 0)}),
+    ("rack1-host2:9757", "t0", "rack1-host2", "", "", "", "pass", 1,
+     {"io_errors": ("pass", 0, 0), "temperature": ("not_applicable", None, None)}),
+]
+EVALUATED_AT = 1700000000
+
+
+def labels(d):
+    """A series selector; empty labels left out, as Prometheus stores them."""
+    return "{" + ", ".join(f'{k}="{v}"' for k, v in d.items() if v != "") + "}"
+
+
+def fleet_series():
+    out = []
+    for inst, t, host, serial, model, fw, verdict, finished, gates in FLEET:
+        base = {"instance": inst, "job": "nvsoak", "target": t}
+        ident = dict(base, host=host, serial=serial, model=model, firmware=fw)
+        for v, _, _ in VERDICT_WORDS:
+            out.append((f"nvsoak_qualification_verdict{labels(dict(ident, verdict=v))}", int(v == verdict)))
+        out.append((f"nvsoak_qualification_finished{labels(base)}", finished))
+        out.append((f"nvsoak_qualification_evaluated_timestamp_seconds{labels(base)}", EVALUATED_AT))
+        for gate, (state, value, limit) in gates.items():
+            for st, _, _ in GATE_WORDS:
+                out.append((f"nvsoak_qualification_gate_state{labels(dict(base, gate=gate, state=st))}", int(st == state)))
+            if value is not None:
+                out.append((f"nvsoak_qualification_gate_value{labels(dict(base, gate=gate))}", value))
+                out.append((f"nvsoak_qualification_gate_limit{labels(dict(base, gate=gate))}", limit))
+    return out
+
+
+def expected_rows():
+    """(panel title, refId) -> [(labels, value)] over FLEET."""
+    code = {v: i + 1 for i, (v, _, _) in enumerate(VERDICT_WORDS)}
+    e = {}
+    it = lambda inst, t: {"instance": inst, "target": t}
+    e[("Verdict", "A")] = [(it(r[0], r[1]), code[r[6]]) for r in FLEET]
+    e[("Verdict and drive", "A")] = [(dict(it(r[0], r[1]), host=r[2], serial=r[3], model=r[4], firmware=r[5],
+                                           verdict=r[6]), 1) for r in FLEET]
+    e[("Verdict and drive", "B")] = [(it(r[0], r[1]), r[7]) for r in FLEET]
+    e[("Verdict and drive", "C")] = [(it(r[0], r[1]), EVALUATED_AT * 1000) for r in FLEET]
+    e[("Gates", "A")] = [(dict(it(r[0], r[1]), gate=g, state=st), 1) for r in FLEET for g, (st, _, _) in r[8].items()]
+    e[("Gates", "B")] = [(dict(it(r[0], r[1]), gate=g), v) for r in FLEET for g, (_, v, _) in r[8].items() if v is not None]
+    e[("Gates", "C")] = [(dict(it(r[0], r[1]), gate=g), l) for r in FLEET for g, (_, v, l) in r[8].items() if v is not None]
+    count = {v: sum(r[6] == v for r in FLEET) for v, _, _ in VERDICT_WORDS}
+    for v, title in [("pass", "Passed"), ("fail", "Failed"), ("incomplete", "Incomplete"), ("running", "Running")]:
+        e[(title, "A")] = [({}, count[v])]
+    e[("Yield (passed of judged)", "A")] = [({}, count["pass"] / (count["pass"] + count["fail"] + count["incomplete"]))]
+    groups = sorted({(r[4] or "(file targets)", r[5]) for r in FLEET})
+    per = lambda m, f, v: sum(1 for r in FLEET if (r[4] or "(file targets)", r[5]) == (m, f) and r[6] == v)
+    for ref, v in zip("ABCD", ("pass", "fail", "incomplete", "running")):
+        e[("Yield per model and firmware", ref)] = [({"model": m, "firmware": f}, per(m, f, v)) for m, f in groups]
+    e[("Yield per model and firmware", "E")] = [
+        ({"model": m, "firmware": f}, per(m, f, "pass") / sum(per(m, f, v) for v in ("pass", "fail", "incomplete")))
+        for m, f in groups if sum(per(m, f, v) for v in ("pass", "fail", "incomplete")) > 0]
+    failed = [(r, g, val, lim) for r in FLEET if r[6] == "fail" for g, (st, val, lim) in r[8].items() if st == "fail"]
+    title = "Failing drives (one row per failed gate)"
+    e[(title, "A")] = [(dict(instance=r[0], host=r[2], serial=r[3], model=r[4], firmware=r[5], target=r[1], gate=g), 1)
+                       for r, g, _, _ in failed]
+    e[(title, "B")] = [(dict(it(r[0], r[1]), gate=g), val) for r, g, val, _ in failed]
+    e[(title, "C")] = [(dict(it(r[0], r[1]), gate=g), lim) for r, g, _, lim in failed]
+    return e
+
+
+def panel_test(dashboards):
+    """The promtool test file (YAML written as JSON lines, which YAML reads) for the verdict panels."""
+    expect = expected_rows()
+    tests = []
+    seen = set()
+    for d in dashboards:
+        for p in d["panels"]:
+            for t in p.get("targets", []):
+                key = (p["title"], t["refId"])
+                if key not in expect:
+                    continue
+                seen.add(key)
+                expr = t["expr"].replace("$instance", ".*").replace("$target", ".*")
+                tests.append({"expr": expr, "eval_time": "1m",
+                              "exp_samples": [{"labels": labels(l), "value": v} for l, v in expect[key]]})
+    missing = set(expect) - seen
+    assert not missing, f"expected rows for panels that do not exist: {missing}"
+    doc = {"rule_files": [], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [{"series": s, "values": f"{v}x2"} for s, v in fleet_series()],
+        "promql_expr_test": tests}]}
+    head = ("# Generated by dashboards/generate.py (do not edit): the verdict panels' queries over a small\n"
+            "# fleet (FLEET in generate.py) give the rows the panels are meant to show.\n"
+            "# Run: promtool test rules dashboards/tests/nvsoak-verdict-panels.test.yml\n")
+    return head + json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
+
+
 def main():
     import sys
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "grafana")
     os.makedirs(out, exist_ok=True)
-    for name, d in [("nvsoak-device.json", device_detail()), ("nvsoak-fleet.json", fleet())]:
+    boards = [("nvsoak-device.json", device_detail()), ("nvsoak-fleet.json", fleet())]
+    for name, d in boards:
         with open(os.path.join(out, name), "w") as f:
             json.dump(d, f, indent=2, ensure_ascii=False)
             f.write("\n")
+    # The verdict panels' promtool test: beside the dashboards' directory, in tests/.
+    tests = os.path.join(os.path.dirname(os.path.abspath(out)), "tests")
+    os.makedirs(tests, exist_ok=True)
+    with open(os.path.join(tests, "nvsoak-verdict-panels.test.yml"), "w") as f:
+        f.write(panel_test([d for _, d in boards]))
 
 
 if __name__ == "__main__":

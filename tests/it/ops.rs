@@ -858,6 +858,9 @@ const AGREED_WORKLOAD: &[&str] = &[
     "nvsoak_qualification_finished",
     "nvsoak_qualification_evaluated_timestamp_seconds",
     "nvsoak_qualification_gate_state",
+    "nvsoak_qualification_verdict",
+    "nvsoak_qualification_gate_value",
+    "nvsoak_qualification_gate_limit",
 ];
 
 /// Series that need an NVMe controller (health log pages and what is derived from them); the VM
@@ -1109,6 +1112,141 @@ fn rules(file: &str) -> Vec<(String, String)> {
     out
 }
 
+/// Every shipped rules file (`dashboards/rules/*.yml`), relative to the repository, sorted.
+fn rule_files() -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(repo().join("dashboards/rules"))
+        .expect("dashboards/rules")
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".yml"))
+        .map(|n| format!("dashboards/rules/{n}"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Where every alert's `runbook_url` points: docs/runbook.md on the project's main branch.
+const RUNBOOK_URL: &str = "https://github.com/nvsoak/nvsoak/blob/main/docs/runbook.md#";
+
+/// The anchor GitHub gives a Markdown heading: lower case, punctuation other than `-` and `_`
+/// dropped, spaces turned into `-`.
+fn heading_anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+#[test]
+fn heading_anchors_follow_github() {
+    assert_eq!(
+        heading_anchor("NvsoakQualificationFailed"),
+        "nvsoakqualificationfailed"
+    );
+    assert_eq!(
+        heading_anchor("NVMe health (nvsoak-alerts.yml)"),
+        "nvme-health-nvsoak-alertsyml"
+    );
+}
+
+/// Every alert in every shipped rules file has a `runbook_url` into docs/runbook.md whose anchor
+/// is a heading there, and that section says what the alert means, how to confirm it and what
+/// to do with the drive; every alert-named heading of the runbook is a shipped alert (no stale
+/// sections). The deb package ships the runbook.
+#[test]
+fn every_alert_has_a_runbook_section() {
+    let runbook = std::fs::read_to_string(repo().join("docs/runbook.md")).expect("docs/runbook.md");
+    // Sections by anchor: the text from a heading to the next heading of any level.
+    let mut sections: std::collections::BTreeMap<String, (String, String)> = Default::default();
+    let mut current: Option<String> = None;
+    for line in runbook.lines() {
+        if let Some(h) = line.strip_prefix('#') {
+            let title = h.trim_start_matches('#').trim().to_string();
+            let a = heading_anchor(&title);
+            assert!(
+                !sections.contains_key(&a),
+                "docs/runbook.md: heading {title:?} repeats the anchor #{a}"
+            );
+            sections.insert(a.clone(), (title, String::new()));
+            current = Some(a);
+        } else if let Some(a) = &current
+            && let Some((_, body)) = sections.get_mut(a)
+        {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    let mut alerts = Vec::new();
+    let mut problems = Vec::new();
+    for f in rule_files() {
+        let text = std::fs::read_to_string(repo().join(&f)).expect("rules file");
+        let doc: serde_norway::Value = serde_norway::from_str(&text).expect("rules YAML");
+        for g in doc["groups"].as_sequence().expect("groups") {
+            for r in g["rules"].as_sequence().expect("rules") {
+                let Some(name) = r["alert"].as_str() else {
+                    continue;
+                };
+                alerts.push(name.to_string());
+                let Some(url) = r["annotations"]["runbook_url"].as_str() else {
+                    problems.push(format!("{f}: {name}: no runbook_url annotation"));
+                    continue;
+                };
+                let Some(anchor) = url.strip_prefix(RUNBOOK_URL) else {
+                    problems.push(format!(
+                        "{f}: {name}: runbook_url {url} is not {RUNBOOK_URL}<anchor>"
+                    ));
+                    continue;
+                };
+                match sections.get(anchor) {
+                    None => problems.push(format!(
+                        "{f}: {name}: runbook_url anchor #{anchor} is no heading of docs/runbook.md"
+                    )),
+                    Some((title, body)) => {
+                        if title != name {
+                            problems.push(format!(
+                                "{f}: {name}: runbook_url points at the section {title:?}"
+                            ));
+                        }
+                        for part in [
+                            "**What it means.**",
+                            "**Confirm.**",
+                            "**What to do with the drive.**",
+                        ] {
+                            if !body.contains(part) {
+                                problems.push(format!("docs/runbook.md#{anchor}: no {part}"));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        alerts.len() >= 36,
+        "only {} alerts found: {alerts:?}",
+        alerts.len()
+    );
+    // A heading that is one CamelCase word is an alert's section: it must be a shipped alert.
+    for (a, (title, _)) in &sections {
+        let alert_like =
+            !title.contains(' ') && title.chars().next().is_some_and(|c| c.is_ascii_uppercase());
+        if alert_like && !alerts.iter().any(|n| n == title) {
+            problems.push(format!(
+                "docs/runbook.md#{a}: {title} is not a shipped alert"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let cargo = std::fs::read_to_string(repo().join("Cargo.toml")).expect("Cargo.toml");
+    assert!(
+        cargo.contains(r#"["docs/runbook.md", "usr/share/doc/nvsoak/runbook.md", "644"]"#),
+        "Cargo.toml's deb assets do not ship docs/runbook.md"
+    );
+}
+
 /// Metric names a PromQL expression selects (functions, keywords, label names, grouping
 /// labels, strings, durations and numbers stripped).
 fn metric_names(expr: &str) -> Vec<String> {
@@ -1200,13 +1338,9 @@ fn dashboards_and_rules_name_only_agreed_metrics() {
         .map(|(n, _)| n)
         .collect();
     let mut queries = dashboard_queries();
-    for f in [
-        "dashboards/rules/nvsoak-recording.yml",
-        "dashboards/rules/nvsoak-alerts.yml",
-        "dashboards/rules/nvsoak-ata-alerts.yml",
-        "dashboards/rules/nvsoak-verdict-alerts.yml",
-        "dashboards/rules/nvsoak-pcie-alerts.yml",
-    ] {
+    let files = rule_files();
+    assert!(files.len() >= 5, "rules files: {files:?}");
+    for f in &files {
         for (name, expr) in rules(f) {
             queries.push(Query {
                 origin: format!("{f}: {name}"),
@@ -1279,7 +1413,11 @@ impl Prometheus {
         let dir = crate::common::shm_dir();
         let rules_dir = dir.path().join("rules");
         std::fs::create_dir_all(&rules_dir).expect("rules dir");
-        for f in ["nvsoak-recording.yml", "nvsoak-alerts.yml"] {
+        for f in [
+            "nvsoak-recording.yml",
+            "nvsoak-alerts.yml",
+            "nvsoak-verdict-alerts.yml",
+        ] {
             // Evaluate every second, like the 1 s scrape, so the test needs seconds, not minutes.
             let text =
                 std::fs::read_to_string(repo().join("dashboards/rules").join(f)).expect("rules");
@@ -1395,6 +1533,21 @@ job = { name = "mixed", read = 70, bs = "4k", access = "random", iodepth = 4 }
 duration = "300s"
 steady_round = "1s"
 steady_window = 3
+# t1 FAILs once its sweep ends (no sweep of a file reaches 10^9 IOPS below 1 ms), so the verdict
+# panels for failing drives and the verdict alerts have a target to show.
+[[target]]
+name = "t1"
+path = "{dir}/t1.dat"
+size = "16MiB"
+[target.gates]
+min_sub_1ms_iops = 1000000000
+[[target.phase]]
+kind = "sweep"
+profile = "4k-random-read"
+iodepth = 1
+max_duration = "2s"
+point_duration = "1s"
+points = [50]
 "#,
     );
     let prom = Prometheus::start(d.addr);
@@ -1573,6 +1726,47 @@ steady_window = 3
     let (code, body) = crate::common::http_get(d.addr, "/report").expect("/report");
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("nvsoak qualification report"), "{body}");
+    // The verdict alerts: t1 FAILed sub_1ms_iops, and both alerts name its host (and the drive's
+    // serial and model, empty for a file); t0 runs, and a running plan raises no verdict alert.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let firing = |q: &str| {
+        prom.query(q)
+            .unwrap_or_else(|e| panic!("{q}: {e}"))
+            .into_iter()
+            .filter(|a| a["metric"]["alertstate"] == "firing")
+            .collect::<Vec<_>>()
+    };
+    let (failed, gate) = loop {
+        let failed = firing(r#"ALERTS{alertname="NvsoakQualificationFailed", target="t1"}"#);
+        let gate = firing(
+            r#"ALERTS{alertname="NvsoakQualificationGateFailed", target="t1", gate="sub_1ms_iops"}"#,
+        );
+        if (!failed.is_empty() && !gate.is_empty()) || Instant::now() > deadline {
+            break (failed, gate);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    for (name, alerts) in [
+        ("NvsoakQualificationFailed", &failed),
+        ("GateFailed", &gate),
+    ] {
+        assert!(
+            alerts.len() == 1
+                && alerts[0]["metric"]["host"]
+                    .as_str()
+                    .is_some_and(|h| !h.is_empty())
+                && alerts[0]["metric"]["severity"].is_string(),
+            "{name} for t1 not firing with its host: {alerts:?}\nprometheus log:\n{}",
+            prom.log()
+        );
+    }
+    let quiet = prom
+        .query(r#"ALERTS{alertname=~"NvsoakQualification.*", target="t0"}"#)
+        .expect("ALERTS");
+    assert!(
+        quiet.is_empty(),
+        "a running plan raised a verdict alert: {quiet:?}"
+    );
     // The exporter-down alert is quiet while the scrape works.
     let up = prom.query("up{job=\"nvsoak\"}").expect("query");
     assert_eq!(
