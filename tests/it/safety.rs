@@ -591,7 +591,8 @@ fn state_show_and_reset_cli() {
     let out = nvsoak(&["state", "show", "--state", d]);
     for want in [
         "target t0 (/dev/shm/t0.dat)",
-        "phase 1, 1h 2m into it",
+        // phase_index 1 is the second phase: phases are numbered from 1 wherever a person reads them.
+        "phase 2, 1h 2m into it",
         // No daemon holds the directory: the soak is stopped, not "running" (issue 14).
         "started 2025-12-01 07:15:00 UTC, ran for 1d 1h, stopped (no nvsoak has this state directory)",
         "read         3.00 GiB in 786432 ops",

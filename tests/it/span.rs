@@ -214,7 +214,8 @@ points = [50]
             );
         }
     }
-    // The results file keeps each member's figures, summing to the target's, and each sweep
+    // The results file keeps each member's figures (the whole plan's), summing to the target's
+    // whole-plan totals (`soak.plan`; `soak` itself covers soak phases only), and each sweep
     // point's per-member IOPS, summing to the point's.
     let text = fs::read_to_string(&results).expect("results file");
     let v: serde_json::Value = serde_json::from_str(&text).expect("results JSON");
@@ -229,7 +230,11 @@ points = [50]
         ("read_ops", "read_ops"),
     ] {
         let parts: u64 = members.iter().filter_map(|m| m[field].as_u64()).sum();
-        assert_eq!(Some(parts), v["soak"][total].as_u64(), "{field}: {text}");
+        assert_eq!(
+            Some(parts),
+            v["soak"]["plan"][total].as_u64(),
+            "{field}: {text}"
+        );
     }
     let points = v["sweeps"][0]["points"].as_array().expect("sweep points");
     assert_eq!(points.len(), 2, "{text}");

@@ -251,6 +251,12 @@ fn a_plan_that_verified_nothing_is_not_a_pass_with_the_default_gates() {
         md.contains("PASS, data not verified (the verify_errors gate is off)"),
         "{md}"
     );
+    let ocptv = std::fs::read_to_string(dir.path().join("state/results/nv.ocptv.jsonl"))
+        .expect("the OCPTV record");
+    assert!(
+        ocptv.contains("verdict PASS: data not verified"),
+        "the OCPTV record does not say the data was not verified:\n{ocptv}"
+    );
 
     // Verified: PASS without the caveat.
     let dir = shm_dir();

@@ -174,13 +174,23 @@ emit results /tmp/nvsoak-state/results/ns.json
         ext4_r.stderr
     );
 
-    // The purge ran, and what was there reads back as zeroes.
+    // The purge ran, and what was there reads back as zeroes. The plan wrote and verified
+    // nothing and polled no health (health is off here): its verdict is INCOMPLETE (exit 3),
+    // naming the drive gates it could not evaluate, never PASS.
     assert_eq!(
         ours_r.status,
-        0,
+        3,
         "nvsoak run: {}\n{}",
         ours_r.stderr,
         ours_r.stdout_str()
+    );
+    assert!(
+        ours_r.stderr.contains("--exit-when-done: INCOMPLETE")
+            && ours_r
+                .stderr
+                .contains("media_errors: not evaluated (no health data"),
+        "{}",
+        ours_r.stderr
     );
     assert_eq!(
         before.trim(),

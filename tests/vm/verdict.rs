@@ -13,9 +13,11 @@ use crate::harness::{Vm, VmSpec};
 /// A VM that runs the soak to its end with `--exit-when-done`, then emits the exit status
 /// (key `verdict`, with the log as `verdict.err`), the results file and the OCPTV record.
 fn spec(name: &str, duration: &str) -> VmSpec {
+    // Verified: a PASS needs the data checked (the verify gate is evaluated only then).
     let cfg = config(
         "1s",
-        &nvme_target("ns0", "/dev/nvme0n1", "SOAK0001", 70, duration),
+        &nvme_target("ns0", "/dev/nvme0n1", "SOAK0001", 70, duration)
+            .replace("allow_destroy = ", "verify = \"inline\"\nallow_destroy = "),
     );
     let script = "wait_for /dev/nvme0n1 10 || echo 'no /dev/nvme0n1'\n\
          run verdict nvsoak run --config /etc/nvsoak.toml --exit-when-done\n\
@@ -67,9 +69,11 @@ fn a_clean_soak_on_the_emulated_nvme_passes_with_exit_0() {
         ));
     }
     assert_eq!(v["passed"], true, "{v}");
+    assert_eq!(v["status"], "pass", "{v}");
     assert_eq!(v["plan"], "finished", "{v}");
     // On a drive the drive gates have their data: evaluated, and passed.
     for g in [
+        "verify_errors",
         "io_errors",
         "media_errors",
         "error_log_entries",
@@ -107,10 +111,43 @@ fn a_critical_warning_raised_through_qmp_fails_the_verdict_with_exit_2() {
     vm.wait_metrics("the reliability bit polled", Duration::from_secs(10), |m| {
         (warn(m) == Some(4.0)).then_some(())
     });
+    let seen = Instant::now();
     eprintln!(
         "verdict: bit seen {:.2} s after qom-set",
         t0.elapsed().as_secs_f64()
     );
+    // The verdict follows within one poll (1 s) plus one stats interval (1 s): the scheduler
+    // judges at every interval, with no results-file write needed (that comes a minute later).
+    let fail = |m: &crate::prom::Metrics| {
+        m.get(
+            "nvsoak_qualification_gate_state",
+            &[
+                ("target", "ns0"),
+                ("gate", "critical_warning"),
+                ("state", "fail"),
+            ],
+        ) == Some(1.0)
+            && m.find(
+                "nvsoak_qualification_verdict",
+                &[("target", "ns0"), ("verdict", "fail")],
+            )
+            .any(|s| s.value == 1.0)
+            && m.get("nvsoak_qualification_passed", &[("target", "ns0")]) == Some(0.0)
+    };
+    vm.wait_metrics(
+        "the verdict FAIL in /metrics",
+        Duration::from_secs(10),
+        |m| fail(m).then_some(()),
+    );
+    let lag = seen.elapsed().as_secs_f64();
+    eprintln!("verdict: FAIL in /metrics {lag:.2} s after the bit was");
+    // One poll plus one interval is 2 s; the bound leaves room for a loaded TCG guest and the
+    // scrape, and is still far below the results-file write (60 s) the verdict used to wait for.
+    if lag > 6.0 {
+        vm.fail(&format!(
+            "the verdict took {lag:.2} s to follow the critical warning (one poll plus one interval is 2 s)"
+        ));
+    }
     // Cleared again before the plan ends: the gate still fails (set at some poll).
     if let Err(e) = qmp.qom_set("nvme0", "smart_critical_warning", json!(0)) {
         vm.fail(&format!("QMP qom-set 0: {e}"));
