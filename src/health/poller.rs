@@ -328,9 +328,16 @@ pub use crate::util::unix_now;
 /// Whether `host` (a target's path, maybe a partition or a symlink) lies on controller `d`.
 fn host_on_device(host: &HostIo, d: &DeviceHealth) -> bool {
     let p = std::fs::canonicalize(&host.path).unwrap_or_else(|_| host.path.clone());
-    let Some(name) = p.file_name().map(|n| n.to_string_lossy().to_string()) else {
+    let Some(mut name) = p.file_name().map(|n| n.to_string_lossy().to_string()) else {
         return false;
     };
+    // A passthrough target named by its generic node (`ng0n1`) is that namespace's
+    // (`nvme0n1`): the kernel names both from the controller instance and the namespace ID
+    // (with native multipath the block device takes the subsystem's instance instead, and a
+    // target on one is named by its block device).
+    if let Some(rest) = name.strip_prefix("ng") {
+        name = format!("nvme{rest}");
+    }
     d.namespaces.iter().any(|n| {
         name == n.name
             || name

@@ -20,6 +20,7 @@ name = "shm"
 path = "/mnt/shm/nvsoak/t.dat"
 size = "16MiB"
 direct = {direct}
+verify = "inline"
 [[target.phase]]
 kind = "soak"
 job = {{ name = "mix", read = 50, bs = "4k", access = "random", iodepth = 4, workers = 1 }}
