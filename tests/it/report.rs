@@ -1170,6 +1170,13 @@ fn browser_shows_the_verdict_table_and_yield_first() {
         let soak = r.soak.get_or_insert_with(Default::default);
         soak.errors = errors;
         soak.verify_errors = 0;
+        // A verified file target: every gate that applies has its data, so drive-a PASSes.
+        r.subject = Some(nvsoak::verdict::Subject {
+            kind: nvsoak::verdict::SubjectKind::File,
+            verify: true,
+            ..Default::default()
+        });
+        r.verified_bytes = 1 << 20;
         nvsoak::verdict::stamp(
             &mut r,
             &nvsoak::verdict::GateSettings::default(),
