@@ -458,7 +458,7 @@ fn hold(path: &Path, file: &File, st: &fs::Metadata) -> Result<(), SafetyError> 
                 let why = SafetyError::Busy {
                     path: path.to_path_buf(),
                     what: path.display().to_string(),
-                    holders: inuse::file_openers(st),
+                    holders: inuse::file_openers(st).unwrap_or_else(|why| vec![why]),
                 };
                 if !transient(&why, since) {
                     return Err(why);
@@ -472,7 +472,10 @@ fn hold(path: &Path, file: &File, st: &fs::Metadata) -> Result<(), SafetyError> 
             }
         }
     }
-    let others = inuse::file_openers(st);
+    let others = inuse::file_openers(st).map_err(|why| SafetyError::Unverifiable {
+        path: path.to_path_buf(),
+        why,
+    })?;
     if !others.is_empty() {
         return Err(SafetyError::Busy {
             path: path.to_path_buf(),

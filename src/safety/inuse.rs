@@ -211,7 +211,8 @@ fn busy(id: &DeviceIdentity, nodes: &[Node], what: &Path) -> SafetyError {
         holders: openers(|m| {
             use std::os::unix::fs::FileTypeExt;
             m.file_type().is_block_device() && devnos.contains(&m.rdev())
-        }),
+        })
+        .unwrap_or_else(|why| vec![why]),
     }
 }
 
@@ -322,7 +323,10 @@ pub(super) fn check_file(path: &Path, st: &fs::Metadata) -> Result<(), SafetyErr
             });
         }
     }
-    let mapped = mappers(st.dev(), st.ino());
+    let mapped = mappers(st.dev(), st.ino()).map_err(|why| SafetyError::Unverifiable {
+        path: path.to_path_buf(),
+        why,
+    })?;
     if !mapped.is_empty() {
         return Err(SafetyError::Mapped {
             path: path.to_path_buf(),
@@ -332,8 +336,8 @@ pub(super) fn check_file(path: &Path, st: &fs::Metadata) -> Result<(), SafetyErr
     Ok(())
 }
 
-/// Processes other than this one that hold the file open.
-pub(super) fn file_openers(st: &fs::Metadata) -> Vec<String> {
+/// Processes other than this one that hold the file open (`Err`: what could not be looked at).
+pub(super) fn file_openers(st: &fs::Metadata) -> Result<Vec<String>, String> {
     let key = (st.dev(), st.ino());
     openers(|m| m.file_type().is_file() && (m.dev(), m.ino()) == key)
 }
@@ -461,14 +465,59 @@ pub(super) fn loop_devices() -> Vec<LoopDev> {
     out
 }
 
-fn proc_pids() -> Vec<u32> {
-    fs::read_dir("/proc")
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
-                .collect()
+/// Every process this one can see, or why not every process can be seen: an unreadable
+/// `/proc`, or a `/proc` mounted with `hidepid` (systemd's `ProtectProc=invisible`) while this
+/// process lacks `CAP_SYS_PTRACE`, which hides other users' processes. The in-use checks fail
+/// closed on either: "nothing found" is only said when everything could be looked at.
+fn proc_pids() -> Result<Vec<u32>, String> {
+    if let Some(why) = fs::read_to_string("/proc/self/mountinfo")
+        .ok()
+        .and_then(|m| hidepid_of(&m))
+        .filter(|_| {
+            !fs::read_to_string("/proc/self/status")
+                .ok()
+                .is_some_and(|s| has_cap(&s, CAP_SYS_PTRACE))
         })
-        .unwrap_or_default()
+    {
+        return Err(format!(
+            "/proc is mounted with {why} and nvsoak lacks CAP_SYS_PTRACE, so other users' processes are invisible to it (systemd: keep CAP_SYS_PTRACE in CapabilityBoundingSet, or set ProtectProc=default)"
+        ));
+    }
+    let rd = fs::read_dir("/proc").map_err(|e| format!("/proc could not be read: {e}"))?;
+    Ok(rd
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+        .collect())
+}
+
+/// `CAP_SYS_PTRACE`'s bit in the capability masks.
+const CAP_SYS_PTRACE: u32 = 19;
+
+/// The `hidepid=` option of the `/proc` mount in `mountinfo`, when it hides anything
+/// (`hidepid=invisible`, `noaccess`, `ptraceable`, or the numbers 1 and 2).
+pub(super) fn hidepid_of(mountinfo: &str) -> Option<String> {
+    mountinfo.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let mount_point = f.nth(4)?;
+        if mount_point != "/proc" {
+            return None;
+        }
+        let (_, rest) = l.split_once(" - ")?;
+        let opts = rest.split_whitespace().nth(2)?;
+        opts.split(',')
+            .find_map(|o| o.strip_prefix("hidepid="))
+            .filter(|v| *v != "0" && *v != "off")
+            .map(|v| format!("hidepid={v}"))
+    })
+}
+
+/// Whether `/proc/self/status` text gives the effective capability `cap`.
+pub(super) fn has_cap(status: &str, cap: u32) -> bool {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1u64 << cap) != 0)
 }
 
 fn describe_pid(pid: u32) -> String {
@@ -479,14 +528,18 @@ fn describe_pid(pid: u32) -> String {
 }
 
 /// Processes other than this one with an open file for which `matches` holds (from
-/// `/proc/<pid>/fd`, so only those this user may inspect: all of them as root). This process
-/// is left out: it holds the descriptors being checked.
-pub(super) fn openers(matches: impl Fn(&fs::Metadata) -> bool) -> Vec<String> {
+/// `/proc/<pid>/fd`). This process is left out: it holds the descriptors being checked. Fails
+/// closed where the whole process list is hidden or unreadable: `Err` names why (see
+/// [`proc_pids`]), never "nobody" for processes it could not see.
+pub(super) fn openers(matches: impl Fn(&fs::Metadata) -> bool) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
-    for pid in proc_pids() {
+    for pid in proc_pids()? {
         if pid == std::process::id() {
             continue;
         }
+        // Gone since the listing: nothing to hold. A process this one may not inspect even
+        // with CAP_SYS_PTRACE (non-dumpable, in an ancestor user namespace: a container's
+        // supervisor) is skipped as before: refusing on it would refuse every target there.
         let Ok(rd) = fs::read_dir(format!("/proc/{pid}/fd")) else {
             continue;
         };
@@ -497,18 +550,19 @@ pub(super) fn openers(matches: impl Fn(&fs::Metadata) -> bool) -> Vec<String> {
             out.push(describe_pid(pid));
         }
     }
-    out
+    Ok(out)
 }
 
 /// Processes other than this one that map the file (`/proc/<pid>/maps`: device as hex
 /// `major:minor`, then the inode).
-fn mappers(dev: u64, ino: u64) -> Vec<String> {
+fn mappers(dev: u64, ino: u64) -> Result<Vec<String>, String> {
     let (major, minor) = (libc::major(dev), libc::minor(dev));
     let mut out = Vec::new();
-    for pid in proc_pids() {
+    for pid in proc_pids()? {
         if pid == std::process::id() {
             continue;
         }
+        // As in `openers`: a process gone, or one this one may not inspect, is skipped.
         let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) else {
             continue;
         };
@@ -528,5 +582,35 @@ fn mappers(dev: u64, ino: u64) -> Vec<String> {
             out.push(describe_pid(pid));
         }
     }
-    out
+    Ok(out)
+}
+
+#[cfg(test)]
+mod proc_tests {
+    use super::*;
+
+    /// `ProtectProc=invisible` mounts /proc with hidepid: found, and only on /proc itself.
+    #[test]
+    fn hidepid_is_read_from_the_proc_mount_only() {
+        let m = "22 1 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw,hidepid=invisible\n\
+                 23 1 0:22 / /sys rw shared:2 - sysfs sysfs rw,hidepid=2\n";
+        assert_eq!(hidepid_of(m).as_deref(), Some("hidepid=invisible"));
+        let plain = "22 1 0:21 / /proc rw,nosuid - proc proc rw\n";
+        assert_eq!(hidepid_of(plain), None);
+        let off = "22 1 0:21 / /proc rw - proc proc rw,hidepid=0\n";
+        assert_eq!(hidepid_of(off), None);
+        let two = "22 1 0:21 / /proc rw - proc proc rw,hidepid=2,gid=4\n";
+        assert_eq!(hidepid_of(two).as_deref(), Some("hidepid=2"));
+    }
+
+    #[test]
+    fn the_effective_capability_mask_is_read_bit_by_bit() {
+        let root = "Name:\tx\nCapPrm:\t000001ffffffffff\nCapEff:\t000001ffffffffff\n";
+        assert!(has_cap(root, CAP_SYS_PTRACE));
+        // CAP_SYS_ADMIN (21) and CAP_SYS_RAWIO (17) only: the shipped unit's bounding set.
+        let unit = format!("CapEff:\t{:016x}\n", (1u64 << 21) | (1u64 << 17));
+        assert!(!has_cap(&unit, CAP_SYS_PTRACE));
+        assert!(has_cap(&unit, 21));
+        assert!(!has_cap("no caps line", CAP_SYS_PTRACE));
+    }
 }

@@ -260,6 +260,8 @@ pub enum SafetyError {
     #[error("refusing to write {}: it is the backing file of {}; a file that backs a loop device is never a target, allow_destroy or not", path.display(), loops.join(", "))]
     LoopBacking { path: PathBuf, loops: Vec<String> },
     /// A file target mapped into another process's memory: refused whatever allow_destroy says.
+    #[error("refusing to write {}: cannot tell whether it is in use: {why}", path.display())]
+    Unverifiable { path: PathBuf, why: String },
     #[error("refusing to write {}: it is mapped into the memory of {}; a file in use elsewhere is never a target", path.display(), holders.join(", "))]
     Mapped { path: PathBuf, holders: Vec<String> },
     /// A file target that exists and was not created by nvsoak.
@@ -307,7 +309,9 @@ impl SafetyError {
             SafetyError::Mounted { .. } => "mounted",
             SafetyError::ActiveSwap { .. } => "swap",
             SafetyError::Held { .. } => "holders",
-            SafetyError::Busy { .. } | SafetyError::Mapped { .. } => "busy",
+            SafetyError::Busy { .. }
+            | SafetyError::Mapped { .. }
+            | SafetyError::Unverifiable { .. } => "busy",
             SafetyError::Stacked { .. } | SafetyError::LoopBacking { .. } => "stacked",
             SafetyError::NotOurs { .. } => "allow_destroy",
             SafetyError::NotRegular { .. } | SafetyError::Changed { .. } => "identify",
