@@ -212,58 +212,6 @@ mod tests {
         d
     }
 
-    /// A card of two drives behind a switch in slot 7, rated as a whole, with a degraded link
-    /// and AER errors (the fixture tree of `metrics::pcie`'s tests).
-    fn pcie() -> crate::pcie::PcieSnapshot {
-        use crate::pcie::topology::fake::*;
-        let d = tempfile::tempdir().expect("tempdir");
-        let r = d.path();
-        let (rp, up, dn1, dn2) = (
-            "0000:00:04.0",
-            "0000:02:00.0",
-            "0000:03:00.0",
-            "0000:03:01.0",
-        );
-        controller(r, "nvme0", &[rp, up, dn1, "0000:04:00.0"]);
-        controller(r, "nvme1", &[rp, up, dn2, "0000:05:00.0"]);
-        slot(r, "7", "0000:02:00");
-        subsystem(r, "nvme-subsys0", "nqn.zero", &["nvme0"]);
-        subsystem(r, "nvme-subsys1", "nqn.one", &["nvme1"]);
-        link(
-            &function(r, &[rp]),
-            "8.0 GT/s PCIe",
-            "16.0 GT/s PCIe",
-            4,
-            16,
-        );
-        link(
-            &function(r, &[rp, up, dn1, "0000:04:00.0"]),
-            "2.5 GT/s",
-            "8.0 GT/s",
-            1,
-            4,
-        );
-        aer(
-            &function(r, &[rp, up]),
-            &[("RxErr", 6)],
-            &[("DLP", 2)],
-            &[("TLP", 1)],
-        );
-        let names = vec!["nvme0".to_string(), "nvme1".to_string()];
-        let mut p = crate::pcie::scan(r, &names, None, 10.0);
-        let rule = crate::config::CardRating {
-            matcher: "slot:7".into(),
-            rating: "Liqid Element AIC".into(),
-        };
-        crate::pcie::rate_cards(
-            &mut p,
-            &[rule],
-            &crate::nvme::ratings::RatingsTable::builtin(),
-            &[],
-        );
-        p
-    }
-
     /// The hand-built IronWolf 110 SATA disk, polled from its replayed pages.
     fn ata() -> crate::health::ata::AtaHealth {
         use crate::health::ata::testdata::{disk, full_replay};
@@ -283,7 +231,8 @@ mod tests {
         HealthSnapshot {
             devices: vec![nvme()],
             ata: vec![ata()],
-            pcie: pcie(),
+            // A card of two drives behind a switch, rated, a degraded link and AER errors.
+            pcie: crate::metrics::pcie::tests::card(),
             poll_timestamp_seconds: Some(1_700_000_000.0),
             poll_duration_seconds: Some(0.25),
             polls: 1,
