@@ -53,6 +53,12 @@ enum Cmd {
         json: bool,
         devices: Vec<String>,
     },
+    /// The metric families nvsoak exports.
+    Metrics {
+        /// Print every metric family (name, type, labels, help) as a Markdown table.
+        #[arg(long)]
+        list: bool,
+    },
     /// Inspect or reset the checkpoint in the state directory.
     State {
         #[command(subcommand)]
@@ -108,6 +114,7 @@ fn main() -> ExitCode {
         }
         Cmd::Profiles => nvsoak::cli::profiles::main(),
         Cmd::Health { json, devices } => nvsoak::cli::health::main(json, &devices),
+        Cmd::Metrics { list } => nvsoak::cli::metrics::main(list),
         Cmd::State { cmd, config, state } => match cmd {
             StateCmd::Show => nvsoak::cli::state::show(config.as_deref(), state.as_deref()),
             StateCmd::Reset => nvsoak::cli::state::reset(config.as_deref(), state.as_deref()),

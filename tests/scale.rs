@@ -3,7 +3,7 @@
 //! tree, in one in-process daemon. Measured and printed: the CPU of every thread that is not an
 //! I/O worker, RSS, the size of one `/metrics` response and the time to fetch it, and the series
 //! per drive and per target; asserted: every drive polled on time, and the series inside the
-//! cardinality budget README writes down.
+//! cardinality budget docs/fleet.md writes down.
 //!
 //! Its own test binary: the in-process daemon installs signal handlers for the whole process.
 
@@ -24,7 +24,7 @@ use common::{Sample, fake_ctrl, free_port, http_get, parse_metrics, replay_drive
 
 const DRIVES: usize = 32;
 const TARGETS: usize = 32;
-/// The cardinality budget in README ("Cardinality budget"): series per NVMe drive and per
+/// The cardinality budget in docs/fleet.md ("A full chassis"): series per NVMe drive and per
 /// target, histograms' buckets included.
 const BUDGET_PER_DRIVE: usize = 120;
 const BUDGET_PER_TARGET: usize = 150;

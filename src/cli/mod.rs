@@ -2,6 +2,7 @@
 
 pub mod health;
 pub mod health_ata;
+pub mod metrics;
 pub mod profiles;
 pub mod report;
 pub mod run;

@@ -7,7 +7,7 @@
 mod ata;
 pub mod health;
 mod ocp;
-mod pcie;
+pub(crate) mod pcie;
 #[cfg(test)]
 pub(crate) mod promtool;
 pub mod state;

@@ -235,13 +235,14 @@ fn card_families(f: &mut F, p: &PcieSnapshot, cards: &[endurance::CardFigures]) 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use crate::health::HealthSnapshot;
     use crate::nvme::ratings::RatingsTable;
     use crate::pcie::topology::fake::*;
 
-    /// The exposition of a fixture tree: a card (switch in slot 7, Liqid-rated) of two drives.
-    fn text() -> String {
+    /// A fixture tree's topology: a card (switch in slot 7, Liqid-rated) of two drives, with a
+    /// degraded link and AER errors (also the metrics catalogue's fixture, `cli::metrics`).
+    pub(crate) fn card() -> crate::pcie::PcieSnapshot {
         let d = tempfile::tempdir().expect("tempdir");
         let r = d.path();
         let (rp, up, dn1, dn2) = (
@@ -289,8 +290,13 @@ mod tests {
             rating: "Liqid Element AIC".into(),
         };
         crate::pcie::rate_cards(&mut p, &[rule], &RatingsTable::builtin(), &[]);
+        p
+    }
+
+    /// The exposition of [`card`].
+    fn text() -> String {
         let snap = HealthSnapshot {
-            pcie: p,
+            pcie: card(),
             ..Default::default()
         };
         super::super::encode_text(&super::super::health::families(&snap)).expect("encode")

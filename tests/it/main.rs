@@ -15,6 +15,9 @@ mod common;
 mod config;
 /// The daemon end to end: `nvsoak run` on files, /metrics scraped and parsed.
 mod daemon;
+/// The docs against the code: the metrics table is `nvsoak metrics --list`, README's two
+/// commands, links that resolve, every docs page in the package.
+mod docs;
 /// Drive-side soak figures: the daemon in-process on a loop device with replayed NVMe health
 /// whose SMART counters move; checkpoint, results file and report.
 mod drive_summary;

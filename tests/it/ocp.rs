@@ -105,7 +105,7 @@ async fn ocp_families_over_http_with_drive_events_and_promtool_clean() {
         .iter()
         .filter(|x| x.labels.get("device").map(String::as_str) == Some("nvme0"))
         .count();
-    // README's cardinality budget (tests/scale.rs holds every drive to it).
+    // docs/fleet.md's cardinality budget (tests/scale.rs holds every drive to it).
     assert!(per_drive <= 120, "{per_drive} series for one OCP drive");
     for log in [
         "ocp_error_recovery",
