@@ -53,7 +53,7 @@ struct RawWebConfig {
     http_server_config: Option<RawHttp>,
     basic_auth_users: Option<BTreeMap<String, String>>,
     #[serde(flatten)]
-    other: BTreeMap<String, serde_norway::Value>,
+    other: BTreeMap<String, yaml_serde::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -65,7 +65,7 @@ struct RawTls {
     min_version: Option<String>,
     max_version: Option<String>,
     #[serde(flatten)]
-    other: BTreeMap<String, serde_norway::Value>,
+    other: BTreeMap<String, yaml_serde::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -73,7 +73,7 @@ struct RawHttp {
     headers: Option<BTreeMap<String, String>>,
     http2: Option<bool>,
     #[serde(flatten)]
-    other: BTreeMap<String, serde_norway::Value>,
+    other: BTreeMap<String, yaml_serde::Value>,
 }
 
 /// exporter-toolkit's `client_auth_type` values (Go's `tls.ClientAuthType` names).
@@ -126,7 +126,7 @@ impl Ctx<'_> {
 fn unsupported(
     ctx: &Ctx<'_>,
     prefix: &str,
-    other: &BTreeMap<String, serde_norway::Value>,
+    other: &BTreeMap<String, yaml_serde::Value>,
 ) -> Result<(), HttpError> {
     if let Some(key) = other.keys().next() {
         let full = format!("{prefix}{key}");
@@ -227,7 +227,7 @@ pub fn parse(file: &Path, text: &str) -> Result<WebConfig, HttpError> {
     let raw: RawWebConfig = if text.trim().is_empty() {
         RawWebConfig::default()
     } else {
-        serde_norway::from_str(text).map_err(|e| {
+        yaml_serde::from_str(text).map_err(|e| {
             let key = e
                 .location()
                 .map(|l| format!("(line {}, column {})", l.line(), l.column()))

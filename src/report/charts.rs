@@ -1,15 +1,16 @@
-//! SVG line charts drawn with plotters' SVG backend (no fonts needed: SVG text is rendered by
-//! the viewer).
+//! The report's SVG charts, drawn by hand: the shared pieces (palette, escaping, number labels,
+//! tick steps, value-to-pixel scales) and the line chart. The soak chart ([`super::soakchart`])
+//! is drawn with the same pieces. No fonts are needed: SVG text is rendered by the viewer.
 //!
 //! Each data series is one `<polyline class="series" data-series="NAME">` (stroke width 2),
-//! with a `<circle>` per point; axes and ticks are 1 px polylines, the reference line (1 ms) is
-//! a 1 px grey polyline, and legend swatches are `<rect>`s. The root element carries
+//! with a `<circle>` per point; axes and ticks are 1 px lines, the reference line (1 ms) is a
+//! 1 px grey line, and legend swatches are `<rect>`s. The root element carries
 //! `class="chart"` and `data-series-count`, so tests and tools can count the series.
 //!
 //! Architecture Invariant: charts are pure functions from numbers to SVG text; no I/O.
 
-use plotters::coord::types::RangedCoordf64;
-use plotters::prelude::*;
+use std::fmt::Write as _;
+
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -51,8 +52,8 @@ pub struct LineChart<'a> {
     /// x is minutes relative to now (negative: the past): labels read as time, "60 s ago" …
     /// "now" (seconds under two minutes, whole minutes beyond), instead of plain numbers.
     pub x_ago: bool,
-    /// A logarithmic y axis when the largest positive value is more than
-    /// `soakchart::LOG_RATIO` times the smallest (one slow point would flatten the rest).
+    /// A logarithmic y axis when the largest positive value is more than [`LOG_RATIO`] times
+    /// the smallest (one slow point would flatten the rest).
     pub y_log_auto: bool,
     /// Draw a marker per point (off for dense time series).
     pub markers: bool,
@@ -63,18 +64,88 @@ pub struct LineChart<'a> {
 }
 
 /// Series colours (Tableau 10), assigned in order.
-pub const PALETTE: [RGBColor; 10] = [
-    RGBColor(0x1f, 0x77, 0xb4),
-    RGBColor(0xff, 0x7f, 0x0e),
-    RGBColor(0x2c, 0xa0, 0x2c),
-    RGBColor(0xd6, 0x27, 0x28),
-    RGBColor(0x94, 0x67, 0xbd),
-    RGBColor(0x8c, 0x56, 0x4b),
-    RGBColor(0xe3, 0x77, 0xc2),
-    RGBColor(0x7f, 0x7f, 0x7f),
-    RGBColor(0xbc, 0xbd, 0x22),
-    RGBColor(0x17, 0xbe, 0xcf),
+pub const PALETTE: [&str; 10] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf",
 ];
+
+/// The text font of every chart.
+pub(super) const FONT: &str = "font-family=\"sans-serif\"";
+
+/// Above this max/min ratio a latency axis is logarithmic.
+pub const LOG_RATIO: f64 = 30.0;
+
+/// Whether a latency axis over these values should be logarithmic.
+pub fn wants_log(values: &[f64]) -> bool {
+    let pos = values.iter().copied().filter(|v| v.is_finite() && *v > 0.0);
+    let (lo, hi) = pos.fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(v), b.max(v)));
+    lo.is_finite() && hi / lo > LOG_RATIO
+}
+
+/// A "nice" tick step (1, 2, 5 x 10^n) giving about `n` ticks over `range`.
+pub fn nice_step(range: f64, n: f64) -> f64 {
+    if !(range.is_finite() && range > 0.0) {
+        return 1.0;
+    }
+    let raw = range / n.max(1.0);
+    let mag = 10f64.powf(raw.log10().floor());
+    let f = raw / mag;
+    let m = if f <= 1.0 {
+        1.0
+    } else if f <= 2.0 {
+        2.0
+    } else if f <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    m * mag
+}
+
+/// A value axis: maps `lo..=hi` (linearly or by decades) onto the pixels `from..=to`
+/// (`from` is where `lo` lands: the bottom of a y axis, the left of an x axis).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Scale {
+    pub log: bool,
+    pub lo: f64,
+    pub hi: f64,
+    pub from: f64,
+    pub to: f64,
+}
+
+impl Scale {
+    /// The pixel of `v`, held inside the axis.
+    pub fn px(&self, v: f64) -> f64 {
+        let f = if self.log {
+            (v.max(self.lo).log10() - self.lo.log10()) / (self.hi.log10() - self.lo.log10())
+        } else {
+            (v - self.lo) / (self.hi - self.lo)
+        };
+        self.from + (self.to - self.from) * f.clamp(0.0, 1.0)
+    }
+
+    /// Tick values: about `n` nice steps on a linear axis (whole multiples of the step, so
+    /// "0" and "now" land exactly), each power of ten on a logarithmic one.
+    pub fn ticks(&self, n: f64) -> Vec<f64> {
+        if self.log {
+            let (a, b) = (
+                self.lo.log10().floor() as i32,
+                self.hi.log10().ceil() as i32,
+            );
+            (a..=b)
+                .map(|e| 10f64.powi(e))
+                .filter(|v| *v >= self.lo * 0.999 && *v <= self.hi * 1.001)
+                .collect()
+        } else {
+            let step = nice_step(self.hi - self.lo, n);
+            let first = (self.lo / step - 1e-9).ceil() as i64;
+            let last = (self.hi / step + 1e-9).floor() as i64;
+            (first..=last.min(first + 40))
+                .map(|k| k as f64 * step)
+                .collect()
+        }
+    }
+}
 
 /// 1234567 -> "1.23M", 12000 -> "12k", 0.5 -> "0.5".
 pub fn si(v: f64) -> String {
@@ -135,7 +206,7 @@ const LEGEND_ROW: u32 = 18;
 
 /// One legend entry: a swatch colour (or a red ring for flagged points) and its text.
 struct LegendEntry {
-    color: Option<RGBColor>,
+    color: Option<&'static str>,
     text: String,
 }
 
@@ -156,33 +227,174 @@ fn legend_layout(entries: &[LegendEntry], width: u32) -> Vec<(u32, u32)> {
     out
 }
 
-/// Draw the chart; returns the SVG document as a string.
+/// The line chart's frame: the plot area in pixels and the sizes of its text, from the chart's
+/// size (a chart under 200 px high is a "small" one, with less room around the plot).
+struct Frame {
+    left: f64,
+    right: f64,
+    top: f64,
+    bottom: f64,
+    small: bool,
+}
+
+impl Frame {
+    fn of(c: &LineChart<'_>) -> Result<Frame, ChartError> {
+        let small = c.height < 200;
+        let (margin, caption, x_area, y_area) = if small {
+            (4.0, 13.0, 34.0, 44.0)
+        } else {
+            (8.0, 16.0, 42.0, 66.0)
+        };
+        // Room for the last time label ("now"), centred on the right edge of the plot.
+        let margin_right = if c.x_ago { 16.0 } else { margin };
+        let f = Frame {
+            left: margin + y_area,
+            right: f64::from(c.width) - margin_right,
+            top: margin + caption + 8.0,
+            bottom: f64::from(c.height) - margin - x_area,
+            small,
+        };
+        if f.right - f.left < 10.0 || f.bottom - f.top < 10.0 {
+            return Err(ChartError::Draw {
+                title: c.title.to_string(),
+                detail: format!(
+                    "{}x{} px leaves no room for the plot area",
+                    c.width, c.height
+                ),
+            });
+        }
+        Ok(f)
+    }
+
+    fn label_size(&self) -> u32 {
+        if self.small { 11 } else { 13 }
+    }
+}
+
+/// A text element; the text stands on its own line (tools read labels line by line).
+fn text(out: &mut String, x: f64, y: f64, attrs: &str, size: u32, s: &str) {
+    let _ = writeln!(
+        out,
+        "<text x=\"{x:.1}\" y=\"{y:.1}\" {attrs} {FONT} font-size=\"{size}\">\n{}\n</text>",
+        esc(s)
+    );
+}
+
+/// Draw the chart; returns the SVG document as a string. Fails only when the size leaves no
+/// room for the plot.
 ///
 /// The legend (series names, and the flagged points' meaning) is drawn in its own strip below
 /// the plot, as `<g class="legend">`, so it never hides a point; the plot area is marked with
 /// an invisible `<rect class="plot-area">` for layout checks.
 pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
-    let err = |e: &dyn std::fmt::Display| ChartError::Draw {
-        title: c.title.to_string(),
-        detail: e.to_string(),
-    };
+    let frame = Frame::of(c)?;
     let drawn: Vec<(usize, &Series)> = c
         .series
         .iter()
         .enumerate()
         .filter(|(_, s)| s.points.iter().any(|(x, y)| x.is_finite() && y.is_finite()))
         .collect();
-    let (x0, x1, max_y) = bounds(c, &drawn);
+    let (xs, ys, max_y) = scales(c, &drawn, &frame);
+    let entries = legend_entries(c, &drawn);
+    let layout = legend_layout(&entries, c.width);
+    let legend_h = layout
+        .last()
+        .map(|(_, row)| (row + 1) * LEGEND_ROW + 6)
+        .unwrap_or(0);
+    let (w, h) = (c.width, c.height + legend_h);
+
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<svg class=\"chart\" role=\"img\" data-series-count=\"{}\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" xmlns=\"http://www.w3.org/2000/svg\">",
+        drawn.len()
+    );
+    let _ = writeln!(s, "<title>{}</title>", esc(c.title));
+    let _ = writeln!(s, "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>");
+    text(
+        &mut s,
+        f64::from(c.width) / 2.0,
+        if frame.small { 17.0 } else { 24.0 },
+        "text-anchor=\"middle\"",
+        if frame.small { 13 } else { 16 },
+        c.title,
+    );
+    axes(&mut s, c, &frame, &xs, &ys);
+    // The reference is drawn only inside the data's range, so it never squashes a chart.
+    let reference = c.reference.as_ref();
+    if let Some(r) = reference.filter(|r| r.y > 0.0 && r.y >= ys.lo && r.y <= max_y) {
+        let py = ys.px(r.y);
+        let _ = writeln!(
+            s,
+            "<line class=\"reference\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{py:.1}\" y2=\"{py:.1}\" stroke=\"#555\"/>",
+            frame.left, frame.right
+        );
+        // Just above the line, clear of the y axis.
+        let lx = frame.left + (frame.right - frame.left) * 0.015;
+        text(&mut s, lx, py - 4.0, "fill=\"#555\"", 13, &r.label);
+    }
+    let keep = |&(x, y): &(f64, f64)| x.is_finite() && y.is_finite() && (!ys.log || y > 0.0);
+    for (i, series) in &drawn {
+        let color = PALETTE[i % PALETTE.len()];
+        let pts: Vec<(f64, f64)> = series.points.iter().copied().filter(keep).collect();
+        let coords: Vec<String> = pts
+            .iter()
+            .map(|(x, y)| format!("{:.1},{:.1}", xs.px(*x), ys.px(*y)))
+            .collect();
+        let _ = writeln!(
+            s,
+            "<polyline class=\"series\" data-series=\"{}\" points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>",
+            esc(&series.name),
+            coords.join(" ")
+        );
+        if c.markers {
+            for (x, y) in &pts {
+                let _ = writeln!(
+                    s,
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>",
+                    xs.px(*x),
+                    ys.px(*y)
+                );
+            }
+        }
+    }
+    let flagged: Vec<(f64, f64)> = c.flagged.iter().copied().filter(keep).collect();
+    flag_points(&mut s, &flagged, &xs, &ys);
+    plot_area_rect(&mut s, &frame, ys.log);
+    legend_svg(&mut s, &entries, &layout, c.height);
+    s.push_str("</svg>\n");
+    Ok(s)
+}
+
+/// The x and y scales, and the largest y: the x range (the chart's own, else from the data,
+/// never empty); the y range from 0 (linear) or by whole decades (logarithmic, when asked for
+/// and wanted).
+fn scales(c: &LineChart<'_>, drawn: &[(usize, &Series)], f: &Frame) -> (Scale, Scale, f64) {
+    let finite = |v: &f64| v.is_finite();
+    let xs = || {
+        drawn
+            .iter()
+            .flat_map(|(_, s)| s.points.iter().map(|p| p.0))
+            .filter(finite)
+    };
     let ys: Vec<f64> = drawn
         .iter()
         .flat_map(|(_, s)| s.points.iter().map(|p| p.1))
+        .filter(finite)
         .collect();
-    let log = c.y_log_auto && super::soakchart::wants_log(&ys);
+    let max_x = xs().fold(0.0f64, f64::max);
+    let min_x = xs().fold(0.0f64, f64::min);
+    let max_y = ys.iter().copied().fold(0.0f64, f64::max);
+    let (x0, x1) = c
+        .x_range
+        .unwrap_or((min_x, if max_x > 0.0 { max_x * 1.05 } else { 1.0 }));
+    let x1 = if x1 > x0 { x1 } else { x0 + 1.0 };
+    let log = c.y_log_auto && wants_log(&ys);
     let (y0, y1) = if log {
         let lo = ys
             .iter()
             .copied()
-            .filter(|v| v.is_finite() && *v > 0.0)
+            .filter(|v| *v > 0.0)
             .fold(f64::INFINITY, f64::min);
         (
             10f64.powf(lo.log10().floor()),
@@ -191,11 +403,88 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
     } else {
         (0.0, if max_y > 0.0 { max_y * 1.1 } else { 1.0 })
     };
-    let reference = c
-        .reference
-        .as_ref()
-        .filter(|r| r.y <= max_y && r.y > 0.0 && r.y >= y0);
+    let x = Scale {
+        log: false,
+        lo: x0,
+        hi: x1,
+        from: f.left,
+        to: f.right,
+    };
+    let y = Scale {
+        log,
+        lo: y0,
+        hi: y1,
+        from: f.bottom,
+        to: f.top,
+    };
+    (x, y, max_y)
+}
 
+/// Grid, tick labels, both axis lines and the axis descriptions.
+fn axes(s: &mut String, c: &LineChart<'_>, f: &Frame, xs: &Scale, ys: &Scale) {
+    let size = f.label_size();
+    let desc = if f.small { 11 } else { 14 };
+    for v in xs.ticks(if f.small { 5.0 } else { 8.0 }) {
+        let px = xs.px(v);
+        let label = if c.x_ago {
+            ago(v)
+        } else if c.x_si {
+            si(v)
+        } else {
+            plain(v)
+        };
+        let _ = writeln!(
+            s,
+            "<line x1=\"{px:.1}\" x2=\"{px:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#eee\"/>\n<line x1=\"{px:.1}\" x2=\"{px:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#000\"/>",
+            f.top,
+            f.bottom,
+            f.bottom,
+            f.bottom + 5.0
+        );
+        let y = f.bottom + 8.0 + f64::from(size);
+        text(s, px, y, "text-anchor=\"middle\"", size, &label);
+    }
+    for v in ys.ticks(if f.small { 4.0 } else { 8.0 }) {
+        let py = ys.px(v);
+        let label = if c.y_si { si(v) } else { plain(v) };
+        let _ = writeln!(
+            s,
+            "<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{py:.1}\" y2=\"{py:.1}\" stroke=\"#eee\"/>\n<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{py:.1}\" y2=\"{py:.1}\" stroke=\"#000\"/>",
+            f.left,
+            f.right,
+            f.left - 5.0,
+            f.left
+        );
+        let y = py + f64::from(size) / 3.0;
+        text(s, f.left - 8.0, y, "text-anchor=\"end\"", size, &label);
+    }
+    let _ = writeln!(
+        s,
+        "<polyline points=\"{l:.1},{t:.1} {l:.1},{b:.1} {r:.1},{b:.1}\" fill=\"none\" stroke=\"#000\"/>",
+        l = f.left,
+        t = f.top,
+        b = f.bottom,
+        r = f.right
+    );
+    if !c.x_desc.is_empty() {
+        let y = f64::from(c.height) - if f.small { 4.0 } else { 8.0 };
+        let x = (f.left + f.right) / 2.0;
+        text(s, x, y, "text-anchor=\"middle\"", desc, c.x_desc);
+    }
+    let y_desc = if ys.log {
+        format!("{} (log scale)", c.y_desc)
+    } else {
+        c.y_desc.to_string()
+    };
+    if !y_desc.is_empty() {
+        let (x, y) = (f64::from(desc) + 2.0, (f.top + f.bottom) / 2.0);
+        let rotate = format!("text-anchor=\"middle\" transform=\"rotate(-90 {x:.1} {y:.1})\"");
+        text(s, x, y, &rotate, desc, &y_desc);
+    }
+}
+
+/// The legend's entries: each drawn series, then the flagged points' meaning.
+fn legend_entries(c: &LineChart<'_>, drawn: &[(usize, &Series)]) -> Vec<LegendEntry> {
     let mut entries: Vec<LegendEntry> = Vec::new();
     if c.legend {
         entries.extend(drawn.iter().map(|(i, s)| LegendEntry {
@@ -213,304 +502,84 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
             text: c.flag_label.to_string(),
         });
     }
-    let layout = legend_layout(&entries, c.width);
-    let legend_h = layout
-        .last()
-        .map(|(_, row)| (row + 1) * LEGEND_ROW + 6)
-        .unwrap_or(0);
-
-    let mut out = String::new();
-    let painted;
-    {
-        let root =
-            SVGBackend::with_string(&mut out, (c.width, c.height + legend_h)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| err(&e))?;
-        let (plot, _legend) = root.split_vertically(c.height);
-        let small = c.height < 200;
-        let mut builder = ChartBuilder::on(&plot);
-        builder
-            .caption(c.title, ("sans-serif", if small { 13 } else { 16 }))
-            .margin(if small { 4 } else { 8 })
-            // Room for the last time label ("now"), centred on the right edge of the plot.
-            .margin_right(if c.x_ago {
-                16
-            } else if small {
-                4
-            } else {
-                8
-            })
-            .x_label_area_size(if small { 34 } else { 42 })
-            .y_label_area_size(if small { 44 } else { 66 });
-        let frame = Frame {
-            c,
-            drawn: &drawn,
-            reference,
-            x: (x0, x1),
-            y: (y0, y1),
-            log,
-        };
-        painted = if log {
-            let chart = builder
-                .build_cartesian_2d(x0..x1, (y0..y1).log_scale())
-                .map_err(|e| err(&e))?;
-            frame.paint(chart)?
-        } else {
-            let chart = builder
-                .build_cartesian_2d(x0..x1, y0..y1)
-                .map_err(|e| err(&e))?;
-            frame.paint(chart)?
-        };
-        root.present().map_err(|e| err(&e))?;
-    }
-    let names: Vec<&str> = drawn.iter().map(|(_, s)| s.name.as_str()).collect();
-    let svg = flag_points(&tag_series(&out, c.title, &names), &painted.flagged);
-    Ok(add_overlay(
-        &svg,
-        &plot_area_rect(painted.area, log),
-        &legend_svg(&entries, &layout, c.height),
-    ))
-}
-
-/// What [`Frame::paint`] leaves for the SVG overlay: the flagged points' pixels and the plot
-/// area (x range, y range in pixels).
-struct Painted {
-    flagged: Vec<(i32, i32)>,
-    area: (std::ops::Range<i32>, std::ops::Range<i32>),
-}
-
-/// The chart's data and ranges, drawn on a linear or a logarithmic y axis.
-struct Frame<'c, 'a> {
-    c: &'c LineChart<'a>,
-    drawn: &'c [(usize, &'c Series)],
-    reference: Option<&'c RefLine>,
-    x: (f64, f64),
-    y: (f64, f64),
-    log: bool,
-}
-
-impl Frame<'_, '_> {
-    fn paint<Y>(
-        &self,
-        mut chart: ChartContext<'_, SVGBackend<'_>, Cartesian2d<RangedCoordf64, Y>>,
-    ) -> Result<Painted, ChartError>
-    where
-        Y: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
-    {
-        let c = self.c;
-        let err = |e: &dyn std::fmt::Display| ChartError::Draw {
-            title: c.title.to_string(),
-            detail: e.to_string(),
-        };
-        let small = c.height < 200;
-        let xf = |v: &f64| {
-            if c.x_ago {
-                ago(*v)
-            } else if c.x_si {
-                si(*v)
-            } else {
-                plain(*v)
-            }
-        };
-        let yf = |v: &f64| if c.y_si { si(*v) } else { plain(*v) };
-        let (x0, x1) = self.x;
-        let (y0, y1) = self.y;
-        chart
-            .configure_mesh()
-            .x_desc(c.x_desc)
-            .y_desc(if self.log {
-                format!("{} (log scale)", c.y_desc)
-            } else {
-                c.y_desc.to_string()
-            })
-            .x_labels(if small { 5 } else { 8 })
-            .y_labels(if small { 4 } else { 8 })
-            .max_light_lines(1)
-            .label_style(("sans-serif", if small { 11 } else { 13 }))
-            .axis_desc_style(("sans-serif", if small { 11 } else { 14 }))
-            .x_label_formatter(&xf)
-            .y_label_formatter(&yf)
-            .draw()
-            .map_err(|e| err(&e))?;
-        if let Some(r) = self.reference {
-            let grey = RGBColor(0x55, 0x55, 0x55);
-            chart
-                .draw_series(LineSeries::new(
-                    vec![(x0, r.y), (x1, r.y)],
-                    grey.stroke_width(1),
-                ))
-                .map_err(|e| err(&e))?;
-            // Just above the line, clear of the y axis.
-            let above = if self.log {
-                r.y * (y1 / y0).powf(0.015)
-            } else {
-                r.y + (y1 - y0) * 0.015
-            };
-            chart
-                .draw_series(std::iter::once(Text::new(
-                    r.label.clone(),
-                    (x0 + (x1 - x0) * 0.015, above),
-                    ("sans-serif", 13).into_font().color(&grey),
-                )))
-                .map_err(|e| err(&e))?;
-        }
-        for (i, s) in self.drawn {
-            let color = PALETTE[i % PALETTE.len()];
-            let pts: Vec<(f64, f64)> = s
-                .points
-                .iter()
-                .copied()
-                .filter(|(x, y)| x.is_finite() && y.is_finite() && (!self.log || *y > 0.0))
-                .collect();
-            chart
-                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                .map_err(|e| err(&e))?;
-            if c.markers {
-                chart
-                    .draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))
-                    .map_err(|e| err(&e))?;
-            }
-        }
-        let flagged = c
-            .flagged
-            .iter()
-            .filter(|(x, y)| x.is_finite() && y.is_finite() && (!self.log || *y > 0.0))
-            .map(|p| chart.backend_coord(p))
-            .collect();
-        Ok(Painted {
-            flagged,
-            area: chart.plotting_area().get_pixel_range(),
-        })
-    }
+    entries
 }
 
 /// An invisible rectangle over the plot area (tests and tools check the legend against it).
-fn plot_area_rect(area: (std::ops::Range<i32>, std::ops::Range<i32>), log: bool) -> String {
-    let (xs, ys) = area;
-    format!(
-        "<rect class=\"plot-area\" data-y-scale=\"{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"none\"/>\n",
+fn plot_area_rect(s: &mut String, f: &Frame, log: bool) {
+    let _ = writeln!(
+        s,
+        "<rect class=\"plot-area\" data-y-scale=\"{}\" x=\"{:.0}\" y=\"{:.0}\" width=\"{:.0}\" height=\"{:.0}\" fill=\"none\" stroke=\"none\"/>",
         if log { "log" } else { "linear" },
-        xs.start,
-        ys.start,
-        (xs.end - xs.start).max(0),
-        (ys.end - ys.start).max(0)
-    )
+        f.left,
+        f.top,
+        f.right - f.left,
+        f.bottom - f.top
+    );
 }
 
 /// The legend strip below the plot: a swatch (or a red ring for flagged points) and a name
 /// per entry.
-fn legend_svg(entries: &[LegendEntry], layout: &[(u32, u32)], top: u32) -> String {
+fn legend_svg(g: &mut String, entries: &[LegendEntry], layout: &[(u32, u32)], top: u32) {
     if entries.is_empty() {
-        return String::new();
+        return;
     }
-    let mut g = String::from("<g class=\"legend\">\n");
+    g.push_str("<g class=\"legend\">\n");
     for (e, (x, row)) in entries.iter().zip(layout) {
         let cy = top + row * LEGEND_ROW + LEGEND_ROW / 2 + 3;
         match e.color {
-            Some(RGBColor(r, gr, b)) => g.push_str(&format!(
-                "<rect class=\"swatch\" x=\"{x}\" y=\"{}\" width=\"14\" height=\"8\" fill=\"#{r:02x}{gr:02x}{b:02x}\"/>\n",
-                cy - 4
-            )),
-            None => g.push_str(&format!(
-                "<circle class=\"swatch flagged-key\" cx=\"{}\" cy=\"{cy}\" r=\"6\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"1.5\"/>\n",
-                x + 7
-            )),
+            Some(color) => {
+                let _ = writeln!(
+                    g,
+                    "<rect class=\"swatch\" x=\"{x}\" y=\"{}\" width=\"14\" height=\"8\" fill=\"{color}\"/>",
+                    cy - 4
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    g,
+                    "<circle class=\"swatch flagged-key\" cx=\"{}\" cy=\"{cy}\" r=\"6\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"1.5\"/>",
+                    x + 7
+                );
+            }
         }
-        g.push_str(&format!(
-            "<text class=\"{}\" x=\"{}\" y=\"{}\" font-family=\"sans-serif\" font-size=\"12\" fill=\"{}\">{}</text>\n",
-            if e.color.is_some() { "legend-label" } else { "legend-label flag-label" },
+        let _ = writeln!(
+            g,
+            "<text class=\"{}\" x=\"{}\" y=\"{}\" {FONT} font-size=\"12\" fill=\"{}\">{}</text>",
+            if e.color.is_some() {
+                "legend-label"
+            } else {
+                "legend-label flag-label"
+            },
             x + 20,
             cy + 4,
             if e.color.is_some() { "#333" } else { "#d62728" },
             esc(&e.text)
-        ));
+        );
     }
     g.push_str("</g>\n");
-    g
 }
 
-/// Insert SVG elements just before the closing tag.
-fn add_overlay(svg: &str, a: &str, b: &str) -> String {
-    let Some(end) = svg.rfind("</svg>") else {
-        return svg.to_string();
-    };
-    format!("{}{a}{b}{}", &svg[..end], &svg[end..])
-}
-
-/// Ring each flagged point (pixel coordinates) in red (the legend strip says what a ring
-/// means); the SVG is unchanged when none is flagged.
-fn flag_points(svg: &str, px: &[(i32, i32)]) -> String {
-    if px.is_empty() {
-        return svg.to_string();
+/// Ring each flagged point in red, where its marker is (the legend strip says what a ring
+/// means); nothing is added when none is flagged.
+fn flag_points(s: &mut String, pts: &[(f64, f64)], xs: &Scale, ys: &Scale) {
+    if pts.is_empty() {
+        return;
     }
-    let mut g = format!(
-        "<g class=\"flagged\" data-flagged-count=\"{}\">\n",
-        px.len()
+    let _ = writeln!(
+        s,
+        "<g class=\"flagged\" data-flagged-count=\"{}\">",
+        pts.len()
     );
-    for (x, y) in px {
-        g.push_str(&format!(
-            "<circle class=\"flagged\" cx=\"{x}\" cy=\"{y}\" r=\"7\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"1.5\"/>\n"
-        ));
+    for (x, y) in pts {
+        let _ = writeln!(
+            s,
+            "<circle class=\"flagged\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"7\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"1.5\"/>",
+            xs.px(*x),
+            ys.px(*y)
+        );
     }
-    g.push_str("</g>\n");
-    add_overlay(svg, &g, "")
-}
-
-/// The x range (the chart's own, else from the data, never empty) and the largest y of the
-/// drawn series.
-fn bounds(c: &LineChart<'_>, drawn: &[(usize, &Series)]) -> (f64, f64, f64) {
-    let finite = |v: &f64| v.is_finite();
-    let xs = drawn
-        .iter()
-        .flat_map(|(_, s)| s.points.iter().map(|p| p.0))
-        .filter(finite);
-    let ys = drawn
-        .iter()
-        .flat_map(|(_, s)| s.points.iter().map(|p| p.1))
-        .filter(finite);
-    let max_x = xs.fold(0.0f64, f64::max);
-    let min_x = drawn
-        .iter()
-        .flat_map(|(_, s)| s.points.iter().map(|p| p.0))
-        .filter(finite)
-        .fold(0.0f64, f64::min);
-    let max_y = ys.fold(0.0f64, f64::max);
-    let (x0, x1) = c
-        .x_range
-        .unwrap_or((min_x, if max_x > 0.0 { max_x * 1.05 } else { 1.0 }));
-    let x1 = if x1 > x0 { x1 } else { x0 + 1.0 };
-    (x0, x1, max_y)
-}
-
-/// Mark the series polylines (stroke width 2, in drawing order) and the root element.
-fn tag_series(svg: &str, title: &str, names: &[&str]) -> String {
-    let mut out = String::with_capacity(svg.len() + 256);
-    let mut k = 0;
-    let mut root_done = false;
-    for line in svg.lines() {
-        if !root_done && line.starts_with("<svg ") {
-            out.push_str(&format!(
-                "<svg class=\"chart\" role=\"img\" data-series-count=\"{}\" {}\n<title>{}</title>\n",
-                names.len(),
-                &line[5..],
-                esc(title)
-            ));
-            root_done = true;
-            continue;
-        }
-        if line.starts_with("<polyline ") && line.contains("stroke-width=\"2\"") && k < names.len()
-        {
-            out.push_str(&format!(
-                "<polyline class=\"series\" data-series=\"{}\" {}\n",
-                esc(names[k]),
-                &line[10..]
-            ));
-            k += 1;
-            continue;
-        }
-        out.push_str(line);
-        out.push('\n');
-    }
-    out
+    s.push_str("</g>\n");
 }
 
 /// Escape text for HTML/SVG content and attribute values.

@@ -14,11 +14,10 @@
 
 use std::fmt::Write as _;
 
-use super::charts::{PALETTE, esc, si};
+/// Above this max/min latency ratio the latency axis is logarithmic (the line charts' rule too).
+pub use super::charts::LOG_RATIO;
+use super::charts::{FONT, PALETTE, Scale, esc, nice_step, si, wants_log};
 use crate::workload::soakhist::{EventKind, SoakHistory, SoakPoint};
-
-/// Above this max/min latency ratio the latency axis is logarithmic.
-pub const LOG_RATIO: f64 = 30.0;
 
 pub const WIDTH: f64 = 1000.0;
 const LEFT: f64 = 84.0;
@@ -29,7 +28,6 @@ const PANEL_H: f64 = 170.0;
 const PANEL_GAP: f64 = 44.0;
 const AXIS_H: f64 = 48.0;
 pub const HEIGHT: f64 = TITLE_H + LEGEND_H + 2.0 * PANEL_H + PANEL_GAP + AXIS_H + 8.0;
-const FONT: &str = "font-family=\"sans-serif\"";
 
 fn event_color(k: EventKind) -> &'static str {
     match k {
@@ -67,26 +65,6 @@ fn time_unit(span: f64) -> (f64, &'static str) {
     }
 }
 
-/// A "nice" tick step (1, 2, 5 x 10^n) giving about `n` ticks over `range`.
-pub fn nice_step(range: f64, n: f64) -> f64 {
-    if !(range.is_finite() && range > 0.0) {
-        return 1.0;
-    }
-    let raw = range / n.max(1.0);
-    let mag = 10f64.powf(raw.log10().floor());
-    let f = raw / mag;
-    let m = if f <= 1.0 {
-        1.0
-    } else if f <= 2.0 {
-        2.0
-    } else if f <= 5.0 {
-        5.0
-    } else {
-        10.0
-    };
-    m * mag
-}
-
 fn tick_label(v: f64) -> String {
     let s = format!("{v:.2}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
@@ -104,48 +82,8 @@ fn lat_label(us: f64) -> String {
     }
 }
 
-/// A y axis: maps values to pixels within a panel.
-struct YAxis {
-    log: bool,
-    lo: f64,
-    hi: f64,
-    top: f64,
-}
-
-impl YAxis {
-    fn px(&self, v: f64) -> f64 {
-        let f = if self.log {
-            (v.max(self.lo).log10() - self.lo.log10()) / (self.hi.log10() - self.lo.log10())
-        } else {
-            (v - self.lo) / (self.hi - self.lo)
-        };
-        self.top + PANEL_H * (1.0 - f.clamp(0.0, 1.0))
-    }
-    fn ticks(&self) -> Vec<f64> {
-        if self.log {
-            let (a, b) = (
-                self.lo.log10().floor() as i32,
-                self.hi.log10().ceil() as i32,
-            );
-            (a..=b)
-                .map(|e| 10f64.powi(e))
-                .filter(|v| *v >= self.lo * 0.999 && *v <= self.hi * 1.001)
-                .collect()
-        } else {
-            let step = nice_step(self.hi - self.lo, 4.0);
-            let mut v = (self.lo / step).ceil() * step;
-            let mut out = Vec::new();
-            while v <= self.hi + step * 1e-9 && out.len() < 20 {
-                out.push(v);
-                v += step;
-            }
-            out
-        }
-    }
-}
-
 /// A series: its name, its (time, value) points, and the axis it is drawn against.
-type Line<'a> = (&'static str, Vec<(f64, f64)>, &'a YAxis);
+type Line<'a> = (&'static str, Vec<(f64, f64)>, &'a Scale);
 
 /// The chart's series values from the history (and the point being built, for a running soak).
 fn points(h: &SoakHistory, partial: Option<&SoakPoint>) -> Vec<SoakPoint> {
@@ -161,11 +99,15 @@ pub fn has_data(h: &SoakHistory, partial: Option<&SoakPoint>) -> bool {
     !points(h, partial).is_empty() || !h.events.is_empty()
 }
 
-/// Whether a latency axis over these values should be logarithmic.
-pub fn wants_log(values: &[f64]) -> bool {
-    let pos = values.iter().copied().filter(|v| v.is_finite() && *v > 0.0);
-    let (lo, hi) = pos.fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(v), b.max(v)));
-    lo.is_finite() && hi / lo > LOG_RATIO
+/// A panel's y axis: `lo..=hi` over the panel whose top edge is at `top`.
+fn panel(log: bool, lo: f64, hi: f64, top: f64) -> Scale {
+    Scale {
+        log,
+        lo,
+        hi,
+        from: top + PANEL_H,
+        to: top,
+    }
 }
 
 /// The chart. `title` names the target or drive.
@@ -205,12 +147,7 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
     } else {
         1.0
     };
-    let y1 = YAxis {
-        log: false,
-        lo: 0.0,
-        hi: iops_hi,
-        top: top1,
-    };
+    let y1 = panel(false, 0.0, iops_hi, top1);
     let lats: Vec<f64> = pts
         .iter()
         .flat_map(|p| [p.lat_avg_us, p.lat_p99_us])
@@ -220,12 +157,12 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
     let lat_max = lats.iter().copied().fold(0.0f64, f64::max);
     let lat_min = lats.iter().copied().fold(f64::INFINITY, f64::min);
     let y2 = if log {
-        YAxis {
-            log: true,
-            lo: 10f64.powf(lat_min.log10().floor()),
-            hi: 10f64.powf(lat_max.log10().ceil()),
-            top: top2,
-        }
+        panel(
+            true,
+            10f64.powf(lat_min.log10().floor()),
+            10f64.powf(lat_max.log10().ceil()),
+            top2,
+        )
     } else {
         let hi = if lat_max > 0.0 {
             let s = nice_step(lat_max * 1.05, 4.0);
@@ -233,12 +170,7 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
         } else {
             1.0
         };
-        YAxis {
-            log: false,
-            lo: 0.0,
-            hi,
-            top: top2,
-        }
+        panel(false, 0.0, hi, top2)
     };
 
     let series: [Line<'_>; 4] = [
@@ -299,11 +231,8 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
         let c = PALETTE[*i % PALETTE.len()];
         let _ = writeln!(
             s,
-            "<rect x=\"{lx}\" y=\"{}\" width=\"14\" height=\"4\" fill=\"#{:02x}{:02x}{:02x}\"/><text x=\"{}\" y=\"{}\" {FONT} font-size=\"13\">{}</text>",
+            "<rect x=\"{lx}\" y=\"{}\" width=\"14\" height=\"4\" fill=\"{c}\"/><text x=\"{}\" y=\"{}\" {FONT} font-size=\"13\">{}</text>",
             ly - 6.0,
-            c.0,
-            c.1,
-            c.2,
             lx + 18.0,
             ly,
             esc(name)
@@ -338,13 +267,15 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
     let _ = writeln!(s, "</g>");
 
     // Panels: frame, grid and y labels.
-    for (y, name, unit) in [(&y1, "iops", "IOPS"), (&y2, "latency", "latency")] {
+    for (y, top, name, unit) in [
+        (&y1, top1, "iops", "IOPS"),
+        (&y2, top2, "latency", "latency"),
+    ] {
         let _ = writeln!(
             s,
-            "<rect class=\"plot-area\" data-panel=\"{name}\" x=\"{LEFT}\" y=\"{}\" width=\"{plot_w}\" height=\"{PANEL_H}\" fill=\"none\" stroke=\"#999\"/>",
-            y.top
+            "<rect class=\"plot-area\" data-panel=\"{name}\" x=\"{LEFT}\" y=\"{top}\" width=\"{plot_w}\" height=\"{PANEL_H}\" fill=\"none\" stroke=\"#999\"/>"
         );
-        for v in y.ticks() {
+        for v in y.ticks(4.0) {
             let py = y.px(v);
             let label = if name == "iops" { si(v) } else { lat_label(v) };
             let _ = writeln!(
@@ -359,8 +290,8 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
         let _ = writeln!(
             s,
             "<text x=\"16\" y=\"{:.1}\" transform=\"rotate(-90 16 {:.1})\" text-anchor=\"middle\" {FONT} font-size=\"13\">{}{}</text>",
-            y.top + PANEL_H / 2.0,
-            y.top + PANEL_H / 2.0,
+            top + PANEL_H / 2.0,
+            top + PANEL_H / 2.0,
             unit,
             if y.log { " (log)" } else { "" }
         );
@@ -426,23 +357,17 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
             .collect();
         let _ = writeln!(
             s,
-            "<polyline class=\"series\" data-series=\"{}\" points=\"{}\" fill=\"none\" stroke=\"#{:02x}{:02x}{:02x}\" stroke-width=\"2\"/>",
+            "<polyline class=\"series\" data-series=\"{}\" points=\"{}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"2\"/>",
             esc(name),
-            coords.join(" "),
-            c.0,
-            c.1,
-            c.2
+            coords.join(" ")
         );
         if pts.len() < 40 {
             for (t, v) in pts.iter().filter(|(_, v)| v.is_finite()) {
                 let _ = writeln!(
                     s,
-                    "<circle class=\"point\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"#{:02x}{:02x}{:02x}\"/>",
+                    "<circle class=\"point\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{c}\"/>",
                     x(*t),
-                    y.px(*v),
-                    c.0,
-                    c.1,
-                    c.2
+                    y.px(*v)
                 );
             }
         }

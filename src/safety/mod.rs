@@ -702,9 +702,9 @@ pub(crate) fn check_signatures(
             path: id.path.clone(),
             source,
         })?;
-    let found = probe::signatures_fd(ro.as_fd()).map_err(|reason| SafetyError::Probe {
+    let found = probe::signatures_fd(ro.as_fd()).map_err(|e| SafetyError::Probe {
         path: id.path.clone(),
-        reason,
+        reason: e.to_string(),
     })?;
     if !found.signatures.is_empty() || found.ambiguous {
         if !force_overwrite_signatures {
@@ -724,9 +724,9 @@ pub(crate) fn check_signatures(
 pub fn probe_signatures(path: &Path) -> Result<Vec<Signature>, SafetyError> {
     probe::signatures(path)
         .map(|f| f.signatures)
-        .map_err(|reason| SafetyError::Probe {
+        .map_err(|e| SafetyError::Probe {
             path: path.to_path_buf(),
-            reason,
+            reason: e.to_string(),
         })
 }
 

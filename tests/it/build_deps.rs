@@ -62,3 +62,33 @@ fn libblkid_is_found_at_run_time() {
     let sigs = nvsoak::safety::probe_signatures(&f).expect("libblkid.so.1 loads and probes");
     assert!(sigs.is_empty(), "{sigs:?}");
 }
+
+/// Every dependency says what it is for: a `# ...` comment line right above it in Cargo.toml.
+#[test]
+fn every_dependency_says_what_it_is_for() {
+    let toml = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+        .expect("Cargo.toml readable");
+    let mut section = "";
+    let mut prev = "";
+    let mut deps = 0;
+    let mut silent = Vec::new();
+    for line in toml.lines() {
+        if line.starts_with('[') {
+            section = line;
+        } else if matches!(section, "[dependencies]" | "[dev-dependencies]")
+            && line.contains(" = ")
+            && !line.starts_with('#')
+        {
+            deps += 1;
+            if !prev.starts_with("# ") {
+                silent.push(format!("{section} {line}"));
+            }
+        }
+        prev = line;
+    }
+    assert!(deps > 10, "dependencies parsed: {deps}");
+    assert!(
+        silent.is_empty(),
+        "dependencies without a comment: {silent:?}"
+    );
+}

@@ -1095,7 +1095,7 @@ fn dashboard_queries() -> Vec<Query> {
 /// (record or alert name, expr) of every rule in a rules file.
 fn rules(file: &str) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(repo().join(file)).expect("rules file");
-    let doc: serde_norway::Value = serde_norway::from_str(&text).expect("rules YAML");
+    let doc: yaml_serde::Value = yaml_serde::from_str(&text).expect("rules YAML");
     let mut out = Vec::new();
     for g in doc["groups"].as_sequence().expect("groups") {
         for r in g["rules"].as_sequence().expect("rules") {
@@ -1183,7 +1183,7 @@ fn every_alert_has_a_runbook_section() {
     let mut problems = Vec::new();
     for f in rule_files() {
         let text = std::fs::read_to_string(repo().join(&f)).expect("rules file");
-        let doc: serde_norway::Value = serde_norway::from_str(&text).expect("rules YAML");
+        let doc: yaml_serde::Value = yaml_serde::from_str(&text).expect("rules YAML");
         for g in doc["groups"].as_sequence().expect("groups") {
             for r in g["rules"].as_sequence().expect("rules") {
                 let Some(name) = r["alert"].as_str() else {
