@@ -86,7 +86,7 @@ fn phase_name(settings: Option<&Settings>, t: &TargetState) -> String {
 fn sweep_points(settings: Option<&Settings>, t: &TargetState) -> Option<usize> {
     let spec = settings?.targets.iter().find(|spec| spec.name == t.name)?;
     match spec.phases.get(t.phase_index)? {
-        crate::workload::spec::PhaseSpec::Sweep { points, .. } => Some(points.len()),
+        crate::model::spec::PhaseSpec::Sweep { points, .. } => Some(points.len()),
         _ => None,
     }
 }
@@ -182,8 +182,8 @@ fn render_target(
         let _ = writeln!(
             o,
             "  whole plan   read {}, wrote {}, {} I/O errors, over {} (every phase)",
-            crate::units::format_bytes(p.read_bytes),
-            crate::units::format_bytes(p.write_bytes),
+            crate::model::units::format_bytes(p.read_bytes),
+            crate::model::units::format_bytes(p.write_bytes),
             p.errors,
             format_secs(p.soak_elapsed_secs)
         );
@@ -217,7 +217,7 @@ fn render_target(
             g.written_units,
             g.units,
             g.file,
-            crate::units::format_bytes(g.len)
+            crate::model::units::format_bytes(g.len)
         );
     }
 }
@@ -283,13 +283,13 @@ fn render_totals(o: &mut String, tt: &Totals) {
     let _ = writeln!(
         o,
         "  read         {} in {} ops",
-        crate::units::format_bytes(tt.read_bytes),
+        crate::model::units::format_bytes(tt.read_bytes),
         tt.read_ops
     );
     let _ = writeln!(
         o,
         "  written      {} in {} ops",
-        crate::units::format_bytes(tt.write_bytes),
+        crate::model::units::format_bytes(tt.write_bytes),
         tt.write_ops
     );
     let by_kind: Vec<String> = tt
@@ -384,7 +384,7 @@ mod tests {
         assert_eq!(format_secs(0.4), "0s");
         assert_eq!(format_secs(93_784.0), "1d 2h");
         assert_eq!(format_secs(61.0), "1m 1s");
-        assert_eq!(crate::units::format_bytes(512), "512 B");
-        assert_eq!(crate::units::format_bytes(3 << 29), "1.50 GiB");
+        assert_eq!(crate::model::units::format_bytes(512), "512 B");
+        assert_eq!(crate::model::units::format_bytes(3 << 29), "1.50 GiB");
     }
 }

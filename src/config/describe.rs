@@ -5,9 +5,9 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use super::Settings;
-use crate::units::{format_duration, format_size};
+use crate::model::spec::*;
+use crate::model::units::{format_duration, format_size};
 use crate::workload::profiles::describe_access;
-use crate::workload::spec::*;
 
 /// `1G` when exact in binary units, otherwise bytes with a decimal approximation.
 pub fn bytes(b: u64) -> String {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::workload::spec::TargetSpec;
+use crate::model::spec::TargetSpec;
 
 pub mod describe;
 mod raw;
@@ -335,7 +335,7 @@ fn polish(msg: &str) -> String {
 
 /// The built-in default: a soak of `4k-random-read` on a 1 GiB file under the state directory.
 pub fn builtin_default() -> Settings {
-    use crate::workload::spec::*;
+    use crate::model::spec::*;
     let dir = default_state_dir();
     let job = crate::workload::profiles::lookup("4k-random-read").unwrap_or_else(|| JobSpec {
         name: "4k-random-read".into(),
@@ -416,7 +416,7 @@ pub fn builtin_default() -> Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::spec::*;
+    use crate::model::spec::*;
 
     fn load_toml(t: &str) -> Result<Settings, ConfigError> {
         load_str(t, "test.toml", vec![])

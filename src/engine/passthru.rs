@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 
 use super::{Caps, Completion, EngineError, EngineSetup, IoEngine, IoReq, buf::AlignedBufs};
-use crate::op::Op;
+use crate::model::op::Op;
 
 /// `NVME_URING_CMD_IO`: `_IOWR('N', 0x80, struct nvme_uring_cmd)` (72 bytes).
 pub const NVME_URING_CMD_IO: u32 = (3 << 30) | (72 << 16) | ((b'N' as u32) << 8) | 0x80;

@@ -159,7 +159,7 @@ pub fn rated_basis(read_pct: u8, sequential: bool) -> Option<RatedBasis> {
 /// built-in profile, else a block size of at least 64 KiB.
 pub fn is_sequential(profile: &str, block_size: f64) -> bool {
     match crate::workload::profiles::lookup(profile) {
-        Some(j) => matches!(j.access, crate::workload::spec::Access::Sequential),
+        Some(j) => matches!(j.access, crate::model::spec::Access::Sequential),
         None => block_size >= 65536.0,
     }
 }

@@ -294,8 +294,8 @@ impl PreconditionProgress {
             self.passes,
             (frac * 100.0).floor(),
             (overall * 100.0).floor(),
-            crate::units::format_bytes(done),
-            crate::units::format_bytes(total)
+            crate::model::units::format_bytes(done),
+            crate::model::units::format_bytes(total)
         )
     }
 }
@@ -365,7 +365,7 @@ pub struct Loaded {
 }
 
 /// sha256 (hex) of the resolved plan: the serde_json of `Settings.targets`.
-pub fn plan_hash(targets: &[crate::workload::spec::TargetSpec]) -> String {
+pub fn plan_hash(targets: &[crate::model::spec::TargetSpec]) -> String {
     use sha2::Digest;
     let json = serde_json::to_vec(targets).expect("target specs always serialise");
     sha2::Sha256::digest(&json)

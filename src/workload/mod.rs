@@ -12,7 +12,6 @@ pub mod profiles;
 pub mod results;
 pub mod scheduler;
 pub mod soakhist;
-pub mod spec;
 pub mod steady;
 pub mod steps;
 pub mod verify_log;

@@ -13,7 +13,7 @@
 //! `description` says what it is based on. Treat them as nvsoak's approximations, comparable
 //! between drives and nvsoak runs, not with the reviews' absolute numbers.
 
-use crate::workload::spec::{Access, BlockSizeMix, JobSpec, Skew};
+use crate::model::spec::{Access, BlockSizeMix, JobSpec, Skew};
 
 struct Def {
     name: &'static str,

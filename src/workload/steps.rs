@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::spec::PhaseSpec;
+use crate::model::units::format_duration;
 use crate::nvme::caps::StepCaps;
 use crate::nvme::log::selftest::SelfTestResult;
 use crate::nvme::steps::{PurgeMethod, SelfTestKind};
-use crate::units::format_duration;
-use crate::workload::spec::PhaseSpec;
 
 /// How a step ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

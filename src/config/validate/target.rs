@@ -9,8 +9,8 @@ use super::super::raw::RawTarget;
 use super::phase::phase;
 use super::scalar::{integer, name, one_of, percent, size};
 use super::{R, bad, join};
-use crate::units::format_size;
-use crate::workload::spec::{EngineChoice, PhaseSpec, Region, TargetSpec, VerifyMode};
+use crate::model::spec::{EngineChoice, PhaseSpec, Region, TargetSpec, VerifyMode};
+use crate::model::units::format_size;
 
 /// Lexically normalised absolute path, for duplicate detection.
 pub(super) fn normalise(p: &Path) -> PathBuf {

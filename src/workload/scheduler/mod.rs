@@ -45,13 +45,13 @@ use hdrhistogram::Histogram;
 use thiserror::Error;
 
 use crate::health::{HostIo, HostIoSource};
+use crate::model::spec::{
+    Access, BlockSizeMix, JobSpec, PhaseSpec, RateLimit, Skew, SteadyConfig, TargetSpec, VerifyMode,
+};
 use crate::state::{PreconditionProgress, StripeProgress};
 use crate::stats::{OpCounters, QUANTILES, WorkerReport, new_hdr};
 use crate::workload::pattern::{GenMap, VERIFY_UNIT, VerifyCounters, VerifyHook};
 use crate::workload::results::{SteadyOutcome, SweepPoint, SweepResult, TargetResults};
-use crate::workload::spec::{
-    Access, BlockSizeMix, JobSpec, PhaseSpec, RateLimit, Skew, SteadyConfig, TargetSpec, VerifyMode,
-};
 use crate::workload::steady::{SteadyDetector, SteadyStatus};
 use crate::workload::worker::{self, BlockHook, ExitReason, WorkerOptions, WorkerPlan};
 
@@ -1093,7 +1093,7 @@ mod tests {
     fn report(ended: Instant, interval: Duration, ops: u64, bs: u64) -> WorkerReport {
         let mut w = crate::stats::WorkerStats::new();
         for _ in 0..ops {
-            w.record(crate::workload::spec::Op::Read, bs, 1000);
+            w.record(crate::model::spec::Op::Read, bs, 1000);
         }
         w.take_report(0, interval, ended, None, false)
     }
@@ -1111,7 +1111,7 @@ mod tests {
         // A 1 ms tail with 40 more reads would be 40,000 IOPS: folded, the rate stays.
         let mut w = crate::stats::WorkerStats::new();
         for _ in 0..1040 {
-            w.record(crate::workload::spec::Op::Read, 4096, 1000);
+            w.record(crate::model::spec::Op::Read, 4096, 1000);
         }
         let tail = w.take_report(0, ms(1), t0 + ms(101), None, true);
         r.update(&tail, ms(50));
@@ -1119,7 +1119,7 @@ mod tests {
         // The next full span covers the tail too: 1040 + 460 reads over [100, 200] ms.
         let mut w = crate::stats::WorkerStats::new();
         for _ in 0..1500 {
-            w.record(crate::workload::spec::Op::Read, 4096, 1000);
+            w.record(crate::model::spec::Op::Read, 4096, 1000);
         }
         let next = w.take_report(0, ms(99), t0 + ms(200), None, false);
         r.update(&next, ms(50));

@@ -3,8 +3,8 @@
 
 use super::{Runner, now_unix};
 use crate::health::ocp_pages::LatencyCounts;
+use crate::model::spec::PhaseSpec;
 use crate::workload::ocp_phases;
-use crate::workload::spec::PhaseSpec;
 
 impl Runner {
     /// The latest C3h reading of the target's drive, and the soak's first one.

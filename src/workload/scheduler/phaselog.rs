@@ -6,10 +6,10 @@
 use std::time::Instant;
 
 use super::{Runner, TargetView};
+use crate::model::spec::PhaseSpec;
+use crate::model::units::format_bytes;
 use crate::stats::OpCounters;
-use crate::units::format_bytes;
 use crate::workload::results::SweepResult;
-use crate::workload::spec::PhaseSpec;
 
 /// What a phase's end line is measured against: the totals when it started.
 #[derive(Clone)]

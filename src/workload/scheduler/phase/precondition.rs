@@ -123,7 +123,7 @@ pub(crate) fn precondition_job(passes: u32, bs: u32, iodepth: u32, workers: u32)
         description: format!(
             "SNIA workload-independent preconditioning: {} of {} writes",
             crate::report::compute::count_of(passes.into(), "sequential pass"),
-            crate::units::format_size(bs as u64)
+            crate::model::units::format_size(bs as u64)
         ),
         read_pct: 0,
         bs: BlockSizeMix::single(bs),
