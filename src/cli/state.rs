@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 use crate::config::Settings;
-use crate::state::{self, Checkpoint, TargetState, Totals};
+use crate::model::checkpoint::{Checkpoint, TargetState, Totals};
+use crate::state;
 
 fn resolve(config: Option<&Path>, dir: Option<&Path>) -> Result<(PathBuf, Option<Settings>)> {
     let settings = match config {
@@ -342,7 +343,7 @@ pub fn reset(config: Option<&Path>, state_dir: Option<&Path>) -> Result<ExitCode
         ))?,
     }
     // The results of the runs so far are kept, aside: the next run starts new files.
-    for (from, to) in crate::workload::results::archive_all(&dir, "reset")? {
+    for (from, to) in crate::state::results::archive_all(&dir, "reset")? {
         super::out(&format!(
             "moved the results file {} to {} (`nvsoak report --archived` includes it)\n",
             from.display(),

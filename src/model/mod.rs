@@ -7,6 +7,13 @@
 //! `model` imports nothing of the crate but `util` and the parsed drive pages of `nvme`
 //! (themselves pure data from bytes); `tests/it/boundaries.rs` keeps it so.
 
+pub mod checkpoint;
+pub mod events;
+pub mod ocp_phases;
 pub mod op;
+pub mod results;
+pub mod soakhist;
 pub mod spec;
+pub mod steps;
 pub mod units;
+pub mod verdict;

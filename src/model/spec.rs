@@ -266,5 +266,5 @@ pub struct TargetSpec {
     /// Pass/fail gates of the verdict. Not part of the plan hash (changing a gate does not
     /// start the plan over; a reload restarts the target, which resumes from its checkpoint).
     #[serde(skip)]
-    pub gates: crate::verdict::GateSettings,
+    pub gates: crate::model::verdict::GateSettings,
 }

@@ -11,6 +11,7 @@ pub mod topology;
 pub use topology::{Card, CtrlTopology, Drive, PciFunction, PcieSnapshot, Role, scan};
 
 use crate::config::CardRating;
+use crate::model::results::SpanCard;
 use crate::nvme::ratings::RatingsTable;
 
 /// Whether `m` (a `[[health.card]]` match) names `card`: its id, `slot:NAME`, or a controller
@@ -74,6 +75,25 @@ pub fn link_degraded_during(
         .map(|d| d.controllers.clone())
         .unwrap_or_else(|| vec![controller.to_string()]);
     p.degraded_since(&ctrls, since)
+}
+
+/// A spanning target's card (`TargetResults::card`): the rated card whose controllers hold every one of `controllers`, if any.
+pub fn span_card(pcie: &PcieSnapshot, controllers: &[Option<String>]) -> Option<SpanCard> {
+    let card = pcie.cards.iter().find(|c| {
+        !controllers.is_empty()
+            && controllers
+                .iter()
+                .all(|m| m.as_ref().is_some_and(|m| c.controllers.contains(m)))
+    })?;
+    let r = card.rating.as_ref()?;
+    Some(SpanCard {
+        card: card.id.clone(),
+        rating: format!("{} {}", r.vendor, r.series),
+        random_read_iops: r.perf.random_read_iops,
+        random_write_iops: r.perf.random_write_iops,
+        seq_read_bytes_per_second: r.perf.seq_read_bytes_per_second,
+        seq_write_bytes_per_second: r.perf.seq_write_bytes_per_second,
+    })
 }
 
 #[cfg(test)]
@@ -185,5 +205,39 @@ mod tests {
             "{e}"
         );
         assert_eq!(unknown_card_rating(&[], &table), None);
+    }
+
+    #[test]
+    fn a_span_is_compared_with_the_rated_card_holding_all_its_members() {
+        let table = crate::nvme::ratings::RatingsTable::builtin();
+        let card = |id: &str, ctrls: &[&str], rated: bool| crate::pcie::Card {
+            id: id.into(),
+            upstream_port: Some(id.into()),
+            slot: None,
+            controllers: ctrls.iter().map(|c| c.to_string()).collect(),
+            drives: ctrls.iter().map(|c| c.to_string()).collect(),
+            rating: rated
+                .then(|| table.lookup("Liqid Element AIC", 0))
+                .flatten(),
+        };
+        let pcie = crate::pcie::PcieSnapshot {
+            cards: vec![
+                card("0000:02:00.0", &["nvme0", "nvme1"], true),
+                card("0000:05:00.0", &["nvme2", "nvme3"], false),
+            ],
+            ..Default::default()
+        };
+        let some =
+            |v: &[&str]| -> Vec<Option<String>> { v.iter().map(|c| Some(c.to_string())).collect() };
+        let got = span_card(&pcie, &some(&["nvme1", "nvme0"])).expect("the rated card");
+        assert_eq!(got.card, "0000:02:00.0");
+        assert_eq!(got.rating, "Liqid Element AIC");
+        assert_eq!(got.random_read_iops, Some(1_250_000.0));
+        assert_eq!(got.random_write_iops, Some(900_000.0));
+        // Members on two cards, a card nobody rated, a member of unknown controller: none.
+        assert_eq!(span_card(&pcie, &some(&["nvme0", "nvme2"])), None);
+        assert_eq!(span_card(&pcie, &some(&["nvme2", "nvme3"])), None);
+        assert_eq!(span_card(&pcie, &[Some("nvme0".into()), None]), None);
+        assert_eq!(span_card(&pcie, &[]), None);
     }
 }

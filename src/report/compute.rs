@@ -15,7 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::workload::results::{ACCOUNTING_TOLERANCE_BYTES, DriveSoak, SoakSummary, SweepResult};
+use crate::model::results::{ACCOUNTING_TOLERANCE_BYTES, DriveSoak, SoakSummary, SweepResult};
 
 /// The latency limit of the frontier, microseconds.
 pub const SUB_MS_LIMIT_US: f64 = 1000.0;
@@ -261,10 +261,10 @@ pub struct SoakFigures {
     /// The soak phases themselves (the figures above run from the soak's start to the end of
     /// the plan); empty for results files written before they were recorded.
     #[serde(default)]
-    pub phases: Vec<crate::workload::results::SoakPhase>,
+    pub phases: Vec<crate::model::results::SoakPhase>,
     /// The soak over time (IOPS, latency, events), when the results file has it (version 3).
     #[serde(default)]
-    pub history: Option<crate::workload::soakhist::SoakHistory>,
+    pub history: Option<crate::model::soakhist::SoakHistory>,
 }
 
 /// The plain sentences the report puts above a drive's soak figures.
@@ -869,7 +869,7 @@ pub fn fmt_elapsed(secs: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::results::TargetResults;
+    use crate::model::results::TargetResults;
 
     fn fixture(name: &str) -> TargetResults {
         let text = match name {

@@ -6,8 +6,8 @@
 
 use super::compute::{fmt_bytes, fmt_count, fmt_elapsed};
 use crate::ata::vendor::WritesSource;
-use crate::workload::drive_ata::AtaSoak;
-use crate::workload::results::DriveSoak;
+use crate::model::results::AtaSoak;
+use crate::model::results::DriveSoak;
 
 /// What the drive's bytes-written figure is, in words.
 pub fn source_text(a: &AtaSoak) -> String {

@@ -1,7 +1,7 @@
 //! Qualification reports and the daemon's live status page.
 //!
 //! - [`load_state_dir`] / [`load_files`] read `results/<target>.json` files (the format of
-//!   [`crate::workload::results`]), from one host or many.
+//!   [`crate::model::results`]), from one host or many.
 //! - [`build`] turns them into a [`Report`]: per drive its identity and rated figures, per swept
 //!   profile the load curve, peak, sub-1 ms frontier and share of the rated figure
 //!   ([`compute`] holds those pure functions and their choices), the steady-state outcomes and
@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::workload::results::{DeviceIdentity, SteadyOutcome, TargetResults};
+use crate::model::results::{DeviceIdentity, SteadyOutcome, TargetResults};
 use compute::{
     CurvePoint, LatencyBasis, RankEntry, RatedFigures, RatedShare, SUB_MS_LIMIT_US, SoakFigures,
 };
@@ -106,7 +106,7 @@ impl Archived {
         let (base, why, ts) = crate::state::parse_aside_name(name)?;
         base.ends_with(".json").then(|| Archived {
             reason: why.to_string(),
-            reason_text: crate::workload::results::archive_reason_text(why).to_string(),
+            reason_text: crate::state::results::archive_reason_text(why).to_string(),
             moved_at: ts as f64,
         })
     }
@@ -253,10 +253,10 @@ pub struct DriveReport {
     pub soak: Option<SoakFigures>,
     /// The pass/fail verdict the results file records (none in files from before verdicts).
     #[serde(default)]
-    pub verdict: Option<crate::verdict::Verdict>,
+    pub verdict: Option<crate::model::verdict::Verdict>,
     /// The drive's C3h latency-outlier counts per phase (`ocp_phases.rs`).
     #[serde(default)]
-    pub ocp_phases: Vec<crate::workload::ocp_phases::OcpPhaseCounts>,
+    pub ocp_phases: Vec<crate::model::ocp_phases::OcpPhaseCounts>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -354,7 +354,7 @@ pub fn rated_from_table(
 use crate::util::unix_now as now_unix;
 
 /// The rated figures of the card a spanning target covers (`[[health.card]]`), as recorded.
-pub fn card_rated(c: &crate::workload::results::SpanCard) -> RatedFigures {
+pub fn card_rated(c: &crate::model::results::SpanCard) -> RatedFigures {
     RatedFigures {
         source: format!("card {}: ratings table: {}", c.card, c.rating),
         random_read_iops: c.random_read_iops,
@@ -607,7 +607,7 @@ mod tests {
     fn the_soak_section_names_each_soak_phase_with_its_own_totals() {
         let mut f = fixtures();
         let soak = f[0].results.soak.get_or_insert_with(Default::default);
-        soak.phases.push(crate::workload::results::SoakPhase {
+        soak.phases.push(crate::model::results::SoakPhase {
             phase: 2,
             profile: "4k-random-write".into(),
             started: 1_700_000_000.0,
@@ -635,7 +635,7 @@ mod tests {
 
     #[test]
     fn a_target_spanning_a_rated_card_is_compared_with_the_cards_rating() {
-        use crate::workload::results::{MemberFigures, SpanCard, SweepPoint, SweepResult};
+        use crate::model::results::{MemberFigures, SpanCard, SweepPoint, SweepResult};
         let mut f = fixtures();
         let r = &mut f[0].results;
         r.device = None;
@@ -773,7 +773,7 @@ mod tests {
 
     #[test]
     fn a_sweep_in_progress_renders_without_figures() {
-        use crate::workload::results::{SweepPoint, SweepResult};
+        use crate::model::results::{SweepPoint, SweepResult};
         let mut f = fixtures();
         f.truncate(1);
         // A second drive whose sweep has started but measured nothing yet, and one whose only
@@ -835,7 +835,7 @@ mod tests {
         assert_eq!(page.matches("<svg class=\"chart\"").count(), 2);
     }
 
-    fn with_drive(mut l: Loaded, d: crate::workload::results::DriveSoak) -> Loaded {
+    fn with_drive(mut l: Loaded, d: crate::model::results::DriveSoak) -> Loaded {
         l.results
             .soak
             .get_or_insert_with(Default::default)
@@ -845,7 +845,7 @@ mod tests {
 
     #[test]
     fn drive_figures_are_shown_and_called_out() {
-        use crate::workload::results::DriveSoak;
+        use crate::model::results::DriveSoak;
         let f = fixtures();
         let bad = DriveSoak {
             device: "nvme0".into(),

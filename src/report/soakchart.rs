@@ -15,7 +15,7 @@
 use std::fmt::Write as _;
 
 use super::charts::{PALETTE, esc, si};
-use crate::workload::soakhist::{EventKind, SoakHistory, SoakPoint};
+use crate::model::soakhist::{EventKind, SoakHistory, SoakPoint};
 
 /// Above this max/min latency ratio the latency axis is logarithmic.
 pub const LOG_RATIO: f64 = 30.0;

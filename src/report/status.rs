@@ -486,7 +486,7 @@ mod tests {
         };
         assert_eq!(member_rows(std::slice::from_ref(&plain)), "");
         let member = |path: &str, dev: &str, ctrl: &str, written: u64, errors: u64| {
-            crate::workload::results::MemberFigures {
+            crate::model::results::MemberFigures {
                 path: path.into(),
                 device: dev.into(),
                 controller: Some(ctrl.into()),

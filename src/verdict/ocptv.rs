@@ -19,20 +19,13 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::{Gate, GateResult, GateState, PlanState, Verdict};
+use crate::model::results::{PhaseRecord, PhaseStatus, TargetResults};
+use crate::model::steps::StepStatus;
+use crate::model::verdict::{Gate, GateResult, GateState, PlanState, Verdict};
 use crate::report::compute;
-use crate::workload::results::{PhaseRecord, PhaseStatus, TargetResults};
-use crate::workload::steps::StepStatus;
 
 pub const SCHEMA_MAJOR: u64 = 2;
 pub const SCHEMA_MINOR: u64 = 0;
-
-/// `results/<target>.ocptv.jsonl`.
-pub fn ocptv_path(state_dir: &Path, target: &str) -> PathBuf {
-    state_dir
-        .join("results")
-        .join(format!("{target}.ocptv.jsonl"))
-}
 
 /// RFC 3339, Z-normalised, milliseconds.
 pub fn timestamp(unix: f64) -> String {
@@ -212,8 +205,8 @@ pub fn render(r: &TargetResults, v: &Verdict, command_line: &str) -> Vec<Value> 
         "ERROR"
     };
     let result = match v.status() {
-        crate::verdict::VerdictStatus::Pass => "PASS",
-        crate::verdict::VerdictStatus::Fail => "FAIL",
+        crate::model::verdict::VerdictStatus::Pass => "PASS",
+        crate::model::verdict::VerdictStatus::Fail => "FAIL",
         _ => "NOT_APPLICABLE",
     };
     let mut verdict = format!("verdict {}", v.headline());
@@ -331,7 +324,7 @@ fn phase_step(o: &mut Out, r: &TargetResults, p: &PhaseRecord, ordinal: usize, i
     o.step(end, id, json!({"testStepEnd": {"status": status}}));
 }
 
-fn sweep_measurements(o: &mut Out, time: f64, id: &str, s: &crate::workload::results::SweepResult) {
+fn sweep_measurements(o: &mut Out, time: f64, id: &str, s: &crate::model::results::SweepResult) {
     let curve = compute::curve(s);
     if let Some(p) = compute::peak(&curve) {
         o.measurement(time, id, "peak_iops", p.iops.round(), "IOPS");
@@ -478,7 +471,7 @@ pub fn write(state_dir: &Path, r: &TargetResults) -> Option<PathBuf> {
         text.push_str(&line.to_string());
         text.push('\n');
     }
-    let path = ocptv_path(state_dir, &r.target);
+    let path = crate::state::results::ocptv_path(state_dir, &r.target);
     match crate::util::write_atomic(&path, text.as_bytes()) {
         Ok(()) => Some(path),
         Err(e) => {
@@ -493,8 +486,8 @@ mod tests {
     use super::super::tests::{clean_results, drive};
     use super::super::{ExternalInputs, GateSettings, evaluate};
     use super::*;
-    use crate::workload::results::{SoakPhase, phase_began, phase_closed};
-    use crate::workload::steps::StepOutcome;
+    use crate::model::results::{SoakPhase, phase_began, phase_closed};
+    use crate::model::steps::StepOutcome;
 
     const T0: f64 = 1_764_691_200.0;
 
@@ -889,8 +882,8 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("results")).expect("mkdir");
         let mut r = clean_results();
         // A verified file target: every gate that applies has its data.
-        r.subject = Some(crate::verdict::Subject {
-            kind: crate::verdict::SubjectKind::File,
+        r.subject = Some(crate::model::verdict::Subject {
+            kind: crate::model::verdict::SubjectKind::File,
             verify: true,
             ..Default::default()
         });

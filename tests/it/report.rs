@@ -1164,7 +1164,7 @@ fn browser_shows_the_verdict_table_and_yield_first() {
     let dir = shm_dir();
     let mut from = vec!["--from".to_string()];
     for (name, errors) in [("drive-a.json", 0u64), ("drive-b.json", 5)] {
-        let mut r: nvsoak::workload::results::TargetResults =
+        let mut r: nvsoak::model::results::TargetResults =
             serde_json::from_slice(&std::fs::read(fixture(name)).expect("fixture"))
                 .expect("fixture JSON");
         let soak = r.soak.get_or_insert_with(Default::default);
@@ -1172,9 +1172,9 @@ fn browser_shows_the_verdict_table_and_yield_first() {
         soak.verify_errors = 0;
         nvsoak::verdict::stamp(
             &mut r,
-            &nvsoak::verdict::GateSettings::default(),
-            &nvsoak::verdict::ExternalInputs::default(),
-            nvsoak::verdict::PlanState::Finished,
+            &nvsoak::model::verdict::GateSettings::default(),
+            &nvsoak::model::verdict::ExternalInputs::default(),
+            nvsoak::model::verdict::PlanState::Finished,
             None,
         );
         let p = dir.path().join(name);

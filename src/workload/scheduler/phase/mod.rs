@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::model::checkpoint::PreconditionProgress;
+use crate::model::results::SweepResult;
 use crate::model::spec::PhaseSpec;
-use crate::state::PreconditionProgress;
-use crate::workload::results::SweepResult;
 use crate::workload::scheduler::{PrecondLive, RunError, Runner, precondition_job};
 
 pub mod precondition;

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::model::spec::PhaseSpec;
+use crate::model::steps::{StepOutcome, StepStatus, purge_completed};
 use crate::nvme::AdminTransport;
 use crate::nvme::caps::{self, StepCaps};
 use crate::nvme::claimed::{self, ClaimedNamespace};
@@ -24,7 +25,7 @@ use crate::nvme::steps::{
 };
 use crate::nvme::{NvmeError, identify};
 use crate::workload::scheduler::{RunError, Runner, now_unix};
-use crate::workload::steps::{StepOutcome, StepStatus, purge_completed, self_test_wait};
+use crate::workload::steps::self_test_wait;
 
 /// Between two reads of a progress log.
 const POLL: Duration = Duration::from_secs(2);
