@@ -194,7 +194,7 @@ fn render_target(
         let _ = writeln!(
             o,
             "  steady state {}, last {:.0} IOPS",
-            crate::report::compute::count_of(t.steady_history.len() as u64, "round"),
+            crate::model::fmt::count_of(t.steady_history.len() as u64, "round"),
             last
         );
     }

@@ -15,10 +15,8 @@ use crate::model::spec::TargetSpec;
 
 pub mod describe;
 mod raw;
-pub mod suggest;
 mod validate;
 
-pub(crate) use validate::resolve_for_create;
 pub use validate::{block_sizes, rate, skew};
 
 /// A config error, naming the key and the reason.
@@ -298,7 +296,7 @@ fn message_error(key: &str, msg: &str) -> ConfigError {
         } else {
             format!("{key}.{field}")
         };
-        let hint = suggest::closest(field, expected.iter().copied())
+        let hint = crate::util::suggest::closest(field, expected.iter().copied())
             .map(|s| format!(" (did you mean \"{s}\"?)"))
             .unwrap_or_default();
         let list = if expected.is_empty() {
@@ -337,7 +335,7 @@ fn polish(msg: &str) -> String {
 pub fn builtin_default() -> Settings {
     use crate::model::spec::*;
     let dir = default_state_dir();
-    let job = crate::workload::profiles::lookup("4k-random-read").unwrap_or_else(|| JobSpec {
+    let job = crate::model::profiles::lookup("4k-random-read").unwrap_or_else(|| JobSpec {
         name: "4k-random-read".into(),
         description: "4K random read, QD128".into(),
         read_pct: 100,
@@ -526,7 +524,7 @@ mod tests {
         else {
             unreachable!()
         };
-        let base = crate::workload::profiles::lookup("sql").unwrap();
+        let base = crate::model::profiles::lookup("sql").unwrap();
         assert_eq!((jobs[0].iodepth, jobs[0].workers), (4, 3));
         assert_eq!(jobs[0].rate, Some(RateLimit::BytesPerSec(200e6)));
         assert_eq!(jobs[0].bs, base.bs);

@@ -35,7 +35,7 @@ pub struct Judged {
 
 /// The families of the targets that have a verdict.
 pub fn families_of(snaps: &[crate::workload::scheduler::TargetSnapshot]) -> Vec<MetricFamily> {
-    let host = crate::workload::scheduler::hostname();
+    let host = crate::util::host::hostname();
     let v: Vec<Judged> = snaps
         .iter()
         .filter_map(|s| {

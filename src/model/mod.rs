@@ -8,9 +8,12 @@
 //! (themselves pure data from bytes); `tests/it/boundaries.rs` keeps it so.
 
 pub mod checkpoint;
+pub mod curve;
 pub mod events;
+pub mod fmt;
 pub mod ocp_phases;
 pub mod op;
+pub mod profiles;
 pub mod results;
 pub mod soakhist;
 pub mod spec;

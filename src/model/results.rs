@@ -40,7 +40,7 @@ pub struct TargetResults {
     pub sweeps: Vec<SweepResult>,
     pub steady: Vec<SteadyOutcome>,
     pub soak: Option<SoakSummary>,
-    /// The purges and self-tests the plan ran, in order (`workload::steps`).
+    /// The purges and self-tests the plan ran, in order (`model::steps`).
     #[serde(default)]
     pub qualification_steps: Vec<crate::model::steps::StepOutcome>,
     /// The pass/fail verdict as of this write (final once the plan has ended); files written

@@ -529,3 +529,79 @@ impl Verdict {
         self.gates.iter().find(|g| g.gate == gate)
     }
 }
+
+/// The gates in one line, for `check-config`'s plan:
+/// `verify_errors <= 0, io_errors <= 0, ..., temperature <= 74.85 °C; off: rated_iops`.
+pub fn describe(g: &GateSettings) -> String {
+    let mut on: Vec<String> = Vec::new();
+    let mut off: Vec<&str> = Vec::new();
+    let mut count = |gate: Gate, v: Option<u64>| match v {
+        Some(n) => on.push(format!("{} <= {n}", gate.name())),
+        None => off.push(gate.name()),
+    };
+    count(Gate::VerifyErrors, g.max_verify_errors);
+    count(Gate::IoErrors, g.max_io_errors);
+    count(Gate::MediaErrors, g.max_new_media_errors);
+    count(Gate::ErrorLogEntries, g.max_new_error_log_entries);
+    let mut flag = |gate: Gate, v: bool, what: &str| {
+        if v {
+            on.push(format!("{} {what}", gate.name()));
+        } else {
+            off.push(gate.name());
+        }
+    };
+    flag(Gate::CriticalWarning, g.critical_warning, "never set");
+    flag(Gate::SelfTest, g.self_test, "passed");
+    let mut opt = |gate: Gate, v: Option<String>| match v {
+        Some(s) => on.push(format!("{} {s}", gate.name())),
+        None => off.push(gate.name()),
+    };
+    opt(
+        Gate::Temperature,
+        g.max_temperature_celsius.map(|c| format!("<= {c:.2} °C")),
+    );
+    opt(
+        Gate::AvailableSpare,
+        g.min_available_spare.map(|m| match m {
+            SpareMin::Threshold => ">= the drive's threshold".to_string(),
+            SpareMin::Percent(p) => format!(">= {p} %"),
+        }),
+    );
+    opt(
+        Gate::PercentageUsed,
+        g.max_percentage_used.map(|p| format!("<= {p} %")),
+    );
+    opt(
+        Gate::Accounting,
+        g.accounting_tolerance
+            .map(|t| format!("within {} + rounding", crate::model::fmt::fmt_pct(t))),
+    );
+    let mut flag = |gate: Gate, v: bool, what: &str| {
+        if v {
+            on.push(format!("{} {what}", gate.name()));
+        } else {
+            off.push(gate.name());
+        }
+    };
+    flag(Gate::Link, g.link, "not degraded");
+    flag(Gate::OcpPanics, g.ocp_panics, "unchanged");
+    let mut opt = |gate: Gate, v: Option<String>| match v {
+        Some(s) => on.push(format!("{} {s}", gate.name())),
+        None => off.push(gate.name()),
+    };
+    opt(
+        Gate::RatedIops,
+        g.min_rated_iops_ratio
+            .map(|r| format!(">= {} of rated", crate::model::fmt::fmt_pct(r))),
+    );
+    opt(
+        Gate::Sub1msIops,
+        g.min_sub_1ms_iops
+            .map(|n| format!(">= {} IOPS", crate::model::fmt::fmt_count(n))),
+    );
+    let mut s = on.join(", ");
+    if !off.is_empty() {
+        s.push_str(&format!("; off: {}", off.join(", ")));
+    }
+    s
+}

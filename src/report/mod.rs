@@ -34,10 +34,12 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::model::results::{DeviceIdentity, SteadyOutcome, TargetResults};
-use compute::{
-    CurvePoint, LatencyBasis, RankEntry, RatedFigures, RatedShare, SUB_MS_LIMIT_US, SoakFigures,
+use crate::model::curve::{
+    CurvePoint, LatencyBasis, RatedFigures, RatedShare, SUB_MS_LIMIT_US, rated_figures,
+    rated_from_table,
 };
+use crate::model::results::{DeviceIdentity, SteadyOutcome, TargetResults};
+use compute::{RankEntry, SoakFigures};
 
 #[derive(Debug, Error)]
 pub enum ReportError {
@@ -115,7 +117,7 @@ impl Archived {
     pub fn describe(&self) -> String {
         format!(
             "archived, moved aside {}: {}",
-            html::fmt_time(self.moved_at),
+            crate::model::fmt::fmt_time(self.moved_at),
             self.reason_text
         )
     }
@@ -291,15 +293,6 @@ pub struct Comparison {
 
 pub const FRONTIER_BASIS: &str = "highest-IOPS measured sweep point whose average latency is below 1 ms (no interpolation between points); the p99 frontier is given alongside";
 
-/// The rated figures for a drive from the built-in drive ratings table
-/// (`config/drives.toml`, matched on the model string and the nearest capacity point).
-pub fn rated_figures(device: &DeviceIdentity) -> Option<RatedFigures> {
-    static TABLE: std::sync::OnceLock<crate::nvme::ratings::RatingsTable> =
-        std::sync::OnceLock::new();
-    let table = TABLE.get_or_init(crate::nvme::ratings::RatingsTable::builtin);
-    rated_from_table(table, device)
-}
-
 /// Read an operator-supplied ratings table for `nvsoak report --ratings`.
 pub fn load_ratings(path: &Path) -> Result<crate::nvme::ratings::RatingsTable, ReportError> {
     use crate::nvme::ratings::{RatingsError, RatingsTable};
@@ -326,28 +319,6 @@ pub fn load_ratings(path: &Path) -> Result<crate::nvme::ratings::RatingsTable, R
             }
             RatingsError::Read { source, .. } => format!("cannot read it: {source}"),
         },
-    })
-}
-
-/// The rated figures for a drive from `table`.
-pub fn rated_from_table(
-    table: &crate::nvme::ratings::RatingsTable,
-    device: &DeviceIdentity,
-) -> Option<RatedFigures> {
-    let r = table.lookup(&device.model, device.capacity_bytes)?;
-    let cap = r
-        .capacity_bytes
-        .map(|c| format!(" {}", compute::fmt_bytes(c as f64)))
-        .unwrap_or_default();
-    Some(RatedFigures {
-        source: format!("ratings table: {} {}{cap}", r.vendor, r.series),
-        random_read_iops: r.perf.random_read_iops,
-        random_write_iops: r.perf.random_write_iops,
-        seq_read_bytes_per_sec: r.perf.seq_read_bytes_per_second,
-        seq_write_bytes_per_sec: r.perf.seq_write_bytes_per_second,
-        tbw_bytes: r.tbw_bytes,
-        dwpd: r.dwpd,
-        warranty_years: r.warranty_years,
     })
 }
 
@@ -479,10 +450,14 @@ fn sweep_reports(r: &TargetResults, rated: Option<&RatedFigures>) -> Vec<SweepRe
                 .iter()
                 .copied()
                 .max_by(|a, b| a.started.total_cmp(&b.started))?;
-            let curve = compute::curve(s);
-            let sequential = compute::is_sequential(&s.profile, s.block_size);
+            let curve = crate::model::curve::curve(s);
+            let sequential = crate::model::curve::is_sequential(&s.profile, s.block_size);
             let rated_share = rated.and_then(|rf| {
-                compute::rated_share(&curve, compute::rated_basis(s.read_pct, sequential)?, rf)
+                crate::model::curve::rated_share(
+                    &curve,
+                    crate::model::curve::rated_basis(s.read_pct, sequential)?,
+                    rf,
+                )
             });
             Some(SweepReport {
                 profile: s.profile.clone(),
@@ -493,9 +468,19 @@ fn sweep_reports(r: &TargetResults, rated: Option<&RatedFigures>) -> Vec<SweepRe
                 started: s.started,
                 complete: s.finished.is_some(),
                 earlier_sweeps: all.len() - 1,
-                peak: compute::peak(&curve).cloned(),
-                sub_ms: compute::frontier(&curve, LatencyBasis::Average, SUB_MS_LIMIT_US).cloned(),
-                sub_ms_p99: compute::frontier(&curve, LatencyBasis::P99, SUB_MS_LIMIT_US).cloned(),
+                peak: crate::model::curve::peak(&curve).cloned(),
+                sub_ms: crate::model::curve::frontier(
+                    &curve,
+                    LatencyBasis::Average,
+                    SUB_MS_LIMIT_US,
+                )
+                .cloned(),
+                sub_ms_p99: crate::model::curve::frontier(
+                    &curve,
+                    LatencyBasis::P99,
+                    SUB_MS_LIMIT_US,
+                )
+                .cloned(),
                 crossed_1ms: curve.iter().any(|p| p.lat_avg_us >= SUB_MS_LIMIT_US),
                 errors: s.points.iter().map(|p| p.errors).sum(),
                 rated_share,
@@ -522,7 +507,7 @@ fn unique_labels(inputs: &[Loaded]) -> Vec<String> {
             Some(a) => format!(
                 "{} (archived {})",
                 base_label(&l.results),
-                html::fmt_time(a.moved_at)
+                crate::model::fmt::fmt_time(a.moved_at)
             ),
             None => base_label(&l.results),
         })

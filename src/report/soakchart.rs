@@ -507,7 +507,7 @@ const MAX_LISTED: usize = 20;
 /// "from 02:00:00 to 02:30:00, throttling (1800)".
 pub fn event_lines(h: &SoakHistory) -> Vec<String> {
     let t0 = h.span().map_or(0.0, |s| s.0);
-    let at = |t: f64| super::compute::fmt_elapsed(t - t0);
+    let at = |t: f64| crate::model::fmt::fmt_elapsed(t - t0);
     h.events
         .iter()
         .take(MAX_LISTED)
@@ -528,7 +528,7 @@ pub fn event_lines(h: &SoakHistory) -> Vec<String> {
 
 fn steady_lines(h: &SoakHistory) -> Vec<String> {
     let t0 = h.span().map_or(0.0, |s| s.0);
-    let at = |t: f64| super::compute::fmt_elapsed(t - t0);
+    let at = |t: f64| crate::model::fmt::fmt_elapsed(t - t0);
     h.steady
         .iter()
         .map(|w| {

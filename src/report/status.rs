@@ -6,8 +6,8 @@
 //! the poller's internals.
 
 use super::charts::{self, LineChart, RefLine, Series, esc};
-use super::compute::{count_of, fmt_bytes, fmt_count, fmt_latency_us, fmt_pct, fmt_rate};
 use super::history::{History, TargetSample};
+use crate::model::fmt::{count_of, fmt_bytes, fmt_count, fmt_latency_us, fmt_pct, fmt_rate};
 use crate::workload::scheduler::TargetSnapshot;
 
 /// Seconds between automatic reloads of the page.

@@ -122,7 +122,7 @@ pub fn yield_line(y: &Yield) -> String {
     let mut s = format!(
         "{} of {} passed",
         y.passed,
-        super::compute::count_of(y.drives as u64, "drive")
+        crate::model::fmt::count_of(y.drives as u64, "drive")
     );
     if let Some(r) = y.ratio() {
         s.push_str(&format!(" ({:.0} % of those decided)", r * 100.0));
@@ -160,7 +160,7 @@ fn failed_text(v: &Verdict) -> String {
         } else {
             format!(
                 "none ({} not evaluated: {})",
-                super::compute::count_of(missing.len() as u64, "gate"),
+                crate::model::fmt::count_of(missing.len() as u64, "gate"),
                 missing.join(", ")
             )
         }

@@ -29,13 +29,13 @@ mod ata;
 pub mod exit;
 pub mod ocptv;
 
+use crate::model::curve::{LatencyBasis, RatedFigures, SUB_MS_LIMIT_US};
 use crate::model::results::{DATA_UNIT_BYTES, DriveSoak, TargetResults};
 use crate::model::verdict::{
     ExternalInputs, Gate, GateResult, GateSettings, GateState, Outcome, PlanState, SpareMin,
     Subject, SubjectKind, Verdict, VerdictStatus,
 };
 use crate::nvme::log::smart::CRITICAL_WARNING_BITS;
-use crate::report::compute::{self, LatencyBasis, RatedFigures, SUB_MS_LIMIT_US};
 
 fn off(gate: Gate) -> GateResult {
     GateResult {
@@ -91,7 +91,7 @@ fn count_gate(gate: Gate, max: Option<u64>, got: Option<u64>, noun: &str, why: &
     match got {
         None => unknown(gate, limit, why),
         Some(n) => with_numbers(
-            judged(gate, n <= max, compute::count_of(n, noun), limit),
+            judged(gate, n <= max, crate::model::fmt::count_of(n, noun), limit),
             n as f64,
             max as f64,
         ),
@@ -148,7 +148,7 @@ fn verify_gate(g: &GateSettings, r: &TargetResults, subject: &Subject) -> GateRe
     res.measured = format!(
         "{} in {} verified",
         res.measured,
-        compute::fmt_bytes(r.verified_bytes as f64)
+        crate::model::fmt::fmt_bytes(r.verified_bytes as f64)
     );
     res
 }
@@ -235,7 +235,7 @@ pub fn evaluate(
                 judged(
                     Gate::OcpPanics,
                     n == 0,
-                    compute::count_of(n, "new panic"),
+                    crate::model::fmt::count_of(n, "new panic"),
                     "no change".into(),
                 ),
                 n as f64,
@@ -399,7 +399,7 @@ fn accounting(g: &GateSettings, drive: Option<&DriveSoak>) -> GateResult {
     };
     let limit = format!(
         "within {} of nvsoak's bytes written, plus two data units of rounding",
-        compute::fmt_pct(tol)
+        crate::model::fmt::fmt_pct(tol)
     );
     let Some(d) = drive else {
         return unknown(gate, limit, NO_DRIVE);
@@ -415,8 +415,8 @@ fn accounting(g: &GateSettings, drive: Option<&DriveSoak>) -> GateResult {
     let diff = theirs.abs_diff(ours) as f64;
     let measured = format!(
         "drive {} vs nvsoak {} written",
-        compute::fmt_bytes(theirs as f64),
-        compute::fmt_bytes(ours as f64)
+        crate::model::fmt::fmt_bytes(theirs as f64),
+        crate::model::fmt::fmt_bytes(ours as f64)
     );
     with_numbers(
         judged(gate, diff <= allowed, measured, limit),
@@ -430,7 +430,10 @@ fn rated_iops(g: &GateSettings, r: &TargetResults, rated: Option<&RatedFigures>)
     let Some(min) = g.min_rated_iops_ratio else {
         return off(gate);
     };
-    let limit = format!("at least {} of the rated IOPS", compute::fmt_pct(min));
+    let limit = format!(
+        "at least {} of the rated IOPS",
+        crate::model::fmt::fmt_pct(min)
+    );
     let Some(rated) = rated else {
         return unknown(
             gate,
@@ -439,21 +442,23 @@ fn rated_iops(g: &GateSettings, r: &TargetResults, rated: Option<&RatedFigures>)
         );
     };
     // The worst comparable sweep (pure random reads or writes with a rated figure).
-    let mut worst: Option<(String, compute::RatedShare)> = None;
+    let mut worst: Option<(String, crate::model::curve::RatedShare)> = None;
     for s in &r.sweeps {
-        let Some(basis) =
-            compute::rated_basis(s.read_pct, compute::is_sequential(&s.profile, s.block_size))
-        else {
+        let Some(basis) = crate::model::curve::rated_basis(
+            s.read_pct,
+            crate::model::curve::is_sequential(&s.profile, s.block_size),
+        ) else {
             continue;
         };
         if !matches!(
             basis,
-            compute::RatedBasis::RandomReadIops | compute::RatedBasis::RandomWriteIops
+            crate::model::curve::RatedBasis::RandomReadIops
+                | crate::model::curve::RatedBasis::RandomWriteIops
         ) {
             continue;
         }
-        let curve = compute::curve(s);
-        if let Some(share) = compute::rated_share(&curve, basis, rated)
+        let curve = crate::model::curve::curve(s);
+        if let Some(share) = crate::model::curve::rated_share(&curve, basis, rated)
             && worst.as_ref().is_none_or(|(_, w)| share.ratio < w.ratio)
         {
             worst = Some((s.profile.clone(), share));
@@ -473,9 +478,9 @@ fn rated_iops(g: &GateSettings, r: &TargetResults, rated: Option<&RatedFigures>)
             format!(
                 "{}: {} IOPS, {} of {} ({})",
                 profile,
-                compute::fmt_count(share.measured),
-                compute::fmt_pct(share.ratio),
-                compute::fmt_count(share.rated),
+                crate::model::fmt::fmt_count(share.measured),
+                crate::model::fmt::fmt_pct(share.ratio),
+                crate::model::fmt::fmt_count(share.rated),
                 share.basis.describe()
             ),
             limit,
@@ -492,7 +497,7 @@ fn sub_1ms(g: &GateSettings, r: &TargetResults) -> GateResult {
     };
     let limit = format!(
         "at least {} IOPS below 1 ms average latency",
-        compute::fmt_count(min)
+        crate::model::fmt::fmt_count(min)
     );
     if r.sweeps.iter().all(|s| s.points.is_empty()) {
         return unknown(gate, limit, "no sweep measured");
@@ -500,8 +505,8 @@ fn sub_1ms(g: &GateSettings, r: &TargetResults) -> GateResult {
     // The lowest frontier over the sweeps: every swept workload must reach it.
     let mut worst: Option<(String, f64)> = None;
     for s in r.sweeps.iter().filter(|s| !s.points.is_empty()) {
-        let curve = compute::curve(s);
-        let f = compute::frontier(&curve, LatencyBasis::Average, SUB_MS_LIMIT_US)
+        let curve = crate::model::curve::curve(s);
+        let f = crate::model::curve::frontier(&curve, LatencyBasis::Average, SUB_MS_LIMIT_US)
             .map_or(0.0, |p| p.iops);
         if worst.as_ref().is_none_or(|(_, w)| f < *w) {
             worst = Some((s.profile.clone(), f));
@@ -514,88 +519,12 @@ fn sub_1ms(g: &GateSettings, r: &TargetResults) -> GateResult {
         judged(
             gate,
             f >= min,
-            format!("{profile}: {} IOPS", compute::fmt_count(f)),
+            format!("{profile}: {} IOPS", crate::model::fmt::fmt_count(f)),
             limit,
         ),
         f,
         min,
     )
-}
-
-/// The gates in one line, for `check-config`'s plan:
-/// `verify_errors <= 0, io_errors <= 0, ..., temperature <= 74.85 °C; off: rated_iops`.
-pub fn describe(g: &GateSettings) -> String {
-    let mut on: Vec<String> = Vec::new();
-    let mut off: Vec<&str> = Vec::new();
-    let mut count = |gate: Gate, v: Option<u64>| match v {
-        Some(n) => on.push(format!("{} <= {n}", gate.name())),
-        None => off.push(gate.name()),
-    };
-    count(Gate::VerifyErrors, g.max_verify_errors);
-    count(Gate::IoErrors, g.max_io_errors);
-    count(Gate::MediaErrors, g.max_new_media_errors);
-    count(Gate::ErrorLogEntries, g.max_new_error_log_entries);
-    let mut flag = |gate: Gate, v: bool, what: &str| {
-        if v {
-            on.push(format!("{} {what}", gate.name()));
-        } else {
-            off.push(gate.name());
-        }
-    };
-    flag(Gate::CriticalWarning, g.critical_warning, "never set");
-    flag(Gate::SelfTest, g.self_test, "passed");
-    let mut opt = |gate: Gate, v: Option<String>| match v {
-        Some(s) => on.push(format!("{} {s}", gate.name())),
-        None => off.push(gate.name()),
-    };
-    opt(
-        Gate::Temperature,
-        g.max_temperature_celsius.map(|c| format!("<= {c:.2} °C")),
-    );
-    opt(
-        Gate::AvailableSpare,
-        g.min_available_spare.map(|m| match m {
-            SpareMin::Threshold => ">= the drive's threshold".to_string(),
-            SpareMin::Percent(p) => format!(">= {p} %"),
-        }),
-    );
-    opt(
-        Gate::PercentageUsed,
-        g.max_percentage_used.map(|p| format!("<= {p} %")),
-    );
-    opt(
-        Gate::Accounting,
-        g.accounting_tolerance
-            .map(|t| format!("within {} + rounding", compute::fmt_pct(t))),
-    );
-    let mut flag = |gate: Gate, v: bool, what: &str| {
-        if v {
-            on.push(format!("{} {what}", gate.name()));
-        } else {
-            off.push(gate.name());
-        }
-    };
-    flag(Gate::Link, g.link, "not degraded");
-    flag(Gate::OcpPanics, g.ocp_panics, "unchanged");
-    let mut opt = |gate: Gate, v: Option<String>| match v {
-        Some(s) => on.push(format!("{} {s}", gate.name())),
-        None => off.push(gate.name()),
-    };
-    opt(
-        Gate::RatedIops,
-        g.min_rated_iops_ratio
-            .map(|r| format!(">= {} of rated", compute::fmt_pct(r))),
-    );
-    opt(
-        Gate::Sub1msIops,
-        g.min_sub_1ms_iops
-            .map(|n| format!(">= {} IOPS", compute::fmt_count(n))),
-    );
-    let mut s = on.join(", ");
-    if !off.is_empty() {
-        s.push_str(&format!("; off: {}", off.join(", ")));
-    }
-    s
 }
 
 /// Evaluate and store the verdict in `r` (what the scheduler does each time it writes the
@@ -607,7 +536,10 @@ pub fn stamp(
     plan: PlanState,
     stop_reason: Option<String>,
 ) {
-    let rated = r.device.as_ref().and_then(crate::report::rated_figures);
+    let rated = r
+        .device
+        .as_ref()
+        .and_then(crate::model::curve::rated_figures);
     let v = evaluate(
         g,
         r,

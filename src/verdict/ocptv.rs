@@ -22,14 +22,13 @@ use serde_json::{Value, json};
 use crate::model::results::{PhaseRecord, PhaseStatus, TargetResults};
 use crate::model::steps::StepStatus;
 use crate::model::verdict::{Gate, GateResult, GateState, PlanState, Verdict};
-use crate::report::compute;
 
 pub const SCHEMA_MAJOR: u64 = 2;
 pub const SCHEMA_MINOR: u64 = 0;
 
 /// RFC 3339, Z-normalised, milliseconds.
 pub fn timestamp(unix: f64) -> String {
-    let t = crate::report::html::fmt_time(unix);
+    let t = crate::model::fmt::fmt_time(unix);
     let ms = ((unix.max(0.0).fract()) * 1000.0).floor() as u32;
     format!("{}T{}.{ms:03}Z", &t[..10], &t[11..19])
 }
@@ -116,11 +115,11 @@ impl Out {
 const HW_ID: &str = "drive";
 
 /// The host's name as an ID part: a results file from a host without a hostname (the kernel's
-/// `(none)`, or empty) gets the fallback [`crate::workload::scheduler::hostname`] gives.
+/// `(none)`, or empty) gets the fallback [`crate::util::host::hostname`] gives.
 fn host_id(host: &str) -> String {
-    crate::workload::scheduler::usable_hostname(host)
+    crate::util::host::usable_hostname(host)
         .map(str::to_string)
-        .unwrap_or_else(crate::workload::scheduler::hostname)
+        .unwrap_or_else(crate::util::host::hostname)
 }
 
 /// The `n`-th (0-based) of `items` for which `same` holds, else the last such.
@@ -325,15 +324,15 @@ fn phase_step(o: &mut Out, r: &TargetResults, p: &PhaseRecord, ordinal: usize, i
 }
 
 fn sweep_measurements(o: &mut Out, time: f64, id: &str, s: &crate::model::results::SweepResult) {
-    let curve = compute::curve(s);
-    if let Some(p) = compute::peak(&curve) {
+    let curve = crate::model::curve::curve(s);
+    if let Some(p) = crate::model::curve::peak(&curve) {
         o.measurement(time, id, "peak_iops", p.iops.round(), "IOPS");
         o.measurement(time, id, "peak_latency_avg", p.lat_avg_us / 1e6, "s");
     }
-    if let Some(p) = compute::frontier(
+    if let Some(p) = crate::model::curve::frontier(
         &curve,
-        compute::LatencyBasis::Average,
-        compute::SUB_MS_LIMIT_US,
+        crate::model::curve::LatencyBasis::Average,
+        crate::model::curve::SUB_MS_LIMIT_US,
     ) {
         o.measurement(time, id, "sub_1ms_frontier_iops", p.iops.round(), "IOPS");
     }
@@ -805,7 +804,7 @@ mod tests {
 
     #[test]
     fn a_host_without_a_hostname_gets_a_sensible_id() {
-        use crate::workload::scheduler::pick_hostname;
+        use crate::util::host::pick_hostname;
         let id = "0123456789abcdef0123456789abcdef\n";
         assert_eq!(pick_hostname(Some("rack7-n3\n"), Some(id)), "rack7-n3");
         assert_eq!(

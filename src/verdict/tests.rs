@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::model::results::{SoakSummary, SweepPoint, SweepResult};
+use crate::model::verdict::describe;
 
 /// A file target's clean run: a swept 4k random read and a soak without errors.
 pub(super) fn clean_results() -> TargetResults {

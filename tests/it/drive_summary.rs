@@ -481,7 +481,7 @@ fn soak_summary_carries_the_replayed_drive_deltas() {
     );
     let md = std::fs::read_to_string(&out).expect("report.md");
     assert!(md.contains("### Drive during the soak"), "{md}");
-    let written = nvsoak::report::compute::fmt_bytes(drive as f64);
+    let written = nvsoak::model::fmt::fmt_bytes(drive as f64);
     assert!(md.contains(&written), "{written} in\n{md}");
     let errs = format!("| Media errors | **+{}** |", d.media_errors.unwrap_or(0));
     assert!(md.contains(&errs), "{errs} in\n{md}");

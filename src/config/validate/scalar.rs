@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use super::super::ConfigError;
 use super::super::raw::Scalar;
-use super::super::suggest::closest;
 use super::{R, bad};
 use crate::model::units::{parse_duration, parse_size};
+use crate::util::suggest::closest;
 
 pub(super) fn duration(key: &str, v: &Scalar) -> R<Duration> {
     match v {

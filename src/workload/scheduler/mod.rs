@@ -19,8 +19,8 @@ mod soaksample;
 pub(crate) use crate::workload::hooks::{HookMode, ProgressHook, StampOnly};
 pub use error::RunError;
 pub use open::{
-    OpenedTarget, check_aliases, generic_node_hint, open_members, open_target,
-    open_target_expecting, plan_writes, preflight,
+    OpenedTarget, check_aliases, open_members, open_target, open_target_expecting, plan_writes,
+    preflight,
 };
 pub(crate) use phase::precondition::precondition_job;
 pub(crate) use segment::{Segment, SegmentOutcome};
@@ -235,7 +235,7 @@ fn resumed_results(
 ) -> (TargetResults, BTreeMap<String, f64>) {
     let mut results = TargetResults {
         version: crate::model::results::RESULTS_VERSION,
-        host: hostname(),
+        host: crate::util::host::hostname(),
         target: spec.name.clone(),
         path: spec.path.display().to_string(),
         ..Default::default()
@@ -625,37 +625,6 @@ pub fn rejudge_ended(state_dir: &Path, target: &TargetShared) {
     target.update(|s| s.verdict = verdict);
     crate::state::results::save(state_dir, &r);
     crate::verdict::ocptv::write(state_dir, &r);
-}
-
-/// The host's name for records and IDs: the kernel's hostname; on a host that has none (the
-/// kernel says `(none)`, or nothing), `host-` and the first 12 characters of its machine ID
-/// (`/etc/machine-id`), else `localhost`.
-pub fn hostname() -> String {
-    let read = |p: &str| std::fs::read_to_string(p).ok();
-    pick_hostname(
-        read("/proc/sys/kernel/hostname").as_deref(),
-        read("/etc/machine-id").as_deref(),
-    )
-}
-
-/// `name` trimmed, when it is a hostname: not empty, not the kernel's `(none)` (no hostname
-/// set), printable ASCII without spaces.
-pub fn usable_hostname(name: &str) -> Option<&str> {
-    let h = name.trim();
-    (!h.is_empty() && h != "(none)" && h.chars().all(|c| c.is_ascii_graphic())).then_some(h)
-}
-
-/// [`hostname`] from the two files' contents. Pure.
-pub fn pick_hostname(kernel: Option<&str>, machine_id: Option<&str>) -> String {
-    if let Some(h) = kernel.and_then(usable_hostname) {
-        return h.to_string();
-    }
-    match machine_id.map(str::trim) {
-        Some(id) if id.len() >= 12 && id.chars().all(|c| c.is_ascii_hexdigit()) => {
-            format!("host-{}", &id[..12])
-        }
-        _ => "localhost".into(),
-    }
 }
 
 pub(crate) struct Runner {

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::model::spec::PhaseSpec;
+use crate::model::steps::self_test_wait;
 use crate::model::steps::{StepOutcome, StepStatus, purge_completed};
 use crate::nvme::AdminTransport;
 use crate::nvme::caps::{self, StepCaps};
@@ -25,7 +26,6 @@ use crate::nvme::steps::{
 };
 use crate::nvme::{NvmeError, identify};
 use crate::workload::scheduler::{RunError, Runner, now_unix};
-use crate::workload::steps::self_test_wait;
 
 /// Between two reads of a progress log.
 const POLL: Duration = Duration::from_secs(2);

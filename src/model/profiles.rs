@@ -274,7 +274,7 @@ pub fn suggest(name: &str) -> Option<&'static str> {
     if let Some(d) = DEFS.iter().find(|d| d.name.eq_ignore_ascii_case(name)) {
         return Some(d.name);
     }
-    crate::config::suggest::closest(name, names())
+    crate::util::suggest::closest(name, names())
 }
 
 /// `random uniform`, `random hotband 20%:80%`, `random zipf 1.2`, `sequential`.
