@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 use crate::config::Settings;
-use crate::model::checkpoint::{Checkpoint, TargetState, Totals};
+use crate::model::checkpoint::{Checkpoint, TargetState};
+use crate::model::totals::Totals;
 use crate::state;
 
 fn resolve(config: Option<&Path>, dir: Option<&Path>) -> Result<(PathBuf, Option<Settings>)> {

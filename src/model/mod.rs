@@ -18,5 +18,6 @@ pub mod results;
 pub mod soakhist;
 pub mod spec;
 pub mod steps;
+pub mod totals;
 pub mod units;
 pub mod verdict;

@@ -367,7 +367,7 @@ pub struct PlanTotals {
 }
 
 impl PlanTotals {
-    pub fn of(t: &crate::model::checkpoint::Totals) -> PlanTotals {
+    pub fn of(t: &crate::model::totals::Totals) -> PlanTotals {
         PlanTotals {
             elapsed_secs: t.soak_elapsed_secs,
             read_bytes: t.read_bytes,
@@ -378,8 +378,8 @@ impl PlanTotals {
         }
     }
 
-    pub fn to_totals(&self) -> crate::model::checkpoint::Totals {
-        crate::model::checkpoint::Totals {
+    pub fn to_totals(&self) -> crate::model::totals::Totals {
+        crate::model::totals::Totals {
             soak_elapsed_secs: self.elapsed_secs,
             read_bytes: self.read_bytes,
             write_bytes: self.written_bytes,
@@ -393,8 +393,8 @@ impl PlanTotals {
 
 impl SoakSummary {
     /// The soak's totals as checkpoint totals (for the resume's larger-of rule).
-    pub fn to_totals(&self) -> crate::model::checkpoint::Totals {
-        crate::model::checkpoint::Totals {
+    pub fn to_totals(&self) -> crate::model::totals::Totals {
+        crate::model::totals::Totals {
             soak_elapsed_secs: self.elapsed_secs,
             read_bytes: self.read_bytes,
             write_bytes: self.written_bytes,

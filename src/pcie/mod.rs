@@ -4,7 +4,6 @@
 //! daemon, a fixture tree in tests). The health poller calls [`scan`] on every poll, so a link
 //! that retrains down or a burst of AER errors shows within one poll.
 
-pub mod endurance;
 pub mod sysfs;
 pub mod topology;
 
@@ -63,12 +62,7 @@ pub fn unknown_card_rating(cards: &[CardRating], table: &RatingsTable) -> Option
 /// subsystem) was seen degraded at or after `since` (Unix time): the "link degraded during the
 /// plan" figure of a target on that controller. `None` when the controller's path is unknown or
 /// sysfs gives no link figures to judge.
-pub fn link_degraded_during(
-    health: &crate::health::HealthSnapshot,
-    controller: &str,
-    since: f64,
-) -> Option<bool> {
-    let p = &health.pcie;
+pub fn link_degraded_during(p: &PcieSnapshot, controller: &str, since: f64) -> Option<bool> {
     let c = p.controller(controller)?;
     let ctrls = p
         .drive(&c.drive)
@@ -134,16 +128,25 @@ mod tests {
             pcie: scan(r, &names, None, 500.0),
             ..Default::default()
         };
-        assert_eq!(link_degraded_during(&health, "nvme0", 400.0), Some(true));
-        assert_eq!(link_degraded_during(&health, "nvme0", 600.0), Some(false));
-        assert_eq!(link_degraded_during(&health, "nvme2", 400.0), Some(false));
         assert_eq!(
-            link_degraded_during(&health, "nvme3", 400.0),
+            link_degraded_during(&health.pcie, "nvme0", 400.0),
+            Some(true)
+        );
+        assert_eq!(
+            link_degraded_during(&health.pcie, "nvme0", 600.0),
+            Some(false)
+        );
+        assert_eq!(
+            link_degraded_during(&health.pcie, "nvme2", 400.0),
+            Some(false)
+        );
+        assert_eq!(
+            link_degraded_during(&health.pcie, "nvme3", 400.0),
             None,
             "no link figures"
         );
         assert_eq!(
-            link_degraded_during(&health, "nvme9", 400.0),
+            link_degraded_during(&health.pcie, "nvme9", 400.0),
             None,
             "unknown"
         );

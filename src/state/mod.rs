@@ -601,7 +601,8 @@ pub fn lock(dir: &Path) -> Result<StateLock, StateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::checkpoint::{PreconditionProgress, StripeProgress, TargetState, Totals};
+    use crate::model::checkpoint::{PreconditionProgress, StripeProgress, TargetState};
+    use crate::model::totals::Totals;
 
     fn sample() -> Checkpoint {
         let mut t = TargetState::new("t0", "/dev/shm/t0.dat");

@@ -16,8 +16,6 @@ pub fn ocptv_path(state_dir: &Path, target: &str) -> PathBuf {
         .join(format!("{target}.ocptv.jsonl"))
 }
 
-pub use crate::workload::drive::DriveTracking;
-
 /// `<state_dir>/results/<target>.json`.
 /// The results file an earlier run of this plan wrote for `target`, if it is readable. One that
 /// does not parse, or names another target, is moved aside (`.corrupt-` / `.foreign-<ts>`),

@@ -37,6 +37,59 @@ use crate::model::verdict::{
 };
 use crate::nvme::log::smart::CRITICAL_WARNING_BITS;
 
+// `ExternalInputs` is a record of `model::verdict`; reading it off a results file is the
+// verdict's own judgement, so it lives here.
+impl ExternalInputs {
+    /// The inputs a results file itself carries: the self-test phases' outcome from
+    /// `qualification_steps` (every self-test passed, or the controller has none); `None` when
+    /// the plan ran no self-test yet.
+    pub fn from_results(r: &TargetResults) -> ExternalInputs {
+        use crate::model::steps::StepStatus;
+        // A refused self-test (not an NVMe namespace, or a controller that cannot run one
+        // now) has no outcome to judge: it leaves the gate "not evaluated" rather than failed.
+        let tests: Vec<_> = r
+            .qualification_steps
+            .iter()
+            .filter(|s| s.kind == "self-test" && s.status != StepStatus::Refused)
+            .collect();
+        let self_test = (!tests.is_empty()).then(|| {
+            let ok = |s: StepStatus| matches!(s, StepStatus::Passed | StepStatus::NotSupported);
+            let value = tests.iter().all(|t| ok(t.status));
+            let detail = tests
+                .iter()
+                .map(|t| format!("{} self-test: {}", t.method, t.status.name()))
+                .collect::<Vec<_>>()
+                .join("; ");
+            Outcome { value, detail }
+        });
+        let drive = r.soak.as_ref().and_then(|s| s.drive.as_ref());
+        let link_degraded = drive.and_then(|d| d.link_degraded).map(|value| Outcome {
+            value,
+            detail: if value {
+                "a link on the drive's path ran below what both ends support".into()
+            } else {
+                "every link on the drive's path at its full speed and width".into()
+            },
+        });
+        // The panics the daemon saw as events (ID or count changed), when the drive has C1h.
+        let ocp_panic_count_change = drive.and_then(|d| {
+            d.ocp_panic_changed.map(|changed| {
+                let seen = d
+                    .drive_events
+                    .iter()
+                    .filter(|e| e.kind == crate::model::events::kind::OCP_PANIC)
+                    .count() as u64;
+                if changed { seen.max(1) } else { 0 }
+            })
+        });
+        ExternalInputs {
+            self_test,
+            link_degraded,
+            ocp_panic_count_change,
+        }
+    }
+}
+
 fn off(gate: Gate) -> GateResult {
     GateResult {
         gate,

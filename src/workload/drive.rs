@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use crate::health::{HealthSnapshot, HostIo, SmartSample};
-use crate::model::checkpoint::Totals;
 use crate::model::results::{DeviceIdentity, DriveReading, DriveSoak, HostAtSmart, drive_soak};
+use crate::model::totals::Totals;
 use crate::nvme::log::smart::SmartLog;
 
 /// A block target's drive-side soak bookkeeping: the soak-start baseline (SMART log and host
@@ -149,7 +149,7 @@ impl DriveTracking {
         self.controller = Some(d.name.clone());
         // A poll from before this run's target started describes an earlier target on the path.
         let from = self.polls_from.unwrap_or(t.started_at);
-        self.link_degraded = crate::pcie::link_degraded_during(health, &d.name, from);
+        self.link_degraded = crate::pcie::link_degraded_during(&health.pcie, &d.name, from);
         if latest.time < from {
             return;
         }

@@ -217,7 +217,7 @@ mod tests {
     use crate::health::ata::testdata::{disk, full_replay, good};
     use crate::health::ata::{AtaHealth, poll_disk};
     use crate::health::poller::RatingContext;
-    use crate::model::checkpoint::Totals;
+    use crate::model::totals::Totals;
 
     const DEV: &str = "/dev/sdq";
 

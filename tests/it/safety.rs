@@ -547,7 +547,8 @@ fn exclusively_claimed_device_is_refused() {
 /// `nvsoak state show` prints a checkpoint saved by the library, `state reset` moves it aside.
 #[test]
 fn state_show_and_reset_cli() {
-    use nvsoak::model::checkpoint::{Checkpoint, TargetState, Totals};
+    use nvsoak::model::checkpoint::{Checkpoint, TargetState};
+    use nvsoak::model::totals::Totals;
     use nvsoak::state;
     use nvsoak::workload::pattern::GenMap;
     let dir = crate::common::shm_dir();

@@ -1130,7 +1130,7 @@ mod tests {
 
         // A precondition wrote 1 MiB, then a read-only soak read 4 KiB twice.
         let mut v = TargetView {
-            carried: crate::model::checkpoint::Totals {
+            carried: crate::model::totals::Totals {
                 write_bytes: 7,
                 ..Default::default()
             },

@@ -6,7 +6,7 @@
 //! status page, history). Also per-job figures, precondition progress and verification state.
 
 use super::*;
-use crate::model::checkpoint::Totals;
+use crate::model::totals::Totals;
 use crate::workload::drive::DriveTracking;
 
 /// Interval and cumulative figures of one job on one target.
@@ -72,7 +72,7 @@ pub struct TargetView {
     pub run_secs_base: f64,
     pub run_since: Option<f64>,
     /// The whole plan's totals carried over from the checkpoint of an earlier run of this plan.
-    pub carried: crate::model::checkpoint::Totals,
+    pub carried: crate::model::totals::Totals,
     /// The soak phases' own totals and clock (see [`SoakAccount`]).
     pub soak: SoakAccount,
     /// Completed passes over the phase list.
@@ -132,7 +132,7 @@ pub struct TargetSnapshot {
     pub run_secs_base: f64,
     pub run_since: Option<f64>,
     /// The whole plan's totals carried over from the checkpoint of an earlier run of this plan.
-    pub carried: crate::model::checkpoint::Totals,
+    pub carried: crate::model::totals::Totals,
     /// See [`TargetView::soak`].
     pub soak: SoakAccount,
     pub loop_count: u64,
