@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use nvsoak::model::spec::{Access, BlockSizeMix, EngineChoice, JobSpec, Skew};
 use nvsoak::workload::pattern::{self, GenMap, VerifyCounters, VerifyHook};
-use nvsoak::workload::spec::{Access, BlockSizeMix, EngineChoice, JobSpec, Skew};
 use nvsoak::workload::worker::{self, BlockHook, ExitReason, WorkerOptions, WorkerPlan};
 
 /// CPU seconds (user + system) of the whole process, io_uring's io-wq workers included.

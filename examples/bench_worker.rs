@@ -5,7 +5,7 @@
 //! Usage: `bench_worker PATH BS QD RW SECONDS [ENGINE]`, RW one of randread, randwrite, read,
 //! write; ENGINE one of io_uring (default), psync, null.
 
-use nvsoak::workload::spec::EngineChoice;
+use nvsoak::model::spec::EngineChoice;
 
 fn main() {
     if let Err(e) = run() {
@@ -19,7 +19,7 @@ fn run() -> Result<(), String> {
     if a.len() < 5 {
         return Err("usage: bench_worker PATH BS QD RW SECONDS [ENGINE]".into());
     }
-    let bs = nvsoak::units::parse_size(&a[1]).map_err(|e| format!("BS {:?}: {e}", a[1]))?;
+    let bs = nvsoak::model::units::parse_size(&a[1]).map_err(|e| format!("BS {:?}: {e}", a[1]))?;
     let qd: u32 = a[2].parse().map_err(|e| format!("QD {:?}: {e}", a[2]))?;
     let secs: f64 = a[4]
         .parse()

@@ -82,7 +82,7 @@ impl DaemonApp {
                 tracing::warn!(error = %e, "saving the list of known drives failed");
             }
         }
-        let cp = crate::state::Checkpoint::new(
+        let cp = crate::model::checkpoint::Checkpoint::new(
             plan_hash.to_string(),
             targets.iter().map(|s| s.to_state()).collect(),
         );
@@ -460,7 +460,7 @@ fn start_targets(
         if resume.is_none() {
             // Starting over: the earlier results file goes aside, never overwritten.
             let why = fresh.map_or("orphan", crate::state::Fresh::results_reason);
-            crate::workload::results::archive(&settings.state.dir, &spec.name, why);
+            crate::state::results::archive(&settings.state.dir, &spec.name, why);
         }
         match scheduler::start(
             spec.clone(),
@@ -882,7 +882,7 @@ fn judge(
                 .or_else(|| {
                     let finished = verdict
                         .as_ref()
-                        .is_some_and(|v| v.plan == crate::verdict::PlanState::Finished);
+                        .is_some_and(|v| v.plan == crate::model::verdict::PlanState::Finished);
                     signal
                         .filter(|_| !finished)
                         .map(|sig| format!("stopped by {sig} before the end of its plan, at {at}"))

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::config::Settings;
-use crate::workload::spec::TargetSpec;
+use crate::model::spec::TargetSpec;
 
 /// Settings given on the command line, which win over the config file at start and after every
 /// reload.

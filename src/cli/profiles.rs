@@ -14,7 +14,7 @@ pub fn render() -> String {
     let mut out = String::from(
         "Built-in profiles (use as profile = \"NAME\" in a [[target.phase]]; iodepth, workers and rate can be overridden there)\n\n",
     );
-    for j in crate::workload::profiles::builtin() {
+    for j in crate::model::profiles::builtin() {
         crate::config::describe::job(&mut out, "", &j);
         out.push('\n');
     }

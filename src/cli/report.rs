@@ -65,8 +65,8 @@ pub fn main(
             eprintln!(
                 "nvsoak: wrote {} ({}, {} compared)",
                 p.display(),
-                crate::report::compute::count_of(rep.drives.len() as u64, "drive"),
-                crate::report::compute::count_of(rep.comparisons.len() as u64, "profile")
+                crate::model::fmt::count_of(rep.drives.len() as u64, "drive"),
+                crate::model::fmt::count_of(rep.comparisons.len() as u64, "profile")
             );
         }
         None => {

@@ -9,7 +9,9 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 use crate::config::Settings;
-use crate::state::{self, Checkpoint, TargetState, Totals};
+use crate::model::checkpoint::{Checkpoint, TargetState};
+use crate::model::totals::Totals;
+use crate::state;
 
 fn resolve(config: Option<&Path>, dir: Option<&Path>) -> Result<(PathBuf, Option<Settings>)> {
     let settings = match config {
@@ -86,7 +88,7 @@ fn phase_name(settings: Option<&Settings>, t: &TargetState) -> String {
 fn sweep_points(settings: Option<&Settings>, t: &TargetState) -> Option<usize> {
     let spec = settings?.targets.iter().find(|spec| spec.name == t.name)?;
     match spec.phases.get(t.phase_index)? {
-        crate::workload::spec::PhaseSpec::Sweep { points, .. } => Some(points.len()),
+        crate::model::spec::PhaseSpec::Sweep { points, .. } => Some(points.len()),
         _ => None,
     }
 }
@@ -182,8 +184,8 @@ fn render_target(
         let _ = writeln!(
             o,
             "  whole plan   read {}, wrote {}, {} I/O errors, over {} (every phase)",
-            crate::units::format_bytes(p.read_bytes),
-            crate::units::format_bytes(p.write_bytes),
+            crate::model::units::format_bytes(p.read_bytes),
+            crate::model::units::format_bytes(p.write_bytes),
             p.errors,
             format_secs(p.soak_elapsed_secs)
         );
@@ -193,7 +195,7 @@ fn render_target(
         let _ = writeln!(
             o,
             "  steady state {}, last {:.0} IOPS",
-            crate::report::compute::count_of(t.steady_history.len() as u64, "round"),
+            crate::model::fmt::count_of(t.steady_history.len() as u64, "round"),
             last
         );
     }
@@ -217,7 +219,7 @@ fn render_target(
             g.written_units,
             g.units,
             g.file,
-            crate::units::format_bytes(g.len)
+            crate::model::units::format_bytes(g.len)
         );
     }
 }
@@ -283,13 +285,13 @@ fn render_totals(o: &mut String, tt: &Totals) {
     let _ = writeln!(
         o,
         "  read         {} in {} ops",
-        crate::units::format_bytes(tt.read_bytes),
+        crate::model::units::format_bytes(tt.read_bytes),
         tt.read_ops
     );
     let _ = writeln!(
         o,
         "  written      {} in {} ops",
-        crate::units::format_bytes(tt.write_bytes),
+        crate::model::units::format_bytes(tt.write_bytes),
         tt.write_ops
     );
     let by_kind: Vec<String> = tt
@@ -342,7 +344,7 @@ pub fn reset(config: Option<&Path>, state_dir: Option<&Path>) -> Result<ExitCode
         ))?,
     }
     // The results of the runs so far are kept, aside: the next run starts new files.
-    for (from, to) in crate::workload::results::archive_all(&dir, "reset")? {
+    for (from, to) in crate::state::results::archive_all(&dir, "reset")? {
         super::out(&format!(
             "moved the results file {} to {} (`nvsoak report --archived` includes it)\n",
             from.display(),
@@ -384,7 +386,7 @@ mod tests {
         assert_eq!(format_secs(0.4), "0s");
         assert_eq!(format_secs(93_784.0), "1d 2h");
         assert_eq!(format_secs(61.0), "1m 1s");
-        assert_eq!(crate::units::format_bytes(512), "512 B");
-        assert_eq!(crate::units::format_bytes(3 << 29), "1.50 GiB");
+        assert_eq!(crate::model::units::format_bytes(512), "512 B");
+        assert_eq!(crate::model::units::format_bytes(3 << 29), "1.50 GiB");
     }
 }

@@ -5,9 +5,9 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use super::Settings;
-use crate::units::{format_duration, format_size};
-use crate::workload::profiles::describe_access;
-use crate::workload::spec::*;
+use crate::model::profiles::describe_access;
+use crate::model::spec::*;
+use crate::model::units::{format_duration, format_size};
 
 /// `1G` when exact in binary units, otherwise bytes with a decimal approximation.
 pub fn bytes(b: u64) -> String {
@@ -181,7 +181,7 @@ fn phase(out: &mut String, j: usize, p: &PhaseSpec) {
             }
         }
         PhaseSpec::Purge { .. } | PhaseSpec::SelfTest { .. } => {
-            if let Some(line) = crate::workload::steps::plan_line(p) {
+            if let Some(line) = crate::model::steps::plan_line(p) {
                 let _ = writeln!(out, "    phase {n} {line}");
             }
         }
@@ -257,7 +257,7 @@ fn target(out: &mut String, t: &TargetSpec) {
         out,
         "    {:<26} {}",
         "gates",
-        crate::verdict::describe(&t.gates)
+        crate::model::verdict::describe(&t.gates)
     );
     for (j, p) in t.phases.iter().enumerate() {
         phase(out, j, p);

@@ -11,14 +11,12 @@ use std::time::Duration;
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::workload::spec::TargetSpec;
+use crate::model::spec::TargetSpec;
 
 pub mod describe;
 mod raw;
-pub mod suggest;
 mod validate;
 
-pub(crate) use validate::resolve_for_create;
 pub use validate::{block_sizes, rate, skew};
 
 /// A config error, naming the key and the reason.
@@ -298,7 +296,7 @@ fn message_error(key: &str, msg: &str) -> ConfigError {
         } else {
             format!("{key}.{field}")
         };
-        let hint = suggest::closest(field, expected.iter().copied())
+        let hint = crate::util::suggest::closest(field, expected.iter().copied())
             .map(|s| format!(" (did you mean \"{s}\"?)"))
             .unwrap_or_default();
         let list = if expected.is_empty() {
@@ -335,9 +333,9 @@ fn polish(msg: &str) -> String {
 
 /// The built-in default: a soak of `4k-random-read` on a 1 GiB file under the state directory.
 pub fn builtin_default() -> Settings {
-    use crate::workload::spec::*;
+    use crate::model::spec::*;
     let dir = default_state_dir();
-    let job = crate::workload::profiles::lookup("4k-random-read").unwrap_or_else(|| JobSpec {
+    let job = crate::model::profiles::lookup("4k-random-read").unwrap_or_else(|| JobSpec {
         name: "4k-random-read".into(),
         description: "4K random read, QD128".into(),
         read_pct: 100,
@@ -416,7 +414,7 @@ pub fn builtin_default() -> Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::spec::*;
+    use crate::model::spec::*;
 
     fn load_toml(t: &str) -> Result<Settings, ConfigError> {
         load_str(t, "test.toml", vec![])
@@ -526,7 +524,7 @@ mod tests {
         else {
             unreachable!()
         };
-        let base = crate::workload::profiles::lookup("sql").unwrap();
+        let base = crate::model::profiles::lookup("sql").unwrap();
         assert_eq!((jobs[0].iodepth, jobs[0].workers), (4, 3));
         assert_eq!(jobs[0].rate, Some(RateLimit::BytesPerSec(200e6)));
         assert_eq!(jobs[0].bs, base.bs);

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::op::{EngineChoice, Op};
+use crate::model::op::{EngineChoice, Op};
 
 /// One I/O to queue. `buf` indexes the engine's buffer table (`0..EngineSetup::buffers`).
 #[derive(Debug, Clone, Copy)]

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 
 use super::{Caps, Completion, EngineError, EngineSetup, IoEngine, IoReq, buf::AlignedBufs};
-use crate::op::Op;
+use crate::model::op::Op;
 
 /// `NVME_URING_CMD_IO`: `_IOWR('N', 0x80, struct nvme_uring_cmd)` (72 bytes).
 pub const NVME_URING_CMD_IO: u32 = (3 << 30) | (72 << 16) | ((b'N' as u32) << 8) | 0x80;
@@ -655,6 +655,25 @@ impl Drop for PassthruEngine {
     }
 }
 
+/// For an NVMe generic node (`/dev/ng0n1`) named as a target: which block device to name
+/// instead (empty for any other path).
+pub fn generic_node_hint(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match name
+        .strip_prefix("ng")
+        .filter(|r| generic_name(&format!("nvme{r}")).is_some())
+    {
+        Some(rest) => format!(
+            "; {} is an NVMe generic device: only the passthrough engines (engine = \"io_uring_cmd\" or \"io_uring_cmd_poll\") take it as the target, else configure the namespace's block device /dev/nvme{rest} instead",
+            path.display()
+        ),
+        None => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -886,5 +905,21 @@ mod tests {
         let e =
             check_generic(sys.path(), &moved, Path::new("/dev/ng0n1"), &null).expect_err("refused");
         assert!(e.to_string().contains("not beside nvme0n1"), "{e}");
+    }
+
+    #[test]
+    fn generic_nodes_get_the_block_device_to_name_instead() {
+        let h = generic_node_hint(Path::new("/dev/ng3n12"));
+        assert!(h.contains("/dev/nvme3n12 instead"), "{h}");
+        assert!(h.contains("io_uring_cmd_poll"), "{h}");
+        for other in [
+            "/dev/null",
+            "/dev/ng",
+            "/dev/ngx",
+            "/dev/nvme0n1",
+            "/tmp/ng0n1x",
+        ] {
+            assert_eq!(generic_node_hint(Path::new(other)), "", "{other}");
+        }
     }
 }

@@ -5,7 +5,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 use super::{Caps, Completion, EngineError, EngineSetup, IoEngine, IoReq, buf::AlignedBufs};
-use crate::op::Op;
+use crate::model::op::Op;
 
 pub struct PsyncEngine {
     fd: Arc<OwnedFd>,

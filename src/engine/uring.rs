@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 use io_uring::{IoUring, opcode, squeue, types};
 
 use super::{Caps, Completion, EngineError, EngineSetup, IoEngine, IoReq, buf::AlignedBufs};
-use crate::op::Op;
+use crate::model::op::Op;
 
 /// How long `Drop` waits for in-flight I/O before it gives up (and leaks the buffers rather
 /// than free memory the kernel may still write into).
@@ -506,7 +506,7 @@ mod tests {
         };
         let can = crate::engine::pollcap::check(std::path::Path::new("/sys"), &f);
         match (
-            crate::engine::open(crate::op::EngineChoice::IoUringPoll, setup),
+            crate::engine::open(crate::model::op::EngineChoice::IoUringPoll, setup),
             can,
         ) {
             (Err(EngineError::PollUnsupported { engine, refusal }), Err(want)) => {

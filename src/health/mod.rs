@@ -44,6 +44,7 @@ impl HostIoSource for NoHostIo {
 pub mod ata;
 pub mod ata_sample;
 pub mod derive;
+pub mod endurance;
 mod inflight;
 pub mod known;
 pub mod ocp_pages;

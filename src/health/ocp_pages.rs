@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use super::poller::{DeviceHealth, OcpSupport};
+use crate::model::events::{DriveEvent, kind};
 use crate::nvme::log::ocp_latency::{LatencyMonitorConfig, LatencyMonitorLog};
 use crate::nvme::log::ocp_recovery::ErrorRecoveryLog;
 use crate::nvme::log::telemetry::TelemetryHeader;
@@ -28,14 +29,6 @@ pub mod page {
     pub const TELEMETRY: &str = "telemetry_ctrl";
 }
 
-/// The `kind` label values of drive events.
-pub mod kind {
-    /// C1h's panic ID or panic count changed.
-    pub const OCP_PANIC: &str = "ocp_panic";
-    /// 08h's controller-initiated data generation number changed.
-    pub const TELEMETRY_GENERATION: &str = "telemetry_generation";
-}
-
 /// Whether a drive has a page, learnt once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -44,17 +37,6 @@ pub enum Support {
     Unknown,
     Absent,
     Present,
-}
-
-/// Something the drive reported changing during the run.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct DriveEvent {
-    /// Unix time of the poll that saw it.
-    pub time: f64,
-    /// [`kind`]
-    pub kind: String,
-    /// What changed, from and to ("panic ID 0x0 -> 0x1f, panic count 0 -> 1").
-    pub detail: String,
 }
 
 /// At most this many events are kept per drive (the counts keep counting).
@@ -117,13 +99,10 @@ impl DrivePages {
     }
 }
 
-/// The static bucket counters of a C3h page, bucket 0..3, each read, write, deallocate.
-pub type LatencyCounts = [crate::nvme::log::ocp_latency::PerOp<u32>; 4];
-
 /// The soak-wide figures of these pages for a target on drive `p` whose soak runs since `since`
 /// (Unix time): whether a panic or a telemetry capture happened, the events, and the C3h
 /// counters now (the caller keeps the first it saw as the start).
-pub fn soak_figures(f: &mut crate::workload::results::DriveSoak, p: &DrivePages, since: f64) {
+pub fn soak_figures(f: &mut crate::model::results::DriveSoak, p: &DrivePages, since: f64) {
     f.ocp_panic_changed = p.changed_since(kind::OCP_PANIC, since);
     f.telemetry_generation_changed = p.changed_since(kind::TELEMETRY_GENERATION, since);
     f.drive_events = p.events_since(since);

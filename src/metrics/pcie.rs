@@ -6,7 +6,8 @@
 
 use super::health::F;
 use crate::health::HealthSnapshot;
-use crate::pcie::{PcieSnapshot, endurance};
+use crate::health::endurance;
+use crate::pcie::PcieSnapshot;
 
 /// GT/s to transfers per second (base unit).
 const GT: f64 = 1e9;

@@ -13,7 +13,7 @@
 use prometheus::proto::MetricFamily;
 
 use super::{Family, push};
-use crate::verdict::{GateState, PlanState, Verdict, VerdictStatus};
+use crate::model::verdict::{GateState, PlanState, Verdict, VerdictStatus};
 
 const STATES: [GateState; 4] = [
     GateState::Pass,
@@ -35,12 +35,12 @@ pub struct Judged {
 
 /// The families of the targets that have a verdict.
 pub fn families_of(snaps: &[crate::workload::scheduler::TargetSnapshot]) -> Vec<MetricFamily> {
-    let host = crate::workload::scheduler::hostname();
+    let host = crate::util::host::hostname();
     let v: Vec<Judged> = snaps
         .iter()
         .filter_map(|s| {
             let id = s.drive.identity.as_ref();
-            let field = |f: fn(&crate::workload::results::DeviceIdentity) -> &String| {
+            let field = |f: fn(&crate::model::results::DeviceIdentity) -> &String| {
                 id.map(|i| f(i).clone()).unwrap_or_default()
             };
             Some(Judged {
@@ -148,7 +148,7 @@ pub fn families(verdicts: &[Judged]) -> Vec<MetricFamily> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verdict::{Gate, GateResult};
+    use crate::model::verdict::{Gate, GateResult};
 
     fn judged(v: Verdict) -> Judged {
         Judged {

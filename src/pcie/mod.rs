@@ -4,13 +4,13 @@
 //! daemon, a fixture tree in tests). The health poller calls [`scan`] on every poll, so a link
 //! that retrains down or a burst of AER errors shows within one poll.
 
-pub mod endurance;
 pub mod sysfs;
 pub mod topology;
 
 pub use topology::{Card, CtrlTopology, Drive, PciFunction, PcieSnapshot, Role, scan};
 
 use crate::config::CardRating;
+use crate::model::results::SpanCard;
 use crate::nvme::ratings::RatingsTable;
 
 /// Whether `m` (a `[[health.card]]` match) names `card`: its id, `slot:NAME`, or a controller
@@ -62,18 +62,32 @@ pub fn unknown_card_rating(cards: &[CardRating], table: &RatingsTable) -> Option
 /// subsystem) was seen degraded at or after `since` (Unix time): the "link degraded during the
 /// plan" figure of a target on that controller. `None` when the controller's path is unknown or
 /// sysfs gives no link figures to judge.
-pub fn link_degraded_during(
-    health: &crate::health::HealthSnapshot,
-    controller: &str,
-    since: f64,
-) -> Option<bool> {
-    let p = &health.pcie;
+pub fn link_degraded_during(p: &PcieSnapshot, controller: &str, since: f64) -> Option<bool> {
     let c = p.controller(controller)?;
     let ctrls = p
         .drive(&c.drive)
         .map(|d| d.controllers.clone())
         .unwrap_or_else(|| vec![controller.to_string()]);
     p.degraded_since(&ctrls, since)
+}
+
+/// A spanning target's card (`TargetResults::card`): the rated card whose controllers hold every one of `controllers`, if any.
+pub fn span_card(pcie: &PcieSnapshot, controllers: &[Option<String>]) -> Option<SpanCard> {
+    let card = pcie.cards.iter().find(|c| {
+        !controllers.is_empty()
+            && controllers
+                .iter()
+                .all(|m| m.as_ref().is_some_and(|m| c.controllers.contains(m)))
+    })?;
+    let r = card.rating.as_ref()?;
+    Some(SpanCard {
+        card: card.id.clone(),
+        rating: format!("{} {}", r.vendor, r.series),
+        random_read_iops: r.perf.random_read_iops,
+        random_write_iops: r.perf.random_write_iops,
+        seq_read_bytes_per_second: r.perf.seq_read_bytes_per_second,
+        seq_write_bytes_per_second: r.perf.seq_write_bytes_per_second,
+    })
 }
 
 #[cfg(test)]
@@ -114,16 +128,25 @@ mod tests {
             pcie: scan(r, &names, None, 500.0),
             ..Default::default()
         };
-        assert_eq!(link_degraded_during(&health, "nvme0", 400.0), Some(true));
-        assert_eq!(link_degraded_during(&health, "nvme0", 600.0), Some(false));
-        assert_eq!(link_degraded_during(&health, "nvme2", 400.0), Some(false));
         assert_eq!(
-            link_degraded_during(&health, "nvme3", 400.0),
+            link_degraded_during(&health.pcie, "nvme0", 400.0),
+            Some(true)
+        );
+        assert_eq!(
+            link_degraded_during(&health.pcie, "nvme0", 600.0),
+            Some(false)
+        );
+        assert_eq!(
+            link_degraded_during(&health.pcie, "nvme2", 400.0),
+            Some(false)
+        );
+        assert_eq!(
+            link_degraded_during(&health.pcie, "nvme3", 400.0),
             None,
             "no link figures"
         );
         assert_eq!(
-            link_degraded_during(&health, "nvme9", 400.0),
+            link_degraded_during(&health.pcie, "nvme9", 400.0),
             None,
             "unknown"
         );
@@ -185,5 +208,39 @@ mod tests {
             "{e}"
         );
         assert_eq!(unknown_card_rating(&[], &table), None);
+    }
+
+    #[test]
+    fn a_span_is_compared_with_the_rated_card_holding_all_its_members() {
+        let table = crate::nvme::ratings::RatingsTable::builtin();
+        let card = |id: &str, ctrls: &[&str], rated: bool| crate::pcie::Card {
+            id: id.into(),
+            upstream_port: Some(id.into()),
+            slot: None,
+            controllers: ctrls.iter().map(|c| c.to_string()).collect(),
+            drives: ctrls.iter().map(|c| c.to_string()).collect(),
+            rating: rated
+                .then(|| table.lookup("Liqid Element AIC", 0))
+                .flatten(),
+        };
+        let pcie = crate::pcie::PcieSnapshot {
+            cards: vec![
+                card("0000:02:00.0", &["nvme0", "nvme1"], true),
+                card("0000:05:00.0", &["nvme2", "nvme3"], false),
+            ],
+            ..Default::default()
+        };
+        let some =
+            |v: &[&str]| -> Vec<Option<String>> { v.iter().map(|c| Some(c.to_string())).collect() };
+        let got = span_card(&pcie, &some(&["nvme1", "nvme0"])).expect("the rated card");
+        assert_eq!(got.card, "0000:02:00.0");
+        assert_eq!(got.rating, "Liqid Element AIC");
+        assert_eq!(got.random_read_iops, Some(1_250_000.0));
+        assert_eq!(got.random_write_iops, Some(900_000.0));
+        // Members on two cards, a card nobody rated, a member of unknown controller: none.
+        assert_eq!(span_card(&pcie, &some(&["nvme0", "nvme2"])), None);
+        assert_eq!(span_card(&pcie, &some(&["nvme2", "nvme3"])), None);
+        assert_eq!(span_card(&pcie, &[Some("nvme0".into()), None]), None);
+        assert_eq!(span_card(&pcie, &[]), None);
     }
 }

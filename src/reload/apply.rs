@@ -82,7 +82,7 @@ pub(crate) fn reload(
     let mut failed = Vec::new();
     for spec in diff.to_start() {
         // A changed target starts its plan over: its earlier results go aside first.
-        crate::workload::results::archive(&opts.state_dir, &spec.name, "restart");
+        crate::state::results::archive(&opts.state_dir, &spec.name, "restart");
         match scheduler::start(spec.clone(), opts.clone(), global_stop.clone(), None, None) {
             Ok(h) => {
                 tracing::info!(target_name = %spec.name, path = %spec.path.display(), "target started");

@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::charts::esc;
-use super::compute::{fmt_bytes, fmt_count};
 use super::{DriveReport, Report};
+use crate::model::fmt::{fmt_bytes, fmt_count};
 
 /// A report gets a batch view when its drives come from more than one host or number more
 /// than this.

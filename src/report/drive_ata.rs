@@ -4,10 +4,10 @@
 //! of their own. Every figure names its source; what the drive does not report is said so,
 //! never shown as a zero.
 
-use super::compute::{fmt_bytes, fmt_count, fmt_elapsed};
 use crate::ata::vendor::WritesSource;
-use crate::workload::drive_ata::AtaSoak;
-use crate::workload::results::DriveSoak;
+use crate::model::fmt::{fmt_bytes, fmt_count, fmt_elapsed};
+use crate::model::results::AtaSoak;
+use crate::model::results::DriveSoak;
 
 /// What the drive's bytes-written figure is, in words.
 pub fn source_text(a: &AtaSoak) -> String {
@@ -200,7 +200,7 @@ pub fn callouts(d: &DriveSoak, a: &AtaSoak) -> Vec<String> {
     if d.throttle_episodes.is_some_and(|e| e > 0) {
         v.push(format!(
             "The drive throttled: {} seen by nvsoak.",
-            super::compute::count_of(n(d.throttle_episodes), "episode")
+            crate::model::fmt::count_of(n(d.throttle_episodes), "episode")
         ));
     }
     if d.counter_went_backwards {

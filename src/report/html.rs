@@ -2,10 +2,12 @@
 //! reference), so it opens offline on an air-gapped rack.
 
 use super::charts::{self, LineChart, RefLine, Series, esc};
-use super::compute::{
-    self, CurvePoint, fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us, fmt_pct, fmt_rate,
-};
+use super::compute;
 use super::{DriveReport, Report, ReportError, SweepReport};
+use crate::model::curve::CurvePoint;
+use crate::model::fmt::{
+    fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us, fmt_pct, fmt_rate, fmt_time,
+};
 
 /// One chart of the report.
 #[derive(Debug, Clone)]
@@ -70,7 +72,7 @@ pub fn curve_figure(
     let flagged: Vec<(f64, f64)> = curves
         .iter()
         .flat_map(|(_, c)| c.iter())
-        .filter(|p| compute::shortfall(p).is_some())
+        .filter(|p| crate::model::curve::shortfall(p).is_some())
         .map(|p| (p.iops, lat.of(p) * scale))
         .collect();
     let svg = charts::line_chart(&LineChart {
@@ -248,8 +250,8 @@ pub fn rated_text(s: &SweepReport) -> String {
             fmt_pct(r.ratio),
             r.basis.describe(),
             match r.basis {
-                super::compute::RatedBasis::RandomReadIops
-                | super::compute::RatedBasis::RandomWriteIops => fmt_count(r.rated),
+                crate::model::curve::RatedBasis::RandomReadIops
+                | crate::model::curve::RatedBasis::RandomWriteIops => fmt_count(r.rated),
                 _ => fmt_rate(r.rated),
             }
         ),
@@ -358,7 +360,7 @@ fn sweeps_table(d: &DriveReport) -> String {
 /// The shortfall cell of a point: "short 57 %" (flagged) when it fell more than 10 % below its
 /// target rate, else empty.
 fn short_cell(p: &CurvePoint) -> String {
-    match compute::shortfall(p) {
+    match crate::model::curve::shortfall(p) {
         Some(f) => format!("<td class=\"num short\">short {}</td>", fmt_pct(f)),
         None => "<td class=\"num\"></td>".into(),
     }
@@ -586,27 +588,6 @@ fn drive_comparison_table(report: &Report) -> String {
     t
 }
 
-pub(crate) fn fmt_time(unix: f64) -> String {
-    // UTC, without pulling in a date crate: days since the epoch to a civil date.
-    let secs = unix.max(0.0) as i64;
-    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
-
 pub fn render(report: &Report) -> Result<String, ReportError> {
     let figs = figures(report)?;
     let mut h = String::new();
@@ -618,7 +599,7 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
     h.push_str(&format!(
         "<h1>nvsoak qualification report</h1>\n<p class=\"muted\">{}, generated {} by nvsoak {}. \
          Sub-1 ms frontier: {}.</p>\n",
-        compute::count_of(report.drives.len() as u64, "drive"),
+        crate::model::fmt::count_of(report.drives.len() as u64, "drive"),
         fmt_time(report.generated),
         esc(&report.nvsoak_version),
         esc(&report.frontier_basis)

@@ -3,10 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use super::compute::{CurvePoint, SoakFigures, shortfall};
-use super::compute::{fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us, fmt_pct, fmt_rate};
+use super::compute::SoakFigures;
+
 use super::html::{Figure, figures, frontier_text, point_text, rated_text};
 use super::{Comparison, DriveReport, Report, ReportError};
+use crate::model::curve::{CurvePoint, shortfall};
+use crate::model::fmt::{fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us, fmt_pct, fmt_rate};
 
 /// Escape text that comes from outside (host, target, profile and drive names) for Markdown:
 /// every character CommonMark could read as markup mid-line (emphasis, code, links and images,
@@ -47,7 +49,7 @@ pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, Strin
     md.push_str("# nvsoak qualification report\n\n");
     md.push_str(&format!(
         "{}, nvsoak {}. Sub-1 ms frontier: {}.\n\n",
-        super::compute::count_of(report.drives.len() as u64, "drive"),
+        crate::model::fmt::count_of(report.drives.len() as u64, "drive"),
         report.nvsoak_version,
         report.frontier_basis
     ));

@@ -1,7 +1,7 @@
 //! Qualification reports and the daemon's live status page.
 //!
 //! - [`load_state_dir`] / [`load_files`] read `results/<target>.json` files (the format of
-//!   [`crate::workload::results`]), from one host or many.
+//!   [`crate::model::results`]), from one host or many.
 //! - [`build`] turns them into a [`Report`]: per drive its identity and rated figures, per swept
 //!   profile the load curve, peak, sub-1 ms frontier and share of the rated figure
 //!   ([`compute`] holds those pure functions and their choices), the steady-state outcomes and
@@ -34,10 +34,12 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::workload::results::{DeviceIdentity, SteadyOutcome, TargetResults};
-use compute::{
-    CurvePoint, LatencyBasis, RankEntry, RatedFigures, RatedShare, SUB_MS_LIMIT_US, SoakFigures,
+use crate::model::curve::{
+    CurvePoint, LatencyBasis, RatedFigures, RatedShare, SUB_MS_LIMIT_US, rated_figures,
+    rated_from_table,
 };
+use crate::model::results::{DeviceIdentity, SteadyOutcome, TargetResults};
+use compute::{RankEntry, SoakFigures};
 
 #[derive(Debug, Error)]
 pub enum ReportError {
@@ -106,7 +108,7 @@ impl Archived {
         let (base, why, ts) = crate::state::parse_aside_name(name)?;
         base.ends_with(".json").then(|| Archived {
             reason: why.to_string(),
-            reason_text: crate::workload::results::archive_reason_text(why).to_string(),
+            reason_text: crate::state::results::archive_reason_text(why).to_string(),
             moved_at: ts as f64,
         })
     }
@@ -115,7 +117,7 @@ impl Archived {
     pub fn describe(&self) -> String {
         format!(
             "archived, moved aside {}: {}",
-            html::fmt_time(self.moved_at),
+            crate::model::fmt::fmt_time(self.moved_at),
             self.reason_text
         )
     }
@@ -253,10 +255,10 @@ pub struct DriveReport {
     pub soak: Option<SoakFigures>,
     /// The pass/fail verdict the results file records (none in files from before verdicts).
     #[serde(default)]
-    pub verdict: Option<crate::verdict::Verdict>,
+    pub verdict: Option<crate::model::verdict::Verdict>,
     /// The drive's C3h latency-outlier counts per phase (`ocp_phases.rs`).
     #[serde(default)]
-    pub ocp_phases: Vec<crate::workload::ocp_phases::OcpPhaseCounts>,
+    pub ocp_phases: Vec<crate::model::ocp_phases::OcpPhaseCounts>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -291,15 +293,6 @@ pub struct Comparison {
 
 pub const FRONTIER_BASIS: &str = "highest-IOPS measured sweep point whose average latency is below 1 ms (no interpolation between points); the p99 frontier is given alongside";
 
-/// The rated figures for a drive from the built-in drive ratings table
-/// (`config/drives.toml`, matched on the model string and the nearest capacity point).
-pub fn rated_figures(device: &DeviceIdentity) -> Option<RatedFigures> {
-    static TABLE: std::sync::OnceLock<crate::nvme::ratings::RatingsTable> =
-        std::sync::OnceLock::new();
-    let table = TABLE.get_or_init(crate::nvme::ratings::RatingsTable::builtin);
-    rated_from_table(table, device)
-}
-
 /// Read an operator-supplied ratings table for `nvsoak report --ratings`.
 pub fn load_ratings(path: &Path) -> Result<crate::nvme::ratings::RatingsTable, ReportError> {
     use crate::nvme::ratings::{RatingsError, RatingsTable};
@@ -329,32 +322,10 @@ pub fn load_ratings(path: &Path) -> Result<crate::nvme::ratings::RatingsTable, R
     })
 }
 
-/// The rated figures for a drive from `table`.
-pub fn rated_from_table(
-    table: &crate::nvme::ratings::RatingsTable,
-    device: &DeviceIdentity,
-) -> Option<RatedFigures> {
-    let r = table.lookup(&device.model, device.capacity_bytes)?;
-    let cap = r
-        .capacity_bytes
-        .map(|c| format!(" {}", compute::fmt_bytes(c as f64)))
-        .unwrap_or_default();
-    Some(RatedFigures {
-        source: format!("ratings table: {} {}{cap}", r.vendor, r.series),
-        random_read_iops: r.perf.random_read_iops,
-        random_write_iops: r.perf.random_write_iops,
-        seq_read_bytes_per_sec: r.perf.seq_read_bytes_per_second,
-        seq_write_bytes_per_sec: r.perf.seq_write_bytes_per_second,
-        tbw_bytes: r.tbw_bytes,
-        dwpd: r.dwpd,
-        warranty_years: r.warranty_years,
-    })
-}
-
 use crate::util::unix_now as now_unix;
 
 /// The rated figures of the card a spanning target covers (`[[health.card]]`), as recorded.
-pub fn card_rated(c: &crate::workload::results::SpanCard) -> RatedFigures {
+pub fn card_rated(c: &crate::model::results::SpanCard) -> RatedFigures {
     RatedFigures {
         source: format!("card {}: ratings table: {}", c.card, c.rating),
         random_read_iops: c.random_read_iops,
@@ -479,10 +450,14 @@ fn sweep_reports(r: &TargetResults, rated: Option<&RatedFigures>) -> Vec<SweepRe
                 .iter()
                 .copied()
                 .max_by(|a, b| a.started.total_cmp(&b.started))?;
-            let curve = compute::curve(s);
-            let sequential = compute::is_sequential(&s.profile, s.block_size);
+            let curve = crate::model::curve::curve(s);
+            let sequential = crate::model::curve::is_sequential(&s.profile, s.block_size);
             let rated_share = rated.and_then(|rf| {
-                compute::rated_share(&curve, compute::rated_basis(s.read_pct, sequential)?, rf)
+                crate::model::curve::rated_share(
+                    &curve,
+                    crate::model::curve::rated_basis(s.read_pct, sequential)?,
+                    rf,
+                )
             });
             Some(SweepReport {
                 profile: s.profile.clone(),
@@ -493,9 +468,19 @@ fn sweep_reports(r: &TargetResults, rated: Option<&RatedFigures>) -> Vec<SweepRe
                 started: s.started,
                 complete: s.finished.is_some(),
                 earlier_sweeps: all.len() - 1,
-                peak: compute::peak(&curve).cloned(),
-                sub_ms: compute::frontier(&curve, LatencyBasis::Average, SUB_MS_LIMIT_US).cloned(),
-                sub_ms_p99: compute::frontier(&curve, LatencyBasis::P99, SUB_MS_LIMIT_US).cloned(),
+                peak: crate::model::curve::peak(&curve).cloned(),
+                sub_ms: crate::model::curve::frontier(
+                    &curve,
+                    LatencyBasis::Average,
+                    SUB_MS_LIMIT_US,
+                )
+                .cloned(),
+                sub_ms_p99: crate::model::curve::frontier(
+                    &curve,
+                    LatencyBasis::P99,
+                    SUB_MS_LIMIT_US,
+                )
+                .cloned(),
                 crossed_1ms: curve.iter().any(|p| p.lat_avg_us >= SUB_MS_LIMIT_US),
                 errors: s.points.iter().map(|p| p.errors).sum(),
                 rated_share,
@@ -522,7 +507,7 @@ fn unique_labels(inputs: &[Loaded]) -> Vec<String> {
             Some(a) => format!(
                 "{} (archived {})",
                 base_label(&l.results),
-                html::fmt_time(a.moved_at)
+                crate::model::fmt::fmt_time(a.moved_at)
             ),
             None => base_label(&l.results),
         })
@@ -607,7 +592,7 @@ mod tests {
     fn the_soak_section_names_each_soak_phase_with_its_own_totals() {
         let mut f = fixtures();
         let soak = f[0].results.soak.get_or_insert_with(Default::default);
-        soak.phases.push(crate::workload::results::SoakPhase {
+        soak.phases.push(crate::model::results::SoakPhase {
             phase: 2,
             profile: "4k-random-write".into(),
             started: 1_700_000_000.0,
@@ -635,7 +620,7 @@ mod tests {
 
     #[test]
     fn a_target_spanning_a_rated_card_is_compared_with_the_cards_rating() {
-        use crate::workload::results::{MemberFigures, SpanCard, SweepPoint, SweepResult};
+        use crate::model::results::{MemberFigures, SpanCard, SweepPoint, SweepResult};
         let mut f = fixtures();
         let r = &mut f[0].results;
         r.device = None;
@@ -773,7 +758,7 @@ mod tests {
 
     #[test]
     fn a_sweep_in_progress_renders_without_figures() {
-        use crate::workload::results::{SweepPoint, SweepResult};
+        use crate::model::results::{SweepPoint, SweepResult};
         let mut f = fixtures();
         f.truncate(1);
         // A second drive whose sweep has started but measured nothing yet, and one whose only
@@ -835,7 +820,7 @@ mod tests {
         assert_eq!(page.matches("<svg class=\"chart\"").count(), 2);
     }
 
-    fn with_drive(mut l: Loaded, d: crate::workload::results::DriveSoak) -> Loaded {
+    fn with_drive(mut l: Loaded, d: crate::model::results::DriveSoak) -> Loaded {
         l.results
             .soak
             .get_or_insert_with(Default::default)
@@ -845,7 +830,7 @@ mod tests {
 
     #[test]
     fn drive_figures_are_shown_and_called_out() {
-        use crate::workload::results::DriveSoak;
+        use crate::model::results::DriveSoak;
         let f = fixtures();
         let bad = DriveSoak {
             device: "nvme0".into(),

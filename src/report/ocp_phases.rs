@@ -1,14 +1,14 @@
 //! "Drive latency outliers per phase": the drive's own OCP Latency Monitor (C3h) counts of
 //! reads, writes and deallocates over each bucket's threshold, compared across the plan's
-//! phases (`workload::ocp_phases`). Pure; the HTML and Markdown renderers each call one
+//! phases (`model::ocp_phases`). Pure; the HTML and Markdown renderers each call one
 //! function. Nothing is shown for a drive without C3h; a phase without both readings says so.
 
 use std::fmt::Write as _;
 
 use super::DriveReport;
 use super::charts::esc;
-use crate::health::ocp_pages::LatencyCounts;
-use crate::workload::ocp_phases::OcpPhaseCounts;
+use crate::model::events::LatencyCounts;
+use crate::model::ocp_phases::OcpPhaseCounts;
 
 pub const HEADING: &str = "Drive latency outliers per phase (OCP C3h)";
 const NOTE: &str = "Commands the drive itself counted over each latency-monitor bucket's threshold during the phase (static buckets, from the health poller's reads at the phase's start and end).";

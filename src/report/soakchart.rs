@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 /// Above this max/min latency ratio the latency axis is logarithmic (the line charts' rule too).
 pub use super::charts::LOG_RATIO;
 use super::charts::{FONT, PALETTE, Scale, esc, nice_step, si, wants_log};
-use crate::workload::soakhist::{EventKind, SoakHistory, SoakPoint};
+use crate::model::soakhist::{EventKind, SoakHistory, SoakPoint};
 
 pub const WIDTH: f64 = 1000.0;
 const LEFT: f64 = 84.0;
@@ -432,7 +432,7 @@ const MAX_LISTED: usize = 20;
 /// "from 02:00:00 to 02:30:00, throttling (1800)".
 pub fn event_lines(h: &SoakHistory) -> Vec<String> {
     let t0 = h.span().map_or(0.0, |s| s.0);
-    let at = |t: f64| super::compute::fmt_elapsed(t - t0);
+    let at = |t: f64| crate::model::fmt::fmt_elapsed(t - t0);
     h.events
         .iter()
         .take(MAX_LISTED)
@@ -453,7 +453,7 @@ pub fn event_lines(h: &SoakHistory) -> Vec<String> {
 
 fn steady_lines(h: &SoakHistory) -> Vec<String> {
     let t0 = h.span().map_or(0.0, |s| s.0);
-    let at = |t: f64| super::compute::fmt_elapsed(t - t0);
+    let at = |t: f64| crate::model::fmt::fmt_elapsed(t - t0);
     h.steady
         .iter()
         .map(|w| {

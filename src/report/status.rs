@@ -6,8 +6,8 @@
 //! the poller's internals.
 
 use super::charts::{self, LineChart, RefLine, Series, esc};
-use super::compute::{count_of, fmt_bytes, fmt_count, fmt_latency_us, fmt_pct, fmt_rate};
 use super::history::{History, TargetSample};
+use crate::model::fmt::{count_of, fmt_bytes, fmt_count, fmt_latency_us, fmt_pct, fmt_rate};
 use crate::workload::scheduler::TargetSnapshot;
 
 /// Seconds between automatic reloads of the page.
@@ -486,7 +486,7 @@ mod tests {
         };
         assert_eq!(member_rows(std::slice::from_ref(&plain)), "");
         let member = |path: &str, dev: &str, ctrl: &str, written: u64, errors: u64| {
-            crate::workload::results::MemberFigures {
+            crate::model::results::MemberFigures {
                 path: path.into(),
                 device: dev.into(),
                 controller: Some(ctrl.into()),

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Report;
 use super::charts::esc;
-use crate::verdict::{GateState, Verdict};
+use crate::model::verdict::{GateState, Verdict};
 
 /// Drives passed and failed over the report.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -50,8 +50,8 @@ impl Yield {
 fn outcome(v: Option<&Verdict>) -> (bool, bool) {
     match v {
         Some(v) => match v.status() {
-            crate::verdict::VerdictStatus::Fail => (false, true),
-            crate::verdict::VerdictStatus::Pass => (true, false),
+            crate::model::verdict::VerdictStatus::Fail => (false, true),
+            crate::model::verdict::VerdictStatus::Pass => (true, false),
             _ => (false, false),
         },
         None => (false, false),
@@ -122,7 +122,7 @@ pub fn yield_line(y: &Yield) -> String {
     let mut s = format!(
         "{} of {} passed",
         y.passed,
-        super::compute::count_of(y.drives as u64, "drive")
+        crate::model::fmt::count_of(y.drives as u64, "drive")
     );
     if let Some(r) = y.ratio() {
         s.push_str(&format!(" ({:.0} % of those decided)", r * 100.0));
@@ -160,7 +160,7 @@ fn failed_text(v: &Verdict) -> String {
         } else {
             format!(
                 "none ({} not evaluated: {})",
-                super::compute::count_of(missing.len() as u64, "gate"),
+                crate::model::fmt::count_of(missing.len() as u64, "gate"),
                 missing.join(", ")
             )
         }
@@ -376,9 +376,10 @@ mod tests {
     }
 
     use super::*;
+    use crate::model::results::{DeviceIdentity, SoakSummary, TargetResults};
+    use crate::model::verdict::{ExternalInputs, GateSettings, PlanState};
     use crate::report::{Loaded, build_with};
-    use crate::verdict::{ExternalInputs, GateSettings, PlanState, stamp};
-    use crate::workload::results::{DeviceIdentity, SoakSummary, TargetResults};
+    use crate::verdict::stamp;
 
     fn drive(serial: &str, model: &str, fw: &str, errors: u64, media: u64) -> Loaded {
         let mut r = TargetResults {
@@ -396,7 +397,7 @@ mod tests {
             soak: Some(SoakSummary {
                 elapsed_secs: 10.0,
                 errors,
-                drive: Some(crate::workload::results::DriveSoak {
+                drive: Some(crate::model::results::DriveSoak {
                     media_errors: Some(media),
                     error_log_entries: Some(0),
                     available_spare_latest: 100,
@@ -408,8 +409,8 @@ mod tests {
                 }),
                 ..Default::default()
             }),
-            subject: Some(crate::verdict::Subject {
-                kind: crate::verdict::SubjectKind::Drive,
+            subject: Some(crate::model::verdict::Subject {
+                kind: crate::model::verdict::SubjectKind::Drive,
                 verify: true,
                 ..Default::default()
             }),

@@ -259,7 +259,7 @@ pub struct FileClaim {
 /// Where a file target is: symlinks and `..` resolved, and never under `/dev` (but
 /// `/dev/shm`).
 fn resolve_file(path: &Path) -> Result<PathBuf, SafetyError> {
-    let resolved = crate::config::resolve_for_create(path);
+    let resolved = crate::safety::resolve_for_create(path);
     if resolved.starts_with("/dev") && !resolved.starts_with("/dev/shm") {
         return Err(SafetyError::UnderDev {
             path: path.to_path_buf(),
@@ -593,6 +593,55 @@ fn create(
     })();
     let _ = unlinkat(dirfd, tmp.as_str(), UnlinkatFlags::NoRemoveDir);
     linked.map(|()| file)
+}
+
+/// Where a file that does not exist yet would be created: symlinks followed (a dangling one to
+/// its target), the nearest existing ancestor canonicalised, and `..` in the rest applied, so
+/// `/dev/shm/../x.dat` is `/dev/x.dat`.
+pub fn resolve_for_create(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    // Follow a chain of (possibly dangling) symlinks at the last component, bounded like the
+    // kernel's own limit.
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => match std::fs::read_link(&p) {
+                Ok(t) if t.is_absolute() => p = t,
+                Ok(t) => p = p.parent().map(|d| d.join(&t)).unwrap_or(t),
+                Err(_) => break,
+            },
+            _ => break,
+        }
+    }
+    // The nearest existing ancestor, canonicalised, then the missing components lexically.
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    let mut base = p.clone();
+    let mut resolved = loop {
+        if let Ok(c) = std::fs::canonicalize(&base) {
+            break c;
+        }
+        match (base.file_name(), base.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_os_string());
+                base = parent.to_path_buf();
+            }
+            _ => break base.clone(),
+        }
+    };
+    for c in rest.iter().rev() {
+        resolved.push(c);
+    }
+    // `..` and `.` that follow a missing directory, applied lexically.
+    let mut out = PathBuf::new();
+    for c in resolved.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ mod probe;
 
 pub use claim::{
     Claimed, FileClaim, MARK_XATTR, TargetKey, check_file_target, claim_block, claim_block_among,
-    claim_file, claim_read_only, same_targets,
+    claim_file, claim_read_only, resolve_for_create, same_targets,
 };
 pub use inuse::{MountEntry, parse_mountinfo};
 

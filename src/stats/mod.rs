@@ -10,7 +10,7 @@ pub mod live;
 
 use hdrhistogram::Histogram;
 
-use crate::op::Op;
+use crate::model::op::Op;
 
 /// Upper bounds (seconds) of the Prometheus latency histogram: 10 µs to 10 s.
 pub const LAT_BUCKETS: [f64; 19] = [

@@ -1,9 +1,10 @@
 //! The drive gates for a target on a SATA disk: temperature and percentage used read the ATA
-//! figures (`workload::drive_ata::AtaSoak`), and available spare, which ATA does not report,
+//! figures (`model::results::AtaSoak`), and available spare, which ATA does not report,
 //! is "not applicable" with that reason (never passed on the zero an NVMe-shaped field holds).
 
-use super::{Gate, GateResult, judged, unknown, with_numbers};
-use crate::workload::drive_ata::AtaSoak;
+use super::{judged, unknown, with_numbers};
+use crate::model::results::AtaSoak;
+use crate::model::verdict::{Gate, GateResult};
 
 /// The temperature gate on the highest temperature the polls saw (SMART attribute 194/190 or
 /// Device Statistics, whole °C), shown in kelvin as well.

@@ -8,7 +8,7 @@
 //! | 2 | FAIL: at least one target failed a gate (even if it stopped before the end) |
 //! | 3 | INCOMPLETE: no gate failed, but a target stopped before the end of its plan (an error, a vanished device, SIGINT or SIGTERM) or a gate that applies was not evaluated |
 
-use super::{PlanState, Verdict, VerdictStatus};
+use crate::model::verdict::{PlanState, Verdict, VerdictStatus};
 
 /// Every target finished and passed.
 pub const EXIT_PASS: u8 = 0;

@@ -19,24 +19,16 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::{Gate, GateResult, GateState, PlanState, Verdict};
-use crate::report::compute;
-use crate::workload::results::{PhaseRecord, PhaseStatus, TargetResults};
-use crate::workload::steps::StepStatus;
+use crate::model::results::{PhaseRecord, PhaseStatus, TargetResults};
+use crate::model::steps::StepStatus;
+use crate::model::verdict::{Gate, GateResult, GateState, PlanState, Verdict};
 
 pub const SCHEMA_MAJOR: u64 = 2;
 pub const SCHEMA_MINOR: u64 = 0;
 
-/// `results/<target>.ocptv.jsonl`.
-pub fn ocptv_path(state_dir: &Path, target: &str) -> PathBuf {
-    state_dir
-        .join("results")
-        .join(format!("{target}.ocptv.jsonl"))
-}
-
 /// RFC 3339, Z-normalised, milliseconds.
 pub fn timestamp(unix: f64) -> String {
-    let t = crate::report::html::fmt_time(unix);
+    let t = crate::model::fmt::fmt_time(unix);
     let ms = ((unix.max(0.0).fract()) * 1000.0).floor() as u32;
     format!("{}T{}.{ms:03}Z", &t[..10], &t[11..19])
 }
@@ -123,11 +115,11 @@ impl Out {
 const HW_ID: &str = "drive";
 
 /// The host's name as an ID part: a results file from a host without a hostname (the kernel's
-/// `(none)`, or empty) gets the fallback [`crate::workload::scheduler::hostname`] gives.
+/// `(none)`, or empty) gets the fallback [`crate::util::host::hostname`] gives.
 fn host_id(host: &str) -> String {
-    crate::workload::scheduler::usable_hostname(host)
+    crate::util::host::usable_hostname(host)
         .map(str::to_string)
-        .unwrap_or_else(crate::workload::scheduler::hostname)
+        .unwrap_or_else(crate::util::host::hostname)
 }
 
 /// The `n`-th (0-based) of `items` for which `same` holds, else the last such.
@@ -212,8 +204,8 @@ pub fn render(r: &TargetResults, v: &Verdict, command_line: &str) -> Vec<Value> 
         "ERROR"
     };
     let result = match v.status() {
-        crate::verdict::VerdictStatus::Pass => "PASS",
-        crate::verdict::VerdictStatus::Fail => "FAIL",
+        crate::model::verdict::VerdictStatus::Pass => "PASS",
+        crate::model::verdict::VerdictStatus::Fail => "FAIL",
         _ => "NOT_APPLICABLE",
     };
     let mut verdict = format!("verdict {}", v.headline());
@@ -331,16 +323,16 @@ fn phase_step(o: &mut Out, r: &TargetResults, p: &PhaseRecord, ordinal: usize, i
     o.step(end, id, json!({"testStepEnd": {"status": status}}));
 }
 
-fn sweep_measurements(o: &mut Out, time: f64, id: &str, s: &crate::workload::results::SweepResult) {
-    let curve = compute::curve(s);
-    if let Some(p) = compute::peak(&curve) {
+fn sweep_measurements(o: &mut Out, time: f64, id: &str, s: &crate::model::results::SweepResult) {
+    let curve = crate::model::curve::curve(s);
+    if let Some(p) = crate::model::curve::peak(&curve) {
         o.measurement(time, id, "peak_iops", p.iops.round(), "IOPS");
         o.measurement(time, id, "peak_latency_avg", p.lat_avg_us / 1e6, "s");
     }
-    if let Some(p) = compute::frontier(
+    if let Some(p) = crate::model::curve::frontier(
         &curve,
-        compute::LatencyBasis::Average,
-        compute::SUB_MS_LIMIT_US,
+        crate::model::curve::LatencyBasis::Average,
+        crate::model::curve::SUB_MS_LIMIT_US,
     ) {
         o.measurement(time, id, "sub_1ms_frontier_iops", p.iops.round(), "IOPS");
     }
@@ -478,7 +470,7 @@ pub fn write(state_dir: &Path, r: &TargetResults) -> Option<PathBuf> {
         text.push_str(&line.to_string());
         text.push('\n');
     }
-    let path = ocptv_path(state_dir, &r.target);
+    let path = crate::state::results::ocptv_path(state_dir, &r.target);
     match crate::util::write_atomic(&path, text.as_bytes()) {
         Ok(()) => Some(path),
         Err(e) => {
@@ -493,8 +485,8 @@ mod tests {
     use super::super::tests::{clean_results, drive};
     use super::super::{ExternalInputs, GateSettings, evaluate};
     use super::*;
-    use crate::workload::results::{SoakPhase, phase_began, phase_closed};
-    use crate::workload::steps::StepOutcome;
+    use crate::model::results::{SoakPhase, phase_began, phase_closed};
+    use crate::model::steps::StepOutcome;
 
     const T0: f64 = 1_764_691_200.0;
 
@@ -812,7 +804,7 @@ mod tests {
 
     #[test]
     fn a_host_without_a_hostname_gets_a_sensible_id() {
-        use crate::workload::scheduler::pick_hostname;
+        use crate::util::host::pick_hostname;
         let id = "0123456789abcdef0123456789abcdef\n";
         assert_eq!(pick_hostname(Some("rack7-n3\n"), Some(id)), "rack7-n3");
         assert_eq!(
@@ -889,8 +881,8 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("results")).expect("mkdir");
         let mut r = clean_results();
         // A verified file target: every gate that applies has its data.
-        r.subject = Some(crate::verdict::Subject {
-            kind: crate::verdict::SubjectKind::File,
+        r.subject = Some(crate::model::verdict::Subject {
+            kind: crate::model::verdict::SubjectKind::File,
             verify: true,
             ..Default::default()
         });

@@ -1,7 +1,8 @@
 //! Each gate: pass, fail, not evaluated (no data) and turned off.
 
 use super::*;
-use crate::workload::results::{SoakSummary, SweepPoint, SweepResult};
+use crate::model::results::{SoakSummary, SweepPoint, SweepResult};
+use crate::model::verdict::describe;
 
 /// A file target's clean run: a swept 4k random read and a soak without errors.
 pub(super) fn clean_results() -> TargetResults {
@@ -10,7 +11,7 @@ pub(super) fn clean_results() -> TargetResults {
         host: "rack7".into(),
         target: "disk0".into(),
         path: "/dev/nvme0n1".into(),
-        device: Some(crate::workload::results::DeviceIdentity {
+        device: Some(crate::model::results::DeviceIdentity {
             controller: "nvme0".into(),
             model: "MODEL-X".into(),
             serial: "SER-123".into(),
@@ -657,7 +658,7 @@ fn describe_lists_the_gates_on_and_off() {
 /// evaluated", "not supported" passes (the controller has none), a failed one fails the gate.
 #[test]
 fn self_test_gate_reads_the_recorded_steps() {
-    use crate::workload::steps::{StepOutcome, StepStatus};
+    use crate::model::steps::{StepOutcome, StepStatus};
     let judge = |r: &TargetResults| {
         let ext = ExternalInputs::from_results(r);
         let v = evaluate(
@@ -772,7 +773,7 @@ fn sata_drive(temp_max_c: Option<i16>, pct_used: Option<u8>) -> DriveSoak {
     DriveSoak {
         device: "sda".into(),
         media_errors: Some(0),
-        ata: Some(crate::workload::drive_ata::AtaSoak {
+        ata: Some(crate::model::results::AtaSoak {
             temperature_max_c: temp_max_c,
             temperature_latest_c: temp_max_c.map(|c| c - 3),
             percentage_used_start: pct_used.map(|p| p.saturating_sub(1)),

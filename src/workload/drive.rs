@@ -1,15 +1,15 @@
 //! Drive-side soak tracking of one block target ([`DriveTracking`]): which controller it is on,
 //! its soak-start baseline (the SMART log and nvsoak's totals of that instant, checkpointed),
-//! throttle episodes, and the figures [`crate::workload::results::drive_soak`] computes from the
+//! throttle episodes, and the figures [`crate::model::results::drive_soak`] computes from the
 //! baseline to the latest poll. The daemon feeds it every new health poll; it decides
 //! everything about drives, the daemon only wires it.
 
 use std::path::Path;
 
 use crate::health::{HealthSnapshot, HostIo, SmartSample};
+use crate::model::results::{DeviceIdentity, DriveReading, DriveSoak, HostAtSmart, drive_soak};
+use crate::model::totals::Totals;
 use crate::nvme::log::smart::SmartLog;
-use crate::state::Totals;
-use crate::workload::results::{DeviceIdentity, DriveReading, DriveSoak, HostAtSmart, drive_soak};
 
 /// A block target's drive-side soak bookkeeping: the soak-start baseline (SMART log and host
 /// figures, checkpointed), episode counts (checkpointed), the latest figures, which the
@@ -29,7 +29,7 @@ pub struct DriveTracking {
     /// The latest drive-side figures.
     pub figures: Option<DriveSoak>,
     /// A spanning target: the rated card its members are all on (from the latest poll).
-    pub card: Option<crate::workload::results::SpanCard>,
+    pub card: Option<crate::model::results::SpanCard>,
     /// The drive's identity from the poller (Identify Controller), for the results file.
     pub identity: Option<DeviceIdentity>,
     /// Polls at or after this Unix time describe this target (default: the target's start).
@@ -53,11 +53,11 @@ pub struct DriveTracking {
     /// sysfs does not say (`pcie::link_degraded_during`), for a verdict gate.
     pub link_degraded: Option<bool>,
     /// The drive's OCP C3h static bucket counters at the first C3h read of this run.
-    pub ocp_latency_start: Option<crate::health::ocp_pages::LatencyCounts>,
+    pub ocp_latency_start: Option<crate::model::events::LatencyCounts>,
     /// The drive's OCP C1h panic ID and count at the first C1h read of the soak (or the
     /// checkpoint's), and the drive events of earlier runs (`workload::drive_ocp`).
     pub ocp_panic_start: Option<crate::workload::drive_ocp::PanicMark>,
-    pub ocp_events_carried: Vec<crate::health::ocp_pages::DriveEvent>,
+    pub ocp_events_carried: Vec<crate::model::events::DriveEvent>,
 }
 
 /// What the drive bookkeeping needs to know of its target.
@@ -78,7 +78,7 @@ impl DriveTracking {
 
     /// The checkpoint's baseline and episodes of a resumed soak. The checkpoint keeps the
     /// SMART log as JSON; one that does not parse is dropped (a new baseline is taken).
-    pub fn restore(&mut self, target: &str, st: &crate::state::TargetState) {
+    pub fn restore(&mut self, target: &str, st: &crate::model::checkpoint::TargetState) {
         self.smart_at_soak_start = st.smart_at_soak_start.as_ref().and_then(|v| {
             serde_json::from_value::<SmartLog>(v.clone())
                 .inspect_err(|e| {
@@ -149,7 +149,7 @@ impl DriveTracking {
         self.controller = Some(d.name.clone());
         // A poll from before this run's target started describes an earlier target on the path.
         let from = self.polls_from.unwrap_or(t.started_at);
-        self.link_degraded = crate::pcie::link_degraded_during(health, &d.name, from);
+        self.link_degraded = crate::pcie::link_degraded_during(&health.pcie, &d.name, from);
         if latest.time < from {
             return;
         }
@@ -445,11 +445,11 @@ mod tests {
             temperature_max_kelvin: 351,
             ..Default::default()
         };
-        let mut st = crate::state::TargetState::new("t", "/dev/x");
+        let mut st = crate::model::checkpoint::TargetState::new("t", "/dev/x");
         st.drive_warning_seen = d.warning_seen;
         st.drive_temperature_max_kelvin = d.temperature_max_kelvin;
         let json = serde_json::to_string(&st).expect("ser");
-        let back: crate::state::TargetState = serde_json::from_str(&json).expect("de");
+        let back: crate::model::checkpoint::TargetState = serde_json::from_str(&json).expect("de");
         d = DriveTracking::default();
         d.restore("t", &back);
         assert_eq!((d.warning_seen, d.temperature_max_kelvin), (0x04, 351));
@@ -459,7 +459,8 @@ mod tests {
             m.remove("drive_warning_seen");
             m.remove("drive_temperature_max_kelvin");
         }
-        let old: crate::state::TargetState = serde_json::from_value(v).expect("old loads");
+        let old: crate::model::checkpoint::TargetState =
+            serde_json::from_value(v).expect("old loads");
         assert_eq!(old.drive_warning_seen, 0);
     }
 
@@ -470,7 +471,7 @@ mod tests {
             data_units_written: 5,
             ..Default::default()
         });
-        t.drive.host_at_soak_start = Some(crate::workload::results::HostAtSmart {
+        t.drive.host_at_soak_start = Some(crate::model::results::HostAtSmart {
             time: 10.0,
             written_bytes: 0,
             ..Default::default()
@@ -525,7 +526,7 @@ mod tests {
     /// C3h counters keep the first reading as the start.
     #[test]
     fn ocp_panics_and_latency_counts_reach_the_soak_figures() {
-        use crate::health::ocp_pages::{DriveEvent, kind};
+        use crate::model::events::{DriveEvent, kind};
         use crate::nvme::log::ocp_latency::{LatencyMonitorLog, PerOp};
         let mut t = target(100.0);
         let s = sample(130.0, 1, 0, 0, false);
@@ -564,7 +565,7 @@ mod tests {
         );
         assert_eq!(f.ocp_latency_latest.map(|c| c[2].read), Some(9));
         // An older results file without these fields still loads.
-        let old: crate::workload::results::DriveSoak =
+        let old: crate::model::results::DriveSoak =
             serde_json::from_str(r#"{"device":"nvme0","start_time":1.0,"latest_time":2.0}"#)
                 .expect("old file");
         assert_eq!(old.ocp_panic_changed, None);

@@ -8,47 +8,11 @@
 use serde::{Deserialize, Serialize};
 
 use super::drive::{DriveTarget, DriveTracking, host_at};
-use crate::ata::vendor::WritesSource;
 use crate::health::HealthSnapshot;
 use crate::health::ata_sample::{AtaCounters, AtaSample};
-use crate::workload::results::{
-    ACCOUNTING_TOLERANCE_BYTES, DeviceIdentity, DriveSoak, HostAtSmart,
+use crate::model::results::{
+    ACCOUNTING_TOLERANCE_BYTES, AtaSoak, DeviceIdentity, DriveSoak, HostAtSmart,
 };
-
-/// The ATA-only figures of a [`DriveSoak`]: where the written bytes came from and the
-/// counters NVMe drives do not have. Deltas are `None` when the drive does not report the
-/// counter or it went backwards.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct AtaSoak {
-    /// Where the drive's bytes written came from (`device_statistics`, `attribute_241`);
-    /// `None`: the drive reports no bytes written.
-    pub written_source: Option<WritesSource>,
-    /// The step of that counter in bytes, and the accounting tolerance it gives (one step at
-    /// each end, at least [`ACCOUNTING_TOLERANCE_BYTES`]).
-    pub written_unit_bytes: u64,
-    pub accounting_tolerance_bytes: u64,
-    pub power_on_secs: Option<u64>,
-    pub uncorrectable: Option<u64>,
-    pub reallocated: Option<u64>,
-    pub crc_errors: Option<u64>,
-    /// The highest temperature nvsoak's polls saw during the soak, and the latest.
-    pub temperature_max_c: Option<i16>,
-    pub temperature_latest_c: Option<i16>,
-    /// Percentage Used Endurance Indicator (Device Statistics), when the drive reports it.
-    pub percentage_used_start: Option<u8>,
-    pub percentage_used_latest: Option<u8>,
-    /// SMART RETURN STATUS at the latest poll.
-    pub smart_passed_latest: Option<bool>,
-}
-
-impl AtaSoak {
-    /// The written counter's unit is an assumption (a vendor attribute), which the accounting
-    /// ratio calibrates.
-    pub fn unit_uncertain(&self) -> bool {
-        self.written_source == Some(WritesSource::Attribute241)
-    }
-}
 
 /// The checkpoint's record of an ATA soak start (`TargetState::ata_at_soak_start`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -248,11 +212,12 @@ mod tests {
     use crate::ata::cmd;
     use crate::ata::devstat::testdata::{OK, page};
     use crate::ata::transport::{Replay, Reply};
+    use crate::ata::vendor::WritesSource;
     use crate::health::HostIo;
     use crate::health::ata::testdata::{disk, full_replay, good};
     use crate::health::ata::{AtaHealth, poll_disk};
     use crate::health::poller::RatingContext;
-    use crate::state::Totals;
+    use crate::model::totals::Totals;
 
     const DEV: &str = "/dev/sdq";
 

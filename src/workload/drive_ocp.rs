@@ -5,10 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::health::ocp_pages::{DriveEvent, DrivePages, LatencyCounts};
+use crate::health::ocp_pages::DrivePages;
+use crate::model::events::{DriveEvent, LatencyCounts};
+use crate::model::results::DriveSoak;
 use crate::nvme::log::ocp_recovery::ErrorRecoveryLog;
 use crate::workload::drive::DriveTracking;
-use crate::workload::results::DriveSoak;
 
 /// The C1h figures a panic changes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,7 +90,7 @@ pub(crate) fn update(tr: &mut DriveTracking, f: &mut DriveSoak, pages: &DrivePag
         if f.ocp_panic_changed == Some(false)
             && all
                 .iter()
-                .any(|e| e.kind == crate::health::ocp_pages::kind::OCP_PANIC)
+                .any(|e| e.kind == crate::model::events::kind::OCP_PANIC)
         {
             f.ocp_panic_changed = Some(true);
         }
@@ -115,7 +116,7 @@ pub fn baseline_json(tr: &DriveTracking) -> Option<serde_json::Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::ocp_pages::kind;
+    use crate::model::events::kind;
     use crate::nvme::log::ocp_latency::PerOp;
 
     fn pages(panic_id: u64, panic_count: u8) -> DrivePages {
@@ -172,10 +173,11 @@ mod tests {
         );
         assert_eq!(f.ocp_latency_start, Some(counts(5)));
         first.figures = Some(f);
-        let mut st = crate::state::TargetState::new("ns0", "/dev/nvme0n1");
+        let mut st = crate::model::checkpoint::TargetState::new("ns0", "/dev/nvme0n1");
         st.ocp_at_soak_start = baseline_json(&first);
         let text = serde_json::to_string(&st).expect("json");
-        let back: crate::state::TargetState = serde_json::from_str(&text).expect("load");
+        let back: crate::model::checkpoint::TargetState =
+            serde_json::from_str(&text).expect("load");
         assert_eq!(back, st);
 
         let mut resumed = DriveTracking::default();
@@ -222,11 +224,15 @@ mod tests {
 
     #[test]
     fn old_checkpoints_load_and_bad_baselines_are_dropped() {
-        let mut old = serde_json::to_value(crate::state::TargetState::new("ns0", "/dev/nvme0n1"))
-            .expect("json");
+        let mut old = serde_json::to_value(crate::model::checkpoint::TargetState::new(
+            "ns0",
+            "/dev/nvme0n1",
+        ))
+        .expect("json");
         let fields = old.as_object_mut().expect("object");
         assert!(fields.remove("ocp_at_soak_start").is_some());
-        let st: crate::state::TargetState = serde_json::from_value(old).expect("old checkpoint");
+        let st: crate::model::checkpoint::TargetState =
+            serde_json::from_value(old).expect("old checkpoint");
         assert_eq!(st.ocp_at_soak_start, None);
         let mut tr = DriveTracking::default();
         restore_json(&mut tr, "ns0", Some(&serde_json::json!({"panic": "nope"})));

@@ -25,7 +25,7 @@ use std::collections::VecDeque;
 
 use serde::Serialize;
 
-use crate::workload::spec::{SteadyConfig, SteadyCriterion};
+use crate::model::spec::{SteadyConfig, SteadyCriterion};
 
 /// What the detector knows after the latest round.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

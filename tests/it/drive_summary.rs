@@ -14,12 +14,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nvsoak::health::poller::Opener;
+use nvsoak::model::results::{DriveSoak, TargetResults};
 use nvsoak::nvme::cmd::{OPC_GET_FEATURES, OPC_GET_LOG_PAGE, OPC_IDENTIFY};
 use nvsoak::nvme::discover::Controller;
 use nvsoak::nvme::log::smart::{self, SmartLog};
 use nvsoak::nvme::replay::{ReplayTransport, Reply};
 use nvsoak::nvme::{AdminCmd, AdminTransport, NvmeError};
-use nvsoak::workload::results::{DriveSoak, TargetResults};
 
 use crate::common::{bin, free_port, shm_dir};
 
@@ -237,7 +237,7 @@ struct Soaked {
     served: Vec<u32>,
     /// SMART reads of the first (interrupted) run, and its checkpoint record.
     served_first_run: usize,
-    first_run: nvsoak::state::TargetState,
+    first_run: nvsoak::model::checkpoint::TargetState,
 }
 
 /// Run a short soak on the loop device with replayed health. `None`: skipped (printed).
@@ -404,7 +404,7 @@ fn soak_summary_carries_the_replayed_drive_deltas() {
     // The results file: the deltas from page 0 to one later page, exactly.
     let text = std::fs::read_to_string(&s.results).expect("results file");
     let r: TargetResults = serde_json::from_str(&text).expect("results parse");
-    assert_eq!(r.version, nvsoak::workload::results::RESULTS_VERSION);
+    assert_eq!(r.version, nvsoak::model::results::RESULTS_VERSION);
     let id = r
         .device
         .clone()
@@ -481,7 +481,7 @@ fn soak_summary_carries_the_replayed_drive_deltas() {
     );
     let md = std::fs::read_to_string(&out).expect("report.md");
     assert!(md.contains("### Drive during the soak"), "{md}");
-    let written = nvsoak::report::compute::fmt_bytes(drive as f64);
+    let written = nvsoak::model::fmt::fmt_bytes(drive as f64);
     assert!(md.contains(&written), "{written} in\n{md}");
     let errs = format!("| Media errors | **+{}** |", d.media_errors.unwrap_or(0));
     assert!(md.contains(&errs), "{errs} in\n{md}");

@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nvsoak::engine::{self, Caps, Completion, EngineError, EngineSetup, IoEngine, IoReq};
+use nvsoak::model::spec::{Access, BlockSizeMix, EngineChoice, JobSpec, Op, Skew};
 use nvsoak::stats::WorkerReport;
-use nvsoak::workload::spec::{Access, BlockSizeMix, EngineChoice, JobSpec, Op, Skew};
 use nvsoak::workload::worker::{
     self, BlockHook, ExitReason, WorkerExit, WorkerOptions, WorkerPlan, aligned_region, job_align,
     stripe_bounds,

@@ -6,6 +6,9 @@
 mod attacks;
 /// `nvsoak report --from` over 300 results files from 100 hosts: the batch view.
 mod batch;
+/// The import boundaries: every `crate::` path in `src/` against the folder graph, which
+/// ARCHITECTURE.md states too.
+mod boundaries;
 /// The build needs the Rust toolchain only: no bindgen, no pkg-config, no `-sys` crate
 /// linking a system library; libblkid is loaded at run time.
 mod build_deps;

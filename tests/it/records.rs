@@ -512,7 +512,9 @@ duration = "10m"
         // device numbers.
         format!("{name} ({}; backing file ", devno.trim())
     };
-    let id = |c: &nvsoak::state::Checkpoint| c.targets[0].identity.clone().unwrap_or_default();
+    let id = |c: &nvsoak::model::checkpoint::Checkpoint| {
+        c.targets[0].identity.clone().unwrap_or_default()
+    };
     assert!(id(&saved).starts_with(&key(&a)), "{}", id(&saved));
 
     std::fs::remove_file(&link).expect("unlink");

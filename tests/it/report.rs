@@ -1164,24 +1164,24 @@ fn browser_shows_the_verdict_table_and_yield_first() {
     let dir = shm_dir();
     let mut from = vec!["--from".to_string()];
     for (name, errors) in [("drive-a.json", 0u64), ("drive-b.json", 5)] {
-        let mut r: nvsoak::workload::results::TargetResults =
+        let mut r: nvsoak::model::results::TargetResults =
             serde_json::from_slice(&std::fs::read(fixture(name)).expect("fixture"))
                 .expect("fixture JSON");
         let soak = r.soak.get_or_insert_with(Default::default);
         soak.errors = errors;
         soak.verify_errors = 0;
         // A verified file target: every gate that applies has its data, so drive-a PASSes.
-        r.subject = Some(nvsoak::verdict::Subject {
-            kind: nvsoak::verdict::SubjectKind::File,
+        r.subject = Some(nvsoak::model::verdict::Subject {
+            kind: nvsoak::model::verdict::SubjectKind::File,
             verify: true,
             ..Default::default()
         });
         r.verified_bytes = 1 << 20;
         nvsoak::verdict::stamp(
             &mut r,
-            &nvsoak::verdict::GateSettings::default(),
-            &nvsoak::verdict::ExternalInputs::default(),
-            nvsoak::verdict::PlanState::Finished,
+            &nvsoak::model::verdict::GateSettings::default(),
+            &nvsoak::model::verdict::ExternalInputs::default(),
+            nvsoak::model::verdict::PlanState::Finished,
             None,
         );
         let p = dir.path().join(name);

@@ -547,7 +547,9 @@ fn exclusively_claimed_device_is_refused() {
 /// `nvsoak state show` prints a checkpoint saved by the library, `state reset` moves it aside.
 #[test]
 fn state_show_and_reset_cli() {
-    use nvsoak::state::{self, Checkpoint, TargetState, Totals};
+    use nvsoak::model::checkpoint::{Checkpoint, TargetState};
+    use nvsoak::model::totals::Totals;
+    use nvsoak::state;
     use nvsoak::workload::pattern::GenMap;
     let dir = crate::common::shm_dir();
     let mut t = TargetState::new("t0", "/dev/shm/t0.dat");
@@ -619,7 +621,8 @@ fn state_show_and_reset_cli() {
 fn verify_on_a_file_across_a_restart() {
     use std::os::unix::fs::FileExt;
 
-    use nvsoak::state::{self, Checkpoint, TargetState};
+    use nvsoak::model::checkpoint::{Checkpoint, TargetState};
+    use nvsoak::state;
     use nvsoak::workload::pattern::{self, GenMap, Mismatch, VERIFY_UNIT, VerifyKind};
 
     const BS: usize = 4 * VERIFY_UNIT; // 16 KiB blocks, 4 units each

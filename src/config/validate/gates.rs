@@ -5,7 +5,7 @@
 use super::super::raw::{RawGates, Scalar};
 use super::scalar::{float, integer, percent};
 use super::{R, bad};
-use crate::verdict::{DEFAULT_MAX_TEMPERATURE_CELSIUS, GateSettings, SpareMin};
+use crate::model::verdict::{DEFAULT_MAX_TEMPERATURE_CELSIUS, GateSettings, SpareMin};
 
 /// The gates of one target: the defaults, then `[gates]`, then the target's own.
 pub(super) fn gates(
@@ -197,7 +197,7 @@ fn apply(g: &mut GateSettings, raw: &RawGates, section: &str) -> R<()> {
 #[cfg(test)]
 mod tests {
     use crate::config::{ConfigError, load_str};
-    use crate::verdict::{GateSettings, SpareMin};
+    use crate::model::verdict::{GateSettings, SpareMin};
 
     fn load(text: &str) -> Result<crate::config::Settings, ConfigError> {
         load_str(text, "test", Vec::new())

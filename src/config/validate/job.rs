@@ -6,8 +6,8 @@ use super::super::raw::{RawJob, Scalar};
 use super::scalar::{float, name, one_of, percent_str};
 use super::values::{block_sizes, iodepth, rate, skew, workers};
 use super::{R, bad, join};
-use crate::workload::profiles;
-use crate::workload::spec::{Access, JobSpec, Skew};
+use crate::model::profiles;
+use crate::model::spec::{Access, JobSpec, Skew};
 
 pub(super) fn inline_job(key: &str, j: &RawJob) -> R<JobSpec> {
     let jname = job_name(key, j)?;

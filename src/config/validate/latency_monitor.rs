@@ -28,8 +28,8 @@ fn steps(key: &str, d: Duration, step: Duration, max: u64, what: &str) -> R<u64>
             key,
             format!(
                 "{} is not a positive multiple of {} (the {what} unit)",
-                crate::units::format_duration(d),
-                crate::units::format_duration(step)
+                crate::model::units::format_duration(d),
+                crate::model::units::format_duration(step)
             ),
         );
     }
@@ -39,8 +39,8 @@ fn steps(key: &str, d: Duration, step: Duration, max: u64, what: &str) -> R<u64>
             key,
             format!(
                 "{} is too long (at most {})",
-                crate::units::format_duration(d),
-                crate::units::format_duration(step * max as u32)
+                crate::model::units::format_duration(d),
+                crate::model::units::format_duration(step * max as u32)
             ),
         );
     }
@@ -82,8 +82,8 @@ pub(super) fn latency_monitor(
                 key_i,
                 format!(
                     "{} is not above the threshold before it ({}): the buckets lie between increasing thresholds",
-                    crate::units::format_duration(*d),
-                    crate::units::format_duration(thresholds_ms[i - 1])
+                    crate::model::units::format_duration(*d),
+                    crate::model::units::format_duration(thresholds_ms[i - 1])
                 ),
             );
         }

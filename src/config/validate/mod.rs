@@ -18,7 +18,6 @@ mod target;
 mod values;
 
 pub use settings::settings;
-pub(crate) use target::resolve_for_create;
 pub use values::{block_sizes, rate, skew};
 
 use super::ConfigError;

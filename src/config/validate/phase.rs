@@ -8,8 +8,8 @@ use super::job::{inline_job, profile};
 use super::scalar::{duration_in, fmt_dur, integer, one_of, percent_str, size};
 use super::values::{iodepth, rate, workers};
 use super::{MAX_BLOCK, R, bad, join};
-use crate::units::format_size;
-use crate::workload::spec::{JobSpec, PhaseSpec, SteadyConfig, SteadyCriterion};
+use crate::model::spec::{JobSpec, PhaseSpec, SteadyConfig, SteadyCriterion};
+use crate::model::units::format_size;
 
 const DEFAULT_POINTS: [u32; 8] = [10, 50, 70, 80, 90, 100, 110, 120];
 

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use super::super::ConfigError;
 use super::super::raw::Scalar;
-use super::super::suggest::closest;
 use super::{R, bad};
-use crate::units::{parse_duration, parse_size};
+use crate::model::units::{parse_duration, parse_size};
+use crate::util::suggest::closest;
 
 pub(super) fn duration(key: &str, v: &Scalar) -> R<Duration> {
     match v {
@@ -31,7 +31,7 @@ pub(super) fn duration_in(key: &str, v: &Scalar, min: Duration, max: Duration) -
             format!(
                 "{} is too short (at least {})",
                 fmt_dur(d),
-                crate::units::format_duration(min)
+                crate::model::units::format_duration(min)
             ),
         );
     }
@@ -41,7 +41,7 @@ pub(super) fn duration_in(key: &str, v: &Scalar, min: Duration, max: Duration) -
             format!(
                 "{} is too long (at most {})",
                 fmt_dur(d),
-                crate::units::format_duration(max)
+                crate::model::units::format_duration(max)
             ),
         );
     }
@@ -49,7 +49,7 @@ pub(super) fn duration_in(key: &str, v: &Scalar, min: Duration, max: Duration) -
 }
 
 pub(super) fn fmt_dur(d: Duration) -> String {
-    crate::units::format_duration(d)
+    crate::model::units::format_duration(d)
 }
 
 pub(super) fn size(key: &str, v: &Scalar) -> R<u64> {

@@ -16,7 +16,7 @@ use super::health::health;
 use super::scalar::{duration_in, integer, string};
 use super::target::{normalise, target};
 use super::{R, bad};
-use crate::workload::spec::TargetSpec;
+use crate::model::spec::TargetSpec;
 
 fn listen(key: &str, v: &Scalar) -> R<SocketAddr> {
     let s = match v {

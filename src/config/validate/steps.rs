@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::super::raw::RawPhase;
 use super::scalar::{duration_in, one_of};
 use super::{R, bad, join};
+use crate::model::spec::{PhaseSpec, VerifyMode};
 use crate::nvme::steps::{PurgeMethod, SelfTestKind};
-use crate::workload::spec::{PhaseSpec, VerifyMode};
 
 /// The longest wait a step may be given (the ioctl timeout is a u32 of milliseconds).
 const MAX_WAIT: Duration = Duration::from_secs(30 * 86400);
@@ -111,8 +111,8 @@ pub(super) fn check_target(
 #[cfg(test)]
 mod tests {
     use crate::config::load_str;
+    use crate::model::spec::PhaseSpec;
     use crate::nvme::steps::{PurgeMethod, SelfTestKind};
-    use crate::workload::spec::PhaseSpec;
     use std::time::Duration;
 
     /// A loop device over a file of our own, detached on drop (the config only stats it).

@@ -9,8 +9,8 @@ use super::super::raw::RawTarget;
 use super::phase::phase;
 use super::scalar::{integer, name, one_of, percent, size};
 use super::{R, bad, join};
-use crate::units::format_size;
-use crate::workload::spec::{EngineChoice, PhaseSpec, Region, TargetSpec, VerifyMode};
+use crate::model::spec::{EngineChoice, PhaseSpec, Region, TargetSpec, VerifyMode};
+use crate::model::units::format_size;
 
 /// Lexically normalised absolute path, for duplicate detection.
 pub(super) fn normalise(p: &Path) -> PathBuf {
@@ -152,13 +152,13 @@ fn is_block_device(key: &str, path: &Path, engine: EngineChoice) -> R<bool> {
             format!(
                 "{} is neither a regular file nor a block device{}",
                 path.display(),
-                crate::workload::scheduler::generic_node_hint(path)
+                crate::engine::passthru::generic_node_hint(path)
             ),
         ),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // Judge where the file would really be created: `..` and symlinks (a dangling one
             // included) resolved, not the path's spelling.
-            let real = resolve_for_create(path);
+            let real = crate::safety::resolve_for_create(path);
             if real.starts_with("/dev") && !real.starts_with("/dev/shm") {
                 let via = if real != path {
                     format!(" (it resolves to {})", real.display())
@@ -501,53 +501,4 @@ fn check_region_fits(key: &str, bytes: u64, region: f64, phases: &[PhaseSpec]) -
             format_size(mb)
         ),
     )
-}
-
-/// Where a file that does not exist yet would be created: symlinks followed (a dangling one to
-/// its target), the nearest existing ancestor canonicalised, and `..` in the rest applied, so
-/// `/dev/shm/../x.dat` is `/dev/x.dat`.
-pub(crate) fn resolve_for_create(path: &Path) -> PathBuf {
-    let mut p = path.to_path_buf();
-    // Follow a chain of (possibly dangling) symlinks at the last component, bounded like the
-    // kernel's own limit.
-    for _ in 0..40 {
-        match std::fs::symlink_metadata(&p) {
-            Ok(m) if m.file_type().is_symlink() => match std::fs::read_link(&p) {
-                Ok(t) if t.is_absolute() => p = t,
-                Ok(t) => p = p.parent().map(|d| d.join(&t)).unwrap_or(t),
-                Err(_) => break,
-            },
-            _ => break,
-        }
-    }
-    // The nearest existing ancestor, canonicalised, then the missing components lexically.
-    let mut rest: Vec<std::ffi::OsString> = Vec::new();
-    let mut base = p.clone();
-    let mut resolved = loop {
-        if let Ok(c) = std::fs::canonicalize(&base) {
-            break c;
-        }
-        match (base.file_name(), base.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name.to_os_string());
-                base = parent.to_path_buf();
-            }
-            _ => break base.clone(),
-        }
-    };
-    for c in rest.iter().rev() {
-        resolved.push(c);
-    }
-    // `..` and `.` that follow a missing directory, applied lexically.
-    let mut out = PathBuf::new();
-    for c in resolved.components() {
-        match c {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::CurDir => {}
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }

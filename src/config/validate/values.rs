@@ -3,11 +3,11 @@
 
 use super::super::ConfigError;
 use super::super::raw::Scalar;
-use super::super::suggest::closest;
 use super::scalar::{integer, percent_str, size};
 use super::{MAX_BLOCK, R, bad};
-use crate::units::{format_size, parse_size};
-use crate::workload::spec::{BlockSizeMix, RateLimit, Skew};
+use crate::model::spec::{BlockSizeMix, RateLimit, Skew};
+use crate::model::units::{format_size, parse_size};
+use crate::util::suggest::closest;
 
 /// `"4k"`, `4096`, or a weighted mix `"4k:60,8k:30,64k:10"`.
 pub fn block_sizes(key: &str, v: &Scalar) -> R<BlockSizeMix> {

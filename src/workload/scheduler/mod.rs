@@ -19,8 +19,8 @@ mod soaksample;
 pub(crate) use crate::workload::hooks::{HookMode, ProgressHook, StampOnly};
 pub use error::RunError;
 pub use open::{
-    OpenedTarget, check_aliases, generic_node_hint, open_members, open_target,
-    open_target_expecting, plan_writes, preflight,
+    OpenedTarget, check_aliases, open_members, open_target, open_target_expecting, plan_writes,
+    preflight,
 };
 pub(crate) use phase::precondition::precondition_job;
 pub(crate) use segment::{Segment, SegmentOutcome};
@@ -45,13 +45,13 @@ use hdrhistogram::Histogram;
 use thiserror::Error;
 
 use crate::health::{HostIo, HostIoSource};
-use crate::state::{PreconditionProgress, StripeProgress};
-use crate::stats::{OpCounters, QUANTILES, WorkerReport, new_hdr};
-use crate::workload::pattern::{GenMap, VERIFY_UNIT, VerifyCounters, VerifyHook};
-use crate::workload::results::{SteadyOutcome, SweepPoint, SweepResult, TargetResults};
-use crate::workload::spec::{
+use crate::model::checkpoint::{PreconditionProgress, StripeProgress};
+use crate::model::results::{SteadyOutcome, SweepPoint, SweepResult, TargetResults};
+use crate::model::spec::{
     Access, BlockSizeMix, JobSpec, PhaseSpec, RateLimit, Skew, SteadyConfig, TargetSpec, VerifyMode,
 };
+use crate::stats::{OpCounters, QUANTILES, WorkerReport, new_hdr};
+use crate::workload::pattern::{GenMap, VERIFY_UNIT, VerifyCounters, VerifyHook};
 use crate::workload::steady::{SteadyDetector, SteadyStatus};
 use crate::workload::worker::{self, BlockHook, ExitReason, WorkerOptions, WorkerPlan};
 
@@ -147,7 +147,7 @@ fn region_of(spec: &TargetSpec, size: u64) -> Result<u64, TargetError> {
 /// checkpoint's does not fit), and the checkpoint's mismatch counts.
 fn verify_ctx(
     spec: &TargetSpec,
-    resume: Option<&crate::state::TargetState>,
+    resume: Option<&crate::model::checkpoint::TargetState>,
     resume_genmap: Option<GenMap>,
     region_len: u64,
 ) -> VerifyCtx {
@@ -197,8 +197,8 @@ fn subject_of(
     spec: &TargetSpec,
     is_block: bool,
     identity: Option<&crate::safety::DeviceIdentity>,
-) -> crate::verdict::Subject {
-    use crate::verdict::SubjectKind;
+) -> crate::model::verdict::Subject {
+    use crate::model::verdict::SubjectKind;
     let kind = if spec.is_spanning() {
         SubjectKind::Span
     } else if !is_block {
@@ -216,7 +216,7 @@ fn subject_of(
             "verify is off: set verify = \"inline\" or \"pass\" on the target, or turn the gate off with verify_errors = false".to_string()
         }
     });
-    crate::verdict::Subject {
+    crate::model::verdict::Subject {
         kind,
         verify,
         verify_note,
@@ -234,8 +234,8 @@ fn resumed_results(
     resumed: bool,
 ) -> (TargetResults, BTreeMap<String, f64>) {
     let mut results = TargetResults {
-        version: crate::workload::results::RESULTS_VERSION,
-        host: hostname(),
+        version: crate::model::results::RESULTS_VERSION,
+        host: crate::util::host::hostname(),
         target: spec.name.clone(),
         path: spec.path.display().to_string(),
         ..Default::default()
@@ -244,8 +244,8 @@ fn resumed_results(
     if !resumed {
         // A run that starts over never overwrites an earlier record. The daemon has normally
         // moved it aside already, naming why; this catches any other way here.
-        crate::workload::results::archive(&opts.state_dir, &spec.name, "orphan");
-    } else if let Some(prev) = crate::workload::results::load(&opts.state_dir, &spec.name) {
+        crate::state::results::archive(&opts.state_dir, &spec.name, "orphan");
+    } else if let Some(prev) = crate::state::results::load(&opts.state_dir, &spec.name) {
         // A resumed plan keeps what its earlier runs measured (sweeps, steady state), and the
         // maxima they found, as a run without the restart would have.
         for sw in prev.sweeps.iter().filter(|sw| !sw.points.is_empty()) {
@@ -298,7 +298,7 @@ pub fn start(
     mut spec: TargetSpec,
     opts: RunOptions,
     global_stop: Arc<AtomicBool>,
-    resume: Option<crate::state::TargetState>,
+    resume: Option<crate::model::checkpoint::TargetState>,
     resume_genmap: Option<GenMap>,
 ) -> Result<TargetHandle, TargetError> {
     let (
@@ -441,7 +441,7 @@ pub fn start(
         identity,
         in_verify_pass: false,
         last_results_save: Instant::now(),
-        plan_state: crate::verdict::PlanState::Running,
+        plan_state: crate::model::verdict::PlanState::Running,
         last_live_judged: Instant::now(),
         warned_gates: Default::default(),
         live,
@@ -472,7 +472,7 @@ pub fn start(
 type Spanning = (
     OpenedTarget,
     Vec<Arc<OwnedFd>>,
-    Vec<crate::workload::results::MemberFigures>,
+    Vec<crate::model::results::MemberFigures>,
 );
 
 fn open_spanning(spec: &mut TargetSpec) -> Result<Spanning, TargetError> {
@@ -483,7 +483,7 @@ fn open_spanning(spec: &mut TargetSpec) -> Result<Spanning, TargetError> {
     let members = opened
         .iter()
         .zip(&spec.members)
-        .map(|(o, p)| crate::workload::results::MemberFigures {
+        .map(|(o, p)| crate::model::results::MemberFigures {
             path: p.display().to_string(),
             device: o
                 .identity
@@ -580,7 +580,7 @@ pub fn refresh_results_drive(state_dir: &Path, target: &TargetShared) -> bool {
         return false;
     };
     let name = &target.fixed.name;
-    let Some(mut r) = crate::workload::results::load(state_dir, name) else {
+    let Some(mut r) = crate::state::results::load(state_dir, name) else {
         return false;
     };
     let Some(soak) = r.soak.as_mut() else {
@@ -594,14 +594,14 @@ pub fn refresh_results_drive(state_dir: &Path, target: &TargetShared) -> bool {
     let (plan, reason) = r
         .verdict
         .as_ref()
-        .map_or((crate::verdict::PlanState::Interrupted, None), |v| {
+        .map_or((crate::model::verdict::PlanState::Interrupted, None), |v| {
             (v.plan, v.stop_reason.clone())
         });
-    let inputs = crate::verdict::ExternalInputs::from_results(&r);
+    let inputs = crate::model::verdict::ExternalInputs::from_results(&r);
     crate::verdict::stamp(&mut r, &target.gates(), &inputs, plan, reason);
     let verdict = r.verdict.clone();
     target.update(|s| s.verdict = verdict);
-    let saved = crate::workload::results::save(state_dir, &r);
+    let saved = crate::state::results::save(state_dir, &r);
     crate::verdict::ocptv::write(state_dir, &r);
     saved
 }
@@ -610,52 +610,21 @@ pub fn refresh_results_drive(state_dir: &Path, target: &TargetShared) -> bool {
 /// only gates): its results file's verdict and OCPTV record are rewritten, the snapshot's too.
 pub fn rejudge_ended(state_dir: &Path, target: &TargetShared) {
     let name = &target.fixed.name;
-    let Some(mut r) = crate::workload::results::load(state_dir, name) else {
+    let Some(mut r) = crate::state::results::load(state_dir, name) else {
         return;
     };
     let (plan, reason) = r
         .verdict
         .as_ref()
-        .map_or((crate::verdict::PlanState::Interrupted, None), |v| {
+        .map_or((crate::model::verdict::PlanState::Interrupted, None), |v| {
             (v.plan, v.stop_reason.clone())
         });
-    let inputs = crate::verdict::ExternalInputs::from_results(&r);
+    let inputs = crate::model::verdict::ExternalInputs::from_results(&r);
     crate::verdict::stamp(&mut r, &target.gates(), &inputs, plan, reason);
     let verdict = r.verdict.clone();
     target.update(|s| s.verdict = verdict);
-    crate::workload::results::save(state_dir, &r);
+    crate::state::results::save(state_dir, &r);
     crate::verdict::ocptv::write(state_dir, &r);
-}
-
-/// The host's name for records and IDs: the kernel's hostname; on a host that has none (the
-/// kernel says `(none)`, or nothing), `host-` and the first 12 characters of its machine ID
-/// (`/etc/machine-id`), else `localhost`.
-pub fn hostname() -> String {
-    let read = |p: &str| std::fs::read_to_string(p).ok();
-    pick_hostname(
-        read("/proc/sys/kernel/hostname").as_deref(),
-        read("/etc/machine-id").as_deref(),
-    )
-}
-
-/// `name` trimmed, when it is a hostname: not empty, not the kernel's `(none)` (no hostname
-/// set), printable ASCII without spaces.
-pub fn usable_hostname(name: &str) -> Option<&str> {
-    let h = name.trim();
-    (!h.is_empty() && h != "(none)" && h.chars().all(|c| c.is_ascii_graphic())).then_some(h)
-}
-
-/// [`hostname`] from the two files' contents. Pure.
-pub fn pick_hostname(kernel: Option<&str>, machine_id: Option<&str>) -> String {
-    if let Some(h) = kernel.and_then(usable_hostname) {
-        return h.to_string();
-    }
-    match machine_id.map(str::trim) {
-        Some(id) if id.len() >= 12 && id.chars().all(|c| c.is_ascii_hexdigit()) => {
-            format!("host-{}", &id[..12])
-        }
-        _ => "localhost".into(),
-    }
 }
 
 pub(crate) struct Runner {
@@ -683,16 +652,16 @@ pub(crate) struct Runner {
     in_verify_pass: bool,
     last_results_save: Instant,
     /// How far the plan got, for the verdict (running until the plan loop ends).
-    plan_state: crate::verdict::PlanState,
+    plan_state: crate::model::verdict::PlanState,
     /// When the verdict was last evaluated ([`Runner::judge_live`]).
     last_live_judged: Instant,
     /// Gates whose failure this run already told (one WARN line each).
-    warned_gates: std::collections::BTreeSet<crate::verdict::Gate>,
+    warned_gates: std::collections::BTreeSet<crate::model::verdict::Gate>,
     /// The snapshot's live counters, handed to each worker.
     live: Arc<crate::stats::live::LiveIo>,
     /// The soak over time, between soak phases (a soak phase's sampler holds it while it runs
     /// and publishes it in the view).
-    soak_history: crate::workload::soakhist::SoakHistory,
+    soak_history: crate::model::soakhist::SoakHistory,
     /// The running soak phase's entry in the results file's `soak.phases` (see
     /// `phaselog::SoakEntry`).
     soak_entry: Option<phaselog::SoakEntry>,
@@ -788,7 +757,7 @@ impl Runner {
                 tracing::info!(target_name = %self.spec.name,
                         "the checkpoint says this plan already finished; nothing to run (nvsoak state reset starts over)");
                 // Its verdict is the finished plan's, judged again on what it recorded.
-                self.plan_state = crate::verdict::PlanState::Finished;
+                self.plan_state = crate::model::verdict::PlanState::Finished;
                 self.finish();
                 return;
             }
@@ -889,11 +858,11 @@ impl Runner {
         let finished = !self.stopping() && !failed;
         self.plan_ended(finished, failed);
         self.plan_state = if failed {
-            crate::verdict::PlanState::Stopped
+            crate::model::verdict::PlanState::Stopped
         } else if finished {
-            crate::verdict::PlanState::Finished
+            crate::model::verdict::PlanState::Finished
         } else {
-            crate::verdict::PlanState::Interrupted
+            crate::model::verdict::PlanState::Interrupted
         };
         self.finish();
     }
@@ -914,7 +883,7 @@ impl Runner {
     fn save_results(&mut self) {
         self.refresh_results(true);
         self.last_results_save = Instant::now();
-        crate::workload::results::save(&self.opts.state_dir, &self.results);
+        crate::state::results::save(&self.opts.state_dir, &self.results);
         crate::verdict::ocptv::write(&self.opts.state_dir, &self.results);
     }
 
@@ -954,7 +923,7 @@ impl Runner {
             .as_ref()
             .map_or(0, |v| v.counters.total());
         let prev = self.results.soak.take().unwrap_or_default();
-        self.results.soak = Some(crate::workload::results::SoakSummary {
+        self.results.soak = Some(crate::model::results::SoakSummary {
             started: soak_started,
             elapsed_secs: t.soak_elapsed_secs,
             read_bytes: t.read_bytes,
@@ -963,7 +932,7 @@ impl Runner {
             write_ops: t.write_ops,
             errors: t.errors,
             verify_errors,
-            plan: Some(crate::workload::results::PlanTotals::of(&plan)),
+            plan: Some(crate::model::results::PlanTotals::of(&plan)),
             history: if with_history {
                 history.map(|h| (*h).clone()).or(prev.history.clone())
             } else {
@@ -988,10 +957,10 @@ impl Runner {
             self.results.card = Some(card);
         }
         self.ocp_phase_refresh(false);
-        let reason = (self.plan_state == crate::verdict::PlanState::Stopped)
+        let reason = (self.plan_state == crate::model::verdict::PlanState::Stopped)
             .then(|| self.snapshot.view(|v| v.stop_reason.clone()))
             .flatten();
-        let inputs = crate::verdict::ExternalInputs::from_results(&self.results);
+        let inputs = crate::model::verdict::ExternalInputs::from_results(&self.results);
         crate::verdict::stamp(
             &mut self.results,
             &self.snapshot.gates(),
@@ -1093,7 +1062,7 @@ mod tests {
     fn report(ended: Instant, interval: Duration, ops: u64, bs: u64) -> WorkerReport {
         let mut w = crate::stats::WorkerStats::new();
         for _ in 0..ops {
-            w.record(crate::workload::spec::Op::Read, bs, 1000);
+            w.record(crate::model::spec::Op::Read, bs, 1000);
         }
         w.take_report(0, interval, ended, None, false)
     }
@@ -1111,7 +1080,7 @@ mod tests {
         // A 1 ms tail with 40 more reads would be 40,000 IOPS: folded, the rate stays.
         let mut w = crate::stats::WorkerStats::new();
         for _ in 0..1040 {
-            w.record(crate::workload::spec::Op::Read, 4096, 1000);
+            w.record(crate::model::spec::Op::Read, 4096, 1000);
         }
         let tail = w.take_report(0, ms(1), t0 + ms(101), None, true);
         r.update(&tail, ms(50));
@@ -1119,7 +1088,7 @@ mod tests {
         // The next full span covers the tail too: 1040 + 460 reads over [100, 200] ms.
         let mut w = crate::stats::WorkerStats::new();
         for _ in 0..1500 {
-            w.record(crate::workload::spec::Op::Read, 4096, 1000);
+            w.record(crate::model::spec::Op::Read, 4096, 1000);
         }
         let next = w.take_report(0, ms(99), t0 + ms(200), None, false);
         r.update(&next, ms(50));
@@ -1161,7 +1130,7 @@ mod tests {
 
         // A precondition wrote 1 MiB, then a read-only soak read 4 KiB twice.
         let mut v = TargetView {
-            carried: crate::state::Totals {
+            carried: crate::model::totals::Totals {
                 write_bytes: 7,
                 ..Default::default()
             },

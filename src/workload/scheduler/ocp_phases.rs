@@ -1,10 +1,10 @@
-//! The scheduler's side of `workload::ocp_phases`: the drive's C3h counts at each phase's
+//! The scheduler's side of `model::ocp_phases`: the drive's C3h counts at each phase's
 //! start and end, from the drive tracking's latest figures (the health poller's last read).
 
 use super::{Runner, now_unix};
-use crate::health::ocp_pages::LatencyCounts;
-use crate::workload::ocp_phases;
-use crate::workload::spec::PhaseSpec;
+use crate::model::events::LatencyCounts;
+use crate::model::ocp_phases;
+use crate::model::spec::PhaseSpec;
 
 impl Runner {
     /// The latest C3h reading of the target's drive, and the soak's first one.

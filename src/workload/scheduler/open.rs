@@ -284,25 +284,6 @@ pub fn preflight(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
     }
 }
 
-/// For an NVMe generic node (`/dev/ng0n1`) named as a target: which block device to name
-/// instead (empty for any other path).
-pub fn generic_node_hint(path: &Path) -> String {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    match name
-        .strip_prefix("ng")
-        .filter(|r| crate::engine::passthru::generic_name(&format!("nvme{r}")).is_some())
-    {
-        Some(rest) => format!(
-            "; {} is an NVMe generic device: only the passthrough engines (engine = \"io_uring_cmd\" or \"io_uring_cmd_poll\") take it as the target, else configure the namespace's block device /dev/nvme{rest} instead",
-            path.display()
-        ),
-        None => String::new(),
-    }
-}
-
 /// The node a target's checks and claim apply to: its path, except that a passthrough
 /// engine's target given as a namespace's generic device (`/dev/ngXnY`) is that namespace's
 /// block device, found through sysfs from the char device's number
@@ -482,25 +463,4 @@ pub fn plan_writes(spec: &TargetSpec) -> bool {
         PhaseSpec::Purge { .. } => true,
         PhaseSpec::SelfTest { .. } => false,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn generic_nodes_get_the_block_device_to_name_instead() {
-        let h = generic_node_hint(Path::new("/dev/ng3n12"));
-        assert!(h.contains("/dev/nvme3n12 instead"), "{h}");
-        assert!(h.contains("io_uring_cmd_poll"), "{h}");
-        for other in [
-            "/dev/null",
-            "/dev/ng",
-            "/dev/ngx",
-            "/dev/nvme0n1",
-            "/tmp/ng0n1x",
-        ] {
-            assert_eq!(generic_node_hint(Path::new(other)), "", "{other}");
-        }
-    }
 }

@@ -6,10 +6,10 @@
 use std::time::Instant;
 
 use super::{Runner, TargetView};
+use crate::model::results::SweepResult;
+use crate::model::spec::PhaseSpec;
+use crate::model::units::format_bytes;
 use crate::stats::OpCounters;
-use crate::units::format_bytes;
-use crate::workload::results::SweepResult;
-use crate::workload::spec::PhaseSpec;
 
 /// What a phase's end line is measured against: the totals when it started.
 #[derive(Clone)]
@@ -29,7 +29,7 @@ pub(crate) struct SoakEntry {
     start: PhaseStart,
     phase: PhaseSpec,
     index: usize,
-    base: crate::workload::results::SoakPhase,
+    base: crate::model::results::SoakPhase,
 }
 
 /// A phase's own figures, from its start to now.
@@ -67,7 +67,7 @@ fn record_name(phase: &PhaseSpec) -> String {
 pub(crate) fn resume_point(
     phase: &PhaseSpec,
     done_secs: f64,
-    precondition: Option<&crate::state::PreconditionProgress>,
+    precondition: Option<&crate::model::checkpoint::PreconditionProgress>,
     sweep: Option<&SweepResult>,
 ) -> String {
     match phase {
@@ -218,7 +218,7 @@ impl Runner {
             tracing::info!(target_name = %self.spec.name, phase = n, phase_index = index,
                 kind = phase.kind(), %jobs, "phase {n} ({}) started", phase.kind());
         }
-        crate::workload::results::phase_began(
+        crate::model::results::phase_began(
             &mut self.results.phases,
             index,
             loop_count,
@@ -237,13 +237,13 @@ impl Runner {
     }
 
     /// The phase's record ends now with `status`.
-    fn close_phase_record(&mut self, status: crate::workload::results::PhaseStatus) {
-        crate::workload::results::phase_closed(&mut self.results.phases, status, super::now_unix());
+    fn close_phase_record(&mut self, status: crate::model::results::PhaseStatus) {
+        crate::model::results::phase_closed(&mut self.results.phases, status, super::now_unix());
     }
 
     /// An error stopped the target in this phase (the error itself is logged by the caller).
     pub(crate) fn phase_failed(&mut self) {
-        self.close_phase_record(crate::workload::results::PhaseStatus::Failed);
+        self.close_phase_record(crate::model::results::PhaseStatus::Failed);
         self.save_results();
     }
 
@@ -293,7 +293,7 @@ impl Runner {
     }
 
     fn set_soak_entry(&mut self, e: &SoakEntry, t: &PhaseTotals, stopped: bool) {
-        let run = crate::workload::results::SoakPhase {
+        let run = crate::model::results::SoakPhase {
             ended: Some(super::now_unix()),
             elapsed_secs: t.secs,
             read_bytes: t.read_bytes,
@@ -329,7 +329,7 @@ impl Runner {
         let t = self.phase_totals(start, phase);
         let line = crate::workload::scheduler::phase::steps::end_line(self, start.index, phase)
             .unwrap_or_else(|| t.line.clone());
-        self.close_phase_record(crate::workload::results::PhaseStatus::Finished);
+        self.close_phase_record(crate::model::results::PhaseStatus::Finished);
         if matches!(phase, PhaseSpec::Soak { .. }) {
             // Saves the results file.
             self.record_soak_phase(&t, false);
@@ -352,7 +352,7 @@ impl Runner {
         let t = self.phase_totals(start, phase);
         let line = crate::workload::scheduler::phase::steps::end_line(self, start.index, phase)
             .unwrap_or_else(|| t.line.clone());
-        self.close_phase_record(crate::workload::results::PhaseStatus::Stopped);
+        self.close_phase_record(crate::model::results::PhaseStatus::Stopped);
         if matches!(phase, PhaseSpec::Soak { .. }) {
             self.record_soak_phase(&t, true);
         } else {
@@ -389,7 +389,7 @@ impl Runner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::results::SweepPoint;
+    use crate::model::results::SweepPoint;
 
     fn point(pct: u32, iops: f64, lat_avg_us: f64) -> SweepPoint {
         SweepPoint {
@@ -452,10 +452,10 @@ mod tests {
             iodepth: 1,
             workers: 1,
         };
-        let progress = crate::state::PreconditionProgress {
+        let progress = crate::model::checkpoint::PreconditionProgress {
             passes: 1,
             block_size: 4096,
-            stripes: vec![crate::state::StripeProgress {
+            stripes: vec![crate::model::checkpoint::StripeProgress {
                 start: 0,
                 len: 8 << 20,
                 done_bytes: 2 << 20,

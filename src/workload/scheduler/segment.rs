@@ -15,7 +15,7 @@ pub(crate) struct SegmentOutcome {
     /// The device went away (ENODEV/ENXIO, or its node vanished) during the segment.
     pub(crate) device_gone: bool,
     /// A target spanning several devices: what the segment did on each member.
-    pub(crate) members: Vec<crate::workload::results::MemberFigures>,
+    pub(crate) members: Vec<crate::model::results::MemberFigures>,
 }
 
 pub(crate) struct Segment<'a> {
@@ -111,7 +111,7 @@ struct Tally {
     /// A target spanning several devices: how many members (worker `i` is on member `i mod
     /// n`), and their cumulative figures before this segment. `0` and empty otherwise.
     spread: usize,
-    member_base: Vec<crate::workload::results::MemberFigures>,
+    member_base: Vec<crate::model::results::MemberFigures>,
 }
 
 impl Tally {
@@ -135,8 +135,8 @@ impl Tally {
 
     /// This segment's figures on each member of a spanning target (empty otherwise): the sums
     /// of the workers on it.
-    fn member_sums(&self) -> Vec<crate::workload::results::MemberFigures> {
-        let mut out = vec![crate::workload::results::MemberFigures::default(); self.spread];
+    fn member_sums(&self) -> Vec<crate::model::results::MemberFigures> {
+        let mut out = vec![crate::model::results::MemberFigures::default(); self.spread];
         if self.spread == 0 {
             return out;
         }

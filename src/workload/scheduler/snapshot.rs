@@ -6,7 +6,7 @@
 //! status page, history). Also per-job figures, precondition progress and verification state.
 
 use super::*;
-use crate::state::Totals;
+use crate::model::totals::Totals;
 use crate::workload::drive::DriveTracking;
 
 /// Interval and cumulative figures of one job on one target.
@@ -45,7 +45,7 @@ pub struct TargetFixed {
     /// The verdict's gates, the one part a reload changes in place (a reload that changes
     /// only gates re-judges the target and never restarts it): the scheduler reads them at
     /// every evaluation, the shutdown refresh of the results file too.
-    pub gates: Arc<std::sync::RwLock<crate::verdict::GateSettings>>,
+    pub gates: Arc<std::sync::RwLock<crate::model::verdict::GateSettings>>,
     /// A target spanning several block devices: its members' paths (`path` is the first).
     /// Such a target has no drive tracking of its own and is left out of the poller's
     /// accounting check (its I/O is spread over several drives).
@@ -72,7 +72,7 @@ pub struct TargetView {
     pub run_secs_base: f64,
     pub run_since: Option<f64>,
     /// The whole plan's totals carried over from the checkpoint of an earlier run of this plan.
-    pub carried: crate::state::Totals,
+    pub carried: crate::model::totals::Totals,
     /// The soak phases' own totals and clock (see [`SoakAccount`]).
     pub soak: SoakAccount,
     /// Completed passes over the phase list.
@@ -93,14 +93,14 @@ pub struct TargetView {
     /// The running sweep so far (set for the current phase only, once its maximum is known).
     pub sweep_progress: Option<SweepResult>,
     /// The verdict as of the latest results write (final once the plan ended).
-    pub verdict: Option<crate::verdict::Verdict>,
+    pub verdict: Option<crate::model::verdict::Verdict>,
     /// The soak over time (closed points, events, steady windows), replaced when it changes,
     /// and the point being built (see `soaksample.rs`).
-    pub soak_history: Option<Arc<crate::workload::soakhist::SoakHistory>>,
-    pub soak_partial: Option<crate::workload::soakhist::SoakPoint>,
+    pub soak_history: Option<Arc<crate::model::soakhist::SoakHistory>>,
+    pub soak_partial: Option<crate::model::soakhist::SoakPoint>,
     /// A target spanning several devices: each member's cumulative figures (earlier runs
     /// included), in the order of `paths`; empty for a target with one path.
-    pub members: Vec<crate::workload::results::MemberFigures>,
+    pub members: Vec<crate::model::results::MemberFigures>,
     /// Each member's rates over the last interval (read IOPS, write IOPS, read and write bytes
     /// per second), while a segment runs.
     pub member_rates: Vec<[f64; 4]>,
@@ -132,7 +132,7 @@ pub struct TargetSnapshot {
     pub run_secs_base: f64,
     pub run_since: Option<f64>,
     /// The whole plan's totals carried over from the checkpoint of an earlier run of this plan.
-    pub carried: crate::state::Totals,
+    pub carried: crate::model::totals::Totals,
     /// See [`TargetView::soak`].
     pub soak: SoakAccount,
     pub loop_count: u64,
@@ -151,13 +151,13 @@ pub struct TargetSnapshot {
     pub precondition: Option<Arc<PrecondLive>>,
     pub sweep_progress: Option<SweepResult>,
     /// The verdict as of the latest results write.
-    pub verdict: Option<crate::verdict::Verdict>,
+    pub verdict: Option<crate::model::verdict::Verdict>,
     /// See [`TargetView::soak_history`].
-    pub soak_history: Option<Arc<crate::workload::soakhist::SoakHistory>>,
-    pub soak_partial: Option<crate::workload::soakhist::SoakPoint>,
+    pub soak_history: Option<Arc<crate::model::soakhist::SoakHistory>>,
+    pub soak_partial: Option<crate::model::soakhist::SoakPoint>,
     /// A target spanning several devices: each member's cumulative figures (earlier runs
     /// included), in the order of `paths`; empty for a target with one path.
-    pub members: Vec<crate::workload::results::MemberFigures>,
+    pub members: Vec<crate::model::results::MemberFigures>,
     /// Each member's rates over the last interval (read IOPS, write IOPS, read and write bytes
     /// per second), while a segment runs.
     pub member_rates: Vec<[f64; 4]>,
@@ -453,7 +453,7 @@ impl TargetShared {
 
     /// Read the scrape view under its lock (no copy).
     /// The gates in effect now (see [`TargetFixed::gates`]).
-    pub fn gates(&self) -> crate::verdict::GateSettings {
+    pub fn gates(&self) -> crate::model::verdict::GateSettings {
         self.fixed
             .gates
             .read()
@@ -462,7 +462,7 @@ impl TargetShared {
     }
 
     /// Replace the gates (a reload that changed only them).
-    pub fn set_gates(&self, g: crate::verdict::GateSettings) {
+    pub fn set_gates(&self, g: crate::model::verdict::GateSettings) {
         *self
             .fixed
             .gates
@@ -534,9 +534,9 @@ impl TargetShared {
     }
 
     /// The checkpoint record of this target, read under each lock in turn (no full copy).
-    pub fn to_state(&self) -> crate::state::TargetState {
+    pub fn to_state(&self) -> crate::model::checkpoint::TargetState {
         let f = &self.fixed;
-        let mut st = crate::state::TargetState::new(&f.name, &f.path);
+        let mut st = crate::model::checkpoint::TargetState::new(&f.name, &f.path);
         st.identity = f.device_key.clone();
         self.view(|v| {
             st.phase_index = v.phase_index;
@@ -587,7 +587,7 @@ impl TargetShared {
             // It is compared with the card its members are on, when a rating names that card.
             let ctrls: Vec<Option<String>> =
                 self.view(|v| v.members.iter().map(|m| m.controller.clone()).collect());
-            let card = crate::workload::results::SpanCard::of(&health.pcie, &ctrls);
+            let card = crate::pcie::span_card(&health.pcie, &ctrls);
             self.update_drive(|d| d.card = card);
             return;
         }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use super::snapshot::job_totals;
 use super::{TargetShared, now_unix};
-use crate::workload::results::DriveSoak;
-use crate::workload::soakhist::{EventKind, SoakHistory, SoakPoint};
+use crate::model::results::DriveSoak;
+use crate::model::soakhist::{EventKind, SoakHistory, SoakPoint};
 
 /// The counters a point is measured from, at one instant.
 #[derive(Debug, Clone, Copy, Default)]
@@ -65,7 +65,7 @@ pub(crate) fn base_step_secs() -> f64 {
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .filter(|ms| *ms > 0)
-        .map_or(crate::workload::soakhist::BASE_STEP_SECS, |ms| {
+        .map_or(crate::model::soakhist::BASE_STEP_SECS, |ms| {
             ms as f64 / 1000.0
         })
 }

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 
 use super::{ExitReason, WorkerOptions, WorkerPlan, spawn_with};
+use crate::model::spec::{Access, EngineChoice, JobSpec, Skew};
 use crate::stats::WorkerReport;
-use crate::workload::spec::{Access, EngineChoice, JobSpec, Skew};
 
 /// Why [`bench_worker`] could not measure.
 #[doc(hidden)]
@@ -167,7 +167,7 @@ pub fn bench_worker(
         name: format!("bench-{rw}"),
         description: "bench_worker".into(),
         read_pct,
-        bs: crate::workload::spec::BlockSizeMix::single(bs),
+        bs: crate::model::spec::BlockSizeMix::single(bs),
         access,
         iodepth: qd,
         workers: 1,

@@ -1,5 +1,5 @@
 use super::*;
-use crate::workload::spec::{Access, BlockSizeMix, Skew};
+use crate::model::spec::{Access, BlockSizeMix, Skew};
 use std::io::Write;
 
 /// Allocations made by the worker loop (run on this thread) for `ios` I/Os.

@@ -23,8 +23,8 @@ use hdrhistogram::Histogram;
 use thiserror::Error;
 
 use crate::engine::{self, Caps, Completion, EngineError, EngineSetup, IoEngine, IoReq};
+use crate::model::spec::{EngineChoice, JobSpec, Op};
 use crate::stats::{WorkerReport, WorkerStats};
-use crate::workload::spec::{EngineChoice, JobSpec, Op};
 
 /// Everything one worker needs; built by the scheduler.
 pub struct WorkerPlan {

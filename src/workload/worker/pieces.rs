@@ -1,6 +1,6 @@
 //! Pure pieces of the worker: random numbers, block sizes, offsets, stripes, pacing.
 
-use crate::workload::spec::{Access, JobSpec, Skew};
+use crate::model::spec::{Access, JobSpec, Skew};
 
 /// xoshiro256++ seeded through splitmix64: small, fast, good enough for workload generation.
 #[derive(Clone)]
@@ -49,7 +49,7 @@ impl Rng {
     }
 }
 
-/// Weighted block-size selection from a [`crate::workload::spec::BlockSizeMix`].
+/// Weighted block-size selection from a [`crate::model::spec::BlockSizeMix`].
 #[derive(Clone, Debug)]
 pub struct BsPicker {
     sizes: Vec<u32>,

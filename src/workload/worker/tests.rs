@@ -1,5 +1,5 @@
 use super::*;
-use crate::workload::spec::{Access, BlockSizeMix, Skew};
+use crate::model::spec::{Access, BlockSizeMix, Skew};
 
 fn job(access: Access, bs: &[(u32, u32)], workers: u32) -> JobSpec {
     JobSpec {

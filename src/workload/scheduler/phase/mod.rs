@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::state::PreconditionProgress;
-use crate::workload::results::SweepResult;
+use crate::model::checkpoint::PreconditionProgress;
+use crate::model::results::SweepResult;
+use crate::model::spec::PhaseSpec;
 use crate::workload::scheduler::{PrecondLive, RunError, Runner, precondition_job};
-use crate::workload::spec::PhaseSpec;
 
 pub mod precondition;
 pub mod soak;

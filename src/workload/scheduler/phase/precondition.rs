@@ -122,8 +122,8 @@ pub(crate) fn precondition_job(passes: u32, bs: u32, iodepth: u32, workers: u32)
         name: "precondition".into(),
         description: format!(
             "SNIA workload-independent preconditioning: {} of {} writes",
-            crate::report::compute::count_of(passes.into(), "sequential pass"),
-            crate::units::format_size(bs as u64)
+            crate::model::fmt::count_of(passes.into(), "sequential pass"),
+            crate::model::units::format_size(bs as u64)
         ),
         read_pct: 0,
         bs: BlockSizeMix::single(bs),

@@ -14,6 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::model::spec::PhaseSpec;
+use crate::model::steps::self_test_wait;
+use crate::model::steps::{StepOutcome, StepStatus, purge_completed};
 use crate::nvme::AdminTransport;
 use crate::nvme::caps::{self, StepCaps};
 use crate::nvme::claimed::{self, ClaimedNamespace};
@@ -23,8 +26,6 @@ use crate::nvme::steps::{
 };
 use crate::nvme::{NvmeError, identify};
 use crate::workload::scheduler::{RunError, Runner, now_unix};
-use crate::workload::spec::PhaseSpec;
-use crate::workload::steps::{StepOutcome, StepStatus, purge_completed, self_test_wait};
 
 /// Between two reads of a progress log.
 const POLL: Duration = Duration::from_secs(2);
@@ -209,7 +210,7 @@ impl Runner {
                 StepStatus::TimedOut,
                 format!(
                     "the sanitize was still running at {progress_pct:.0}% after {}",
-                    crate::units::format_duration(timeout)
+                    crate::model::units::format_duration(timeout)
                 ),
             ),
             Err(e) => self.purge_failed(o, StepStatus::Error, e.to_string()),
@@ -260,7 +261,7 @@ impl Runner {
         tracing::info!(target_name = %self.spec.name, test = test.name(),
             controller = %ns.controller, nsid = ns.nsid, wait_secs = wait.as_secs(),
             "self-test started: {} device self-test of {} (nsid {}) on {}, waiting at most {}",
-            test.name(), ns.block, ns.nsid, ns.controller, crate::units::format_duration(wait));
+            test.name(), ns.block, ns.nsid, ns.controller, crate::model::units::format_duration(wait));
         let (stop, global) = self.stop_flags();
         let stopping = move || stop.load(Ordering::SeqCst) || global.load(Ordering::SeqCst);
         let name = self.spec.name.clone();
@@ -307,7 +308,7 @@ impl Runner {
                 o.status = StepStatus::TimedOut;
                 o.detail = format!(
                     "still running after {}; the self-test was aborted",
-                    crate::units::format_duration(Duration::from_secs(waited.as_secs()))
+                    crate::model::units::format_duration(Duration::from_secs(waited.as_secs()))
                 );
             }
             Ok(SelfTestEnd::NoResult) => {

@@ -13,7 +13,7 @@
 //! `description` says what it is based on. Treat them as nvsoak's approximations, comparable
 //! between drives and nvsoak runs, not with the reviews' absolute numbers.
 
-use crate::workload::spec::{Access, BlockSizeMix, JobSpec, Skew};
+use crate::model::spec::{Access, BlockSizeMix, JobSpec, Skew};
 
 struct Def {
     name: &'static str,
@@ -274,7 +274,7 @@ pub fn suggest(name: &str) -> Option<&'static str> {
     if let Some(d) = DEFS.iter().find(|d| d.name.eq_ignore_ascii_case(name)) {
         return Some(d.name);
     }
-    crate::config::suggest::closest(name, names())
+    crate::util::suggest::closest(name, names())
 }
 
 /// `random uniform`, `random hotband 20%:80%`, `random zipf 1.2`, `sequential`.

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::health::ocp_pages::LatencyCounts;
+use crate::model::events::LatencyCounts;
 use crate::nvme::log::ocp_latency::PerOp;
 
 /// One phase run's C3h counts at its two ends.
@@ -175,7 +175,7 @@ mod tests {
         begin(&mut none, 0, "soak", 0, 1.0, None);
         update(&mut none, None, None, Some(2.0));
         assert_eq!(none[0].delta(), None);
-        let old: crate::workload::results::TargetResults =
+        let old: crate::model::results::TargetResults =
             serde_json::from_str(r#"{"version":2,"host":"h","target":"t","path":"/p","device":null,"sweeps":[],"steady":[],"soak":null}"#)
                 .expect("an older results file loads");
         assert!(old.ocp_phases.is_empty());

@@ -1,23 +1,20 @@
-//! Persisted results of a target's phases: what the sweep measured, the steady-state outcome
-//! and the soak summary. The scheduler writes `<state.dir>/results/<target>.json` (atomically)
+//! The results schema: what a target's phases measured (the sweeps, the steady-state outcome
+//! and the soak summary), as the scheduler writes it to `<state.dir>/results/<target>.json`
 //! whenever a sweep point or round completes; `nvsoak report` reads these files.
 //!
 //! Format versions: 1 had no drive-side soak figures; 2 adds [`SoakSummary::drive`]
 //! ([`DriveSoak`]); 3 adds [`SoakSummary::history`], the soak over time
-//! ([`crate::workload::soakhist`]). Every field added after version 1 is `serde(default)`, so
+//! ([`crate::model::soakhist`]). Every field added after version 1 is `serde(default)`, so
 //! older files load.
 //!
-//! Records are never overwritten by a run that does not continue them: [`archive`] moves an
-//! earlier file aside as `<target>.json.<why>-<unix time>` (a changed plan, `state reset`, a
-//! target restarted by SIGHUP, a corrupt file), and `nvsoak report --archived` reads those too.
+//! The file's reading, writing and moving aside is persistence: `state::results`.
 //!
 //! [`drive_soak`] is the pure computation of the drive-side figures: two SMART logs (at soak
 //! start and at the latest successful poll) and nvsoak's own totals read at the same instants.
 
-use std::path::{Path, PathBuf};
-
 use serde::{Deserialize, Serialize};
 
+use crate::ata::vendor::WritesSource;
 use crate::nvme::log::smart::SmartLog;
 
 /// The format version this nvsoak writes.
@@ -43,17 +40,17 @@ pub struct TargetResults {
     pub sweeps: Vec<SweepResult>,
     pub steady: Vec<SteadyOutcome>,
     pub soak: Option<SoakSummary>,
-    /// The purges and self-tests the plan ran, in order (`workload::steps`).
+    /// The purges and self-tests the plan ran, in order (`model::steps`).
     #[serde(default)]
-    pub qualification_steps: Vec<crate::workload::steps::StepOutcome>,
+    pub qualification_steps: Vec<crate::model::steps::StepOutcome>,
     /// The pass/fail verdict as of this write (final once the plan has ended); files written
     /// before verdicts existed have none.
     #[serde(default)]
-    pub verdict: Option<crate::verdict::Verdict>,
+    pub verdict: Option<crate::model::verdict::Verdict>,
     /// The drive's C3h latency-outlier counts at each phase's start and end
-    /// (`workload::ocp_phases`); empty for drives without C3h and older files.
+    /// (`model::ocp_phases`); empty for drives without C3h and older files.
     #[serde(default)]
-    pub ocp_phases: Vec<crate::workload::ocp_phases::OcpPhaseCounts>,
+    pub ocp_phases: Vec<crate::model::ocp_phases::OcpPhaseCounts>,
     /// Every phase run of the plan, in the order they ran, with the times they started and
     /// ended ([`PhaseRecord`]); empty in files written before nvsoak kept them.
     #[serde(default)]
@@ -69,7 +66,7 @@ pub struct TargetResults {
     /// What the target is and what its plan checks, for which gates apply to it
     /// (`verdict::Subject`); `None` in files written before it was recorded.
     #[serde(default)]
-    pub subject: Option<crate::verdict::Subject>,
+    pub subject: Option<crate::model::verdict::Subject>,
     /// Bytes read back and checked against what was written (verify), over the whole plan.
     #[serde(default)]
     pub verified_bytes: u64,
@@ -196,27 +193,6 @@ pub struct SpanCard {
     pub random_write_iops: Option<f64>,
     pub seq_read_bytes_per_second: Option<f64>,
     pub seq_write_bytes_per_second: Option<f64>,
-}
-
-impl SpanCard {
-    /// The rated card whose controllers hold every one of `controllers`, if any.
-    pub fn of(pcie: &crate::pcie::PcieSnapshot, controllers: &[Option<String>]) -> Option<Self> {
-        let card = pcie.cards.iter().find(|c| {
-            !controllers.is_empty()
-                && controllers
-                    .iter()
-                    .all(|m| m.as_ref().is_some_and(|m| c.controllers.contains(m)))
-        })?;
-        let r = card.rating.as_ref()?;
-        Some(SpanCard {
-            card: card.id.clone(),
-            rating: format!("{} {}", r.vendor, r.series),
-            random_read_iops: r.perf.random_read_iops,
-            random_write_iops: r.perf.random_write_iops,
-            seq_read_bytes_per_second: r.perf.seq_read_bytes_per_second,
-            seq_write_bytes_per_second: r.perf.seq_write_bytes_per_second,
-        })
-    }
 }
 
 /// One member of a target spanning several block devices: what nvsoak did on it, cumulative
@@ -354,7 +330,7 @@ pub struct SoakSummary {
     /// The soak over time: IOPS and latency points, events, steady-state windows (format
     /// version 3); `None` in older files.
     #[serde(default)]
-    pub history: Option<crate::workload::soakhist::SoakHistory>,
+    pub history: Option<crate::model::soakhist::SoakHistory>,
 }
 
 impl SoakPhase {
@@ -391,7 +367,7 @@ pub struct PlanTotals {
 }
 
 impl PlanTotals {
-    pub fn of(t: &crate::state::Totals) -> PlanTotals {
+    pub fn of(t: &crate::model::totals::Totals) -> PlanTotals {
         PlanTotals {
             elapsed_secs: t.soak_elapsed_secs,
             read_bytes: t.read_bytes,
@@ -402,8 +378,8 @@ impl PlanTotals {
         }
     }
 
-    pub fn to_totals(&self) -> crate::state::Totals {
-        crate::state::Totals {
+    pub fn to_totals(&self) -> crate::model::totals::Totals {
+        crate::model::totals::Totals {
             soak_elapsed_secs: self.elapsed_secs,
             read_bytes: self.read_bytes,
             write_bytes: self.written_bytes,
@@ -417,8 +393,8 @@ impl PlanTotals {
 
 impl SoakSummary {
     /// The soak's totals as checkpoint totals (for the resume's larger-of rule).
-    pub fn to_totals(&self) -> crate::state::Totals {
-        crate::state::Totals {
+    pub fn to_totals(&self) -> crate::model::totals::Totals {
+        crate::model::totals::Totals {
             soak_elapsed_secs: self.elapsed_secs,
             read_bytes: self.read_bytes,
             write_bytes: self.written_bytes,
@@ -592,7 +568,7 @@ pub struct DriveSoak {
     pub iops_unthrottled: Option<f64>,
     /// A SATA drive's own figures (`workload::drive_ata`); `None` for NVMe drives. For a SATA
     /// drive, `media_errors` holds its reported uncorrectable errors.
-    pub ata: Option<crate::workload::drive_ata::AtaSoak>,
+    pub ata: Option<crate::model::results::AtaSoak>,
     /// The drive's own view (`health::ocp_pages`; absent from older files, so defaulted).
     /// OCP C1h: the panic ID or panic count changed during the soak; `None` when the drive has
     /// no C1h page. Counts the events this run of the daemon saw.
@@ -605,11 +581,11 @@ pub struct DriveSoak {
     /// figures for it.
     pub link_degraded: Option<bool>,
     /// The drive events seen during the soak, oldest first.
-    pub drive_events: Vec<crate::health::ocp_pages::DriveEvent>,
+    pub drive_events: Vec<crate::model::events::DriveEvent>,
     /// OCP C3h static bucket counters (per bucket: read, write, deallocate) at the first C3h
     /// read of the soak and at the latest poll.
-    pub ocp_latency_start: Option<crate::health::ocp_pages::LatencyCounts>,
-    pub ocp_latency_latest: Option<crate::health::ocp_pages::LatencyCounts>,
+    pub ocp_latency_start: Option<crate::model::events::LatencyCounts>,
+    pub ocp_latency_latest: Option<crate::model::events::LatencyCounts>,
 }
 
 impl DriveSoak {
@@ -744,137 +720,39 @@ pub fn drive_soak(
     }
 }
 
-/// The drive tracking lives next to the code that keeps it up to date.
-pub use crate::workload::drive::DriveTracking;
-
-/// `<state_dir>/results/<target>.json`.
-/// The results file an earlier run of this plan wrote for `target`, if it is readable. One that
-/// does not parse, or names another target, is moved aside (`.corrupt-` / `.foreign-<ts>`),
-/// never overwritten.
-pub fn load(state_dir: &Path, target: &str) -> Option<TargetResults> {
-    let path = results_path(state_dir, target);
-    let data = match std::fs::read(&path) {
-        Ok(d) => d,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e,
-                "reading the earlier results failed; this run's results file starts empty");
-            return None;
-        }
-    };
-    let why = match serde_json::from_slice::<TargetResults>(&data) {
-        Ok(r) if r.target == target => return Some(r),
-        Ok(r) => {
-            tracing::warn!(path = %path.display(), found = %r.target,
-                "the results file names another target");
-            "foreign"
-        }
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e,
-                "the earlier results file does not parse");
-            "corrupt"
-        }
-    };
-    archive(state_dir, target, why);
-    None
+/// The ATA-only figures of a [`DriveSoak`]: where the written bytes came from and the
+/// counters NVMe drives do not have. Deltas are `None` when the drive does not report the
+/// counter or it went backwards.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AtaSoak {
+    /// Where the drive's bytes written came from (`device_statistics`, `attribute_241`);
+    /// `None`: the drive reports no bytes written.
+    pub written_source: Option<WritesSource>,
+    /// The step of that counter in bytes, and the accounting tolerance it gives (one step at
+    /// each end, at least [`ACCOUNTING_TOLERANCE_BYTES`]).
+    pub written_unit_bytes: u64,
+    pub accounting_tolerance_bytes: u64,
+    pub power_on_secs: Option<u64>,
+    pub uncorrectable: Option<u64>,
+    pub reallocated: Option<u64>,
+    pub crc_errors: Option<u64>,
+    /// The highest temperature nvsoak's polls saw during the soak, and the latest.
+    pub temperature_max_c: Option<i16>,
+    pub temperature_latest_c: Option<i16>,
+    /// Percentage Used Endurance Indicator (Device Statistics), when the drive reports it.
+    pub percentage_used_start: Option<u8>,
+    pub percentage_used_latest: Option<u8>,
+    /// SMART RETURN STATUS at the latest poll.
+    pub smart_passed_latest: Option<bool>,
 }
 
-/// Writes `r` as its target's results file (atomically, the directory created when missing);
-/// a failure is logged and reported as `false`, and the run goes on.
-pub fn save(state_dir: &Path, r: &TargetResults) -> bool {
-    let path = results_path(state_dir, &r.target);
-    let res = (|| -> std::io::Result<()> {
-        std::fs::create_dir_all(state_dir.join("results"))?;
-        let data = serde_json::to_vec_pretty(r)?;
-        crate::util::write_atomic(&path, &data)
-    })();
-    match res {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "writing results failed");
-            false
-        }
+impl AtaSoak {
+    /// The written counter's unit is an assumption (a vendor attribute), which the accounting
+    /// ratio calibrates.
+    pub fn unit_uncertain(&self) -> bool {
+        self.written_source == Some(WritesSource::Attribute241)
     }
-}
-
-pub fn results_path(state_dir: &Path, target: &str) -> PathBuf {
-    state_dir.join("results").join(format!("{target}.json"))
-}
-
-/// What each reason for moving a results file aside means, for the log and the report.
-pub fn archive_reason_text(why: &str) -> &'static str {
-    match why {
-        "stale" => "the plan changed",
-        "reset" => "nvsoak state reset",
-        "restart" => "the target was restarted by a config reload",
-        "corrupt" => "the file was unreadable or the checkpoint was corrupt",
-        "device" => "the target is now another device",
-        "orphan" => "there was no checkpoint to continue it",
-        "foreign" => "the file named another target",
-        _ => "moved aside",
-    }
-}
-
-/// Move `target`'s results file aside as `<target>.json.<why>-<unix time>` (never over another
-/// file) and log where it went; `why` is one of the reasons of [`archive_reason_text`]. Returns
-/// the new path, `None` when there was no file (or it could not be moved: logged).
-pub fn archive(state_dir: &Path, target: &str, why: &str) -> Option<PathBuf> {
-    let path = results_path(state_dir, target);
-    if std::fs::symlink_metadata(&path).is_err() {
-        return None;
-    }
-    // The run's OCPTV record goes aside with it.
-    let ocptv = crate::verdict::ocptv::ocptv_path(state_dir, target);
-    if std::fs::symlink_metadata(&ocptv).is_ok()
-        && let Err(e) = crate::state::move_file_aside(&ocptv, why)
-    {
-        tracing::error!(target_name = %target, path = %ocptv.display(), error = %e,
-            "could not move the earlier OCPTV record aside");
-    }
-    match crate::state::move_file_aside(&path, why) {
-        Ok(to) => {
-            tracing::warn!(target_name = %target, results = %path.display(),
-                moved_to = %to.display(),
-                "earlier results file moved aside ({}); this run starts a new one (`nvsoak report --archived` includes it)",
-                archive_reason_text(why));
-            Some(to)
-        }
-        Err(e) => {
-            tracing::error!(target_name = %target, results = %path.display(), error = %e,
-                "could not move the earlier results file aside");
-            None
-        }
-    }
-}
-
-/// Move every `<state_dir>/results/*.json` aside with `why` (`nvsoak state reset`). Returns
-/// (from, to) for each.
-pub fn archive_all(
-    state_dir: &Path,
-    why: &str,
-) -> Result<Vec<(PathBuf, PathBuf)>, crate::state::StateError> {
-    let dir = state_dir.join("results");
-    let rd = match std::fs::read_dir(&dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => return Err(crate::state::StateError::Io { path: dir, source }),
-    };
-    let mut paths: Vec<PathBuf> = rd
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            (p.extension().is_some_and(|x| x == "json")
-                || p.to_str().is_some_and(|s| s.ends_with(".ocptv.jsonl")))
-                && p.is_file()
-        })
-        .collect();
-    paths.sort();
-    let mut moved = Vec::new();
-    for p in paths {
-        let to = crate::state::move_file_aside(&p, why)?;
-        moved.push((p, to));
-    }
-    Ok(moved)
 }
 
 #[cfg(test)]
@@ -975,40 +853,6 @@ mod tests {
         s.record_phase(soak_rec(3, 3.0, 4096, true), false);
         assert_eq!(s.phases.len(), 4);
         assert_eq!(s.phases[0].elapsed_secs, 16.0);
-    }
-
-    #[test]
-    fn a_span_is_compared_with_the_rated_card_holding_all_its_members() {
-        let table = crate::nvme::ratings::RatingsTable::builtin();
-        let card = |id: &str, ctrls: &[&str], rated: bool| crate::pcie::Card {
-            id: id.into(),
-            upstream_port: Some(id.into()),
-            slot: None,
-            controllers: ctrls.iter().map(|c| c.to_string()).collect(),
-            drives: ctrls.iter().map(|c| c.to_string()).collect(),
-            rating: rated
-                .then(|| table.lookup("Liqid Element AIC", 0))
-                .flatten(),
-        };
-        let pcie = crate::pcie::PcieSnapshot {
-            cards: vec![
-                card("0000:02:00.0", &["nvme0", "nvme1"], true),
-                card("0000:05:00.0", &["nvme2", "nvme3"], false),
-            ],
-            ..Default::default()
-        };
-        let some =
-            |v: &[&str]| -> Vec<Option<String>> { v.iter().map(|c| Some(c.to_string())).collect() };
-        let got = SpanCard::of(&pcie, &some(&["nvme1", "nvme0"])).expect("the rated card");
-        assert_eq!(got.card, "0000:02:00.0");
-        assert_eq!(got.rating, "Liqid Element AIC");
-        assert_eq!(got.random_read_iops, Some(1_250_000.0));
-        assert_eq!(got.random_write_iops, Some(900_000.0));
-        // Members on two cards, a card nobody rated, a member of unknown controller: none.
-        assert_eq!(SpanCard::of(&pcie, &some(&["nvme0", "nvme2"])), None);
-        assert_eq!(SpanCard::of(&pcie, &some(&["nvme2", "nvme3"])), None);
-        assert_eq!(SpanCard::of(&pcie, &[Some("nvme0".into()), None]), None);
-        assert_eq!(SpanCard::of(&pcie, &[]), None);
     }
 
     /// A SMART log with every counter the drive-side figures use set to a distinct value.
@@ -1239,34 +1083,6 @@ mod tests {
         let d: DriveSoak =
             serde_json::from_str(r#"{"device":"nvme0","media_errors":2}"#).expect("partial");
         assert_eq!((d.device.as_str(), d.media_errors), ("nvme0", Some(2)));
-    }
-
-    #[test]
-    fn archive_moves_results_aside_byte_for_byte() {
-        let d = tempfile::tempdir().expect("tempdir");
-        assert_eq!(archive(d.path(), "t0", "stale"), None, "nothing to move");
-        let p = results_path(d.path(), "t0");
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(&p, b"{\"first\": 1}").expect("write");
-        let to = archive(d.path(), "t0", "stale").expect("moved");
-        assert!(!p.exists());
-        assert_eq!(std::fs::read(&to).expect("read"), b"{\"first\": 1}");
-        let name = to.file_name().and_then(|n| n.to_str()).expect("name");
-        assert!(name.starts_with("t0.json.stale-"), "{name}");
-        // state reset: every current file, not the archived ones.
-        std::fs::write(&p, b"second").expect("write");
-        std::fs::write(results_path(d.path(), "t1"), b"third").expect("write");
-        let moved = archive_all(d.path(), "reset").expect("reset");
-        assert_eq!(moved.len(), 2);
-        for (from, to) in &moved {
-            assert!(!from.exists());
-            assert!(to.to_string_lossy().contains(".json.reset-"));
-        }
-        assert_eq!(std::fs::read(&to).expect("read"), b"{\"first\": 1}");
-        assert_eq!(
-            archive_reason_text("restart"),
-            "the target was restarted by a config reload"
-        );
     }
 
     /// The checkpoint stores the soak-start log as JSON; it must read back field for field.

@@ -1,11 +1,11 @@
 //! Endurance per drive (one NVMe subsystem: a dual-port drive's bytes counted once) and per
 //! card (the sum of its drives, against the card's rating). Pure from the health snapshot.
 
-use crate::health::derive::{Accounting, DATA_UNIT_BYTES};
-use crate::health::poller::DeviceHealth;
+use super::derive::{Accounting, DATA_UNIT_BYTES};
+use super::poller::DeviceHealth;
 use crate::nvme::ratings::Rating;
 
-use super::topology::PcieSnapshot;
+use crate::pcie::PcieSnapshot;
 
 /// One drive's write figures.
 #[derive(Debug, Clone, PartialEq)]

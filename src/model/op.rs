@@ -1,6 +1,6 @@
 //! The I/O vocabulary shared by the engines, the workers, the statistics and the workload
 //! specs: what an I/O is ([`Op`]) and which engine runs it ([`EngineChoice`]). It sits below
-//! all of them so that `engine/` depends on nothing above it; `workload::spec` re-exports both.
+//! all of them so that `engine/` depends on nothing above it; `model::spec` re-exports both.
 
 use serde::Serialize;
 

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::spec::PhaseSpec;
+use crate::model::units::format_duration;
 use crate::nvme::caps::StepCaps;
 use crate::nvme::log::selftest::SelfTestResult;
 use crate::nvme::steps::{PurgeMethod, SelfTestKind};
-use crate::units::format_duration;
-use crate::workload::spec::PhaseSpec;
 
 /// How a step ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -197,30 +197,6 @@ mod tests {
     }
 
     #[test]
-    fn self_test_waits() {
-        let caps = StepCaps {
-            edstt_minutes: 60,
-            ..Default::default()
-        };
-        assert_eq!(
-            self_test_wait(SelfTestKind::Short, None, &caps),
-            Duration::from_secs(120 + 300)
-        );
-        assert_eq!(
-            self_test_wait(SelfTestKind::Extended, None, &caps),
-            Duration::from_secs(3600 + 900)
-        );
-        assert_eq!(
-            self_test_wait(SelfTestKind::Extended, None, &StepCaps::default()),
-            Duration::from_secs(5 * 3600)
-        );
-        assert_eq!(
-            self_test_wait(SelfTestKind::Extended, Some(Duration::from_secs(7)), &caps),
-            Duration::from_secs(7)
-        );
-    }
-
-    #[test]
     fn outcome_round_trips_and_old_records_load() {
         let o = StepOutcome {
             phase_index: 2,
@@ -258,5 +234,29 @@ mod tests {
         .expect("old");
         assert_eq!(old.status, StepStatus::NotSupported);
         assert_eq!(old.controller, None);
+    }
+
+    #[test]
+    fn self_test_waits() {
+        let caps = StepCaps {
+            edstt_minutes: 60,
+            ..Default::default()
+        };
+        assert_eq!(
+            self_test_wait(SelfTestKind::Short, None, &caps),
+            Duration::from_secs(120 + 300)
+        );
+        assert_eq!(
+            self_test_wait(SelfTestKind::Extended, None, &caps),
+            Duration::from_secs(3600 + 900)
+        );
+        assert_eq!(
+            self_test_wait(SelfTestKind::Extended, None, &StepCaps::default()),
+            Duration::from_secs(5 * 3600)
+        );
+        assert_eq!(
+            self_test_wait(SelfTestKind::Extended, Some(Duration::from_secs(7)), &caps),
+            Duration::from_secs(7)
+        );
     }
 }

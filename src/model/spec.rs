@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 /// The I/O vocabulary lives below both the workload and the engines.
-pub use crate::op::{EngineChoice, Op};
+pub use crate::model::op::{EngineChoice, Op};
 
 /// A weighted block-size mix, e.g. `4k:60,8k:30,64k:10`. Weights are relative.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -46,12 +46,16 @@ impl BlockSizeMix {
 impl std::fmt::Display for BlockSizeMix {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.entries.len() == 1 {
-            return write!(f, "{}", crate::units::format_size(self.entries[0].0 as u64));
+            return write!(
+                f,
+                "{}",
+                crate::model::units::format_size(self.entries[0].0 as u64)
+            );
         }
         let parts: Vec<String> = self
             .entries
             .iter()
-            .map(|(b, w)| format!("{}:{}", crate::units::format_size(*b as u64), w))
+            .map(|(b, w)| format!("{}:{}", crate::model::units::format_size(*b as u64), w))
             .collect();
         write!(f, "{}", parts.join(","))
     }
@@ -262,5 +266,5 @@ pub struct TargetSpec {
     /// Pass/fail gates of the verdict. Not part of the plan hash (changing a gate does not
     /// start the plan over; a reload restarts the target, which resumes from its checkpoint).
     #[serde(skip)]
-    pub gates: crate::verdict::GateSettings,
+    pub gates: crate::model::verdict::GateSettings,
 }

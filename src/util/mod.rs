@@ -1,6 +1,9 @@
 //! Small helpers the whole crate shares, one of each: the Unix clock, atomic file writes, and
 //! recovering a lock a panicking thread poisoned.
 
+pub mod host;
+pub mod suggest;
+
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,180 @@
+//! The results files' persistence: `<state.dir>/results/<target>.json` read, written
+//! atomically and moved aside (the schema is `model::results`), beside the run's OCPTV record.
+//!
+//! Records are never overwritten by a run that does not continue them: [`archive`] moves an
+//! earlier file aside as `<target>.json.<why>-<unix time>` (a changed plan, `state reset`, a
+//! target restarted by SIGHUP, a corrupt file), and `nvsoak report --archived` reads those too.
+
+use std::path::{Path, PathBuf};
+
+use crate::model::results::TargetResults;
+
+/// `results/<target>.ocptv.jsonl`.
+pub fn ocptv_path(state_dir: &Path, target: &str) -> PathBuf {
+    state_dir
+        .join("results")
+        .join(format!("{target}.ocptv.jsonl"))
+}
+
+/// `<state_dir>/results/<target>.json`.
+/// The results file an earlier run of this plan wrote for `target`, if it is readable. One that
+/// does not parse, or names another target, is moved aside (`.corrupt-` / `.foreign-<ts>`),
+/// never overwritten.
+pub fn load(state_dir: &Path, target: &str) -> Option<TargetResults> {
+    let path = results_path(state_dir, target);
+    let data = match std::fs::read(&path) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e,
+                "reading the earlier results failed; this run's results file starts empty");
+            return None;
+        }
+    };
+    let why = match serde_json::from_slice::<TargetResults>(&data) {
+        Ok(r) if r.target == target => return Some(r),
+        Ok(r) => {
+            tracing::warn!(path = %path.display(), found = %r.target,
+                "the results file names another target");
+            "foreign"
+        }
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e,
+                "the earlier results file does not parse");
+            "corrupt"
+        }
+    };
+    archive(state_dir, target, why);
+    None
+}
+
+/// Writes `r` as its target's results file (atomically, the directory created when missing);
+/// a failure is logged and reported as `false`, and the run goes on.
+pub fn save(state_dir: &Path, r: &TargetResults) -> bool {
+    let path = results_path(state_dir, &r.target);
+    let res = (|| -> std::io::Result<()> {
+        std::fs::create_dir_all(state_dir.join("results"))?;
+        let data = serde_json::to_vec_pretty(r)?;
+        crate::util::write_atomic(&path, &data)
+    })();
+    match res {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "writing results failed");
+            false
+        }
+    }
+}
+
+pub fn results_path(state_dir: &Path, target: &str) -> PathBuf {
+    state_dir.join("results").join(format!("{target}.json"))
+}
+
+/// What each reason for moving a results file aside means, for the log and the report.
+pub fn archive_reason_text(why: &str) -> &'static str {
+    match why {
+        "stale" => "the plan changed",
+        "reset" => "nvsoak state reset",
+        "restart" => "the target was restarted by a config reload",
+        "corrupt" => "the file was unreadable or the checkpoint was corrupt",
+        "device" => "the target is now another device",
+        "orphan" => "there was no checkpoint to continue it",
+        "foreign" => "the file named another target",
+        _ => "moved aside",
+    }
+}
+
+/// Move `target`'s results file aside as `<target>.json.<why>-<unix time>` (never over another
+/// file) and log where it went; `why` is one of the reasons of [`archive_reason_text`]. Returns
+/// the new path, `None` when there was no file (or it could not be moved: logged).
+pub fn archive(state_dir: &Path, target: &str, why: &str) -> Option<PathBuf> {
+    let path = results_path(state_dir, target);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return None;
+    }
+    // The run's OCPTV record goes aside with it.
+    let ocptv = crate::state::results::ocptv_path(state_dir, target);
+    if std::fs::symlink_metadata(&ocptv).is_ok()
+        && let Err(e) = crate::state::move_file_aside(&ocptv, why)
+    {
+        tracing::error!(target_name = %target, path = %ocptv.display(), error = %e,
+            "could not move the earlier OCPTV record aside");
+    }
+    match crate::state::move_file_aside(&path, why) {
+        Ok(to) => {
+            tracing::warn!(target_name = %target, results = %path.display(),
+                moved_to = %to.display(),
+                "earlier results file moved aside ({}); this run starts a new one (`nvsoak report --archived` includes it)",
+                archive_reason_text(why));
+            Some(to)
+        }
+        Err(e) => {
+            tracing::error!(target_name = %target, results = %path.display(), error = %e,
+                "could not move the earlier results file aside");
+            None
+        }
+    }
+}
+
+/// Move every `<state_dir>/results/*.json` aside with `why` (`nvsoak state reset`). Returns
+/// (from, to) for each.
+pub fn archive_all(
+    state_dir: &Path,
+    why: &str,
+) -> Result<Vec<(PathBuf, PathBuf)>, crate::state::StateError> {
+    let dir = state_dir.join("results");
+    let rd = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(crate::state::StateError::Io { path: dir, source }),
+    };
+    let mut paths: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            (p.extension().is_some_and(|x| x == "json")
+                || p.to_str().is_some_and(|s| s.ends_with(".ocptv.jsonl")))
+                && p.is_file()
+        })
+        .collect();
+    paths.sort();
+    let mut moved = Vec::new();
+    for p in paths {
+        let to = crate::state::move_file_aside(&p, why)?;
+        moved.push((p, to));
+    }
+    Ok(moved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn archive_moves_results_aside_byte_for_byte() {
+        let d = tempfile::tempdir().expect("tempdir");
+        assert_eq!(archive(d.path(), "t0", "stale"), None, "nothing to move");
+        let p = results_path(d.path(), "t0");
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&p, b"{\"first\": 1}").expect("write");
+        let to = archive(d.path(), "t0", "stale").expect("moved");
+        assert!(!p.exists());
+        assert_eq!(std::fs::read(&to).expect("read"), b"{\"first\": 1}");
+        let name = to.file_name().and_then(|n| n.to_str()).expect("name");
+        assert!(name.starts_with("t0.json.stale-"), "{name}");
+        // state reset: every current file, not the archived ones.
+        std::fs::write(&p, b"second").expect("write");
+        std::fs::write(results_path(d.path(), "t1"), b"third").expect("write");
+        let moved = archive_all(d.path(), "reset").expect("reset");
+        assert_eq!(moved.len(), 2);
+        for (from, to) in &moved {
+            assert!(!from.exists());
+            assert!(to.to_string_lossy().contains(".json.reset-"));
+        }
+        assert_eq!(std::fs::read(&to).expect("read"), b"{\"first\": 1}");
+        assert_eq!(
+            archive_reason_text("restart"),
+            "the target was restarted by a config reload"
+        );
+    }
+}

@@ -1,0 +1,32 @@
+//! The host's name, as records and IDs carry it.
+
+/// The host's name for records and IDs: the kernel's hostname; on a host that has none (the
+/// kernel says `(none)`, or nothing), `host-` and the first 12 characters of its machine ID
+/// (`/etc/machine-id`), else `localhost`.
+pub fn hostname() -> String {
+    let read = |p: &str| std::fs::read_to_string(p).ok();
+    pick_hostname(
+        read("/proc/sys/kernel/hostname").as_deref(),
+        read("/etc/machine-id").as_deref(),
+    )
+}
+
+/// `name` trimmed, when it is a hostname: not empty, not the kernel's `(none)` (no hostname
+/// set), printable ASCII without spaces.
+pub fn usable_hostname(name: &str) -> Option<&str> {
+    let h = name.trim();
+    (!h.is_empty() && h != "(none)" && h.chars().all(|c| c.is_ascii_graphic())).then_some(h)
+}
+
+/// [`hostname`] from the two files' contents. Pure.
+pub fn pick_hostname(kernel: Option<&str>, machine_id: Option<&str>) -> String {
+    if let Some(h) = kernel.and_then(usable_hostname) {
+        return h.to_string();
+    }
+    match machine_id.map(str::trim) {
+        Some(id) if id.len() >= 12 && id.chars().all(|c| c.is_ascii_hexdigit()) => {
+            format!("host-{}", &id[..12])
+        }
+        _ => "localhost".into(),
+    }
+}
