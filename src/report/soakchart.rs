@@ -27,6 +27,7 @@ const LEGEND_H: f64 = 24.0;
 const PANEL_H: f64 = 170.0;
 const PANEL_GAP: f64 = 44.0;
 const AXIS_H: f64 = 48.0;
+const PLOT_W: f64 = WIDTH - LEFT - RIGHT;
 pub const HEIGHT: f64 = TITLE_H + LEGEND_H + 2.0 * PANEL_H + PANEL_GAP + AXIS_H + 8.0;
 
 fn event_color(k: EventKind) -> &'static str {
@@ -110,79 +111,109 @@ fn panel(log: bool, lo: f64, hi: f64, top: f64) -> Scale {
     }
 }
 
-/// The chart. `title` names the target or drive.
-pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> String {
-    let pts = points(h, partial);
-    let (t0, t1) = {
-        let lo = pts
-            .iter()
-            .map(|p| p.t)
-            .chain(h.events.iter().map(|e| e.t))
-            .fold(f64::INFINITY, f64::min);
-        let hi = pts
-            .iter()
-            .map(|p| p.t + p.secs)
-            .chain(h.events.iter().map(|e| e.end))
-            .fold(f64::NEG_INFINITY, f64::max);
-        if lo.is_finite() && hi > lo {
-            (lo, hi)
-        } else if lo.is_finite() {
-            (lo, lo + 60.0)
-        } else {
-            (0.0, 60.0)
-        }
-    };
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let x = |t: f64| LEFT + plot_w * ((t - t0) / (t1 - t0)).clamp(0.0, 1.0);
-    let top1 = TITLE_H + LEGEND_H + 8.0;
-    let top2 = top1 + PANEL_H + PANEL_GAP;
+/// The chart's geometry: the time range across both panels, the panels' tops and y axes
+/// (IOPS above, latency below) and the largest latency.
+#[derive(Clone, Copy)]
+struct Geometry {
+    t0: f64,
+    t1: f64,
+    top1: f64,
+    top2: f64,
+    y1: Scale,
+    y2: Scale,
+    log: bool,
+    lat_max: f64,
+}
 
-    let max_iops = pts
-        .iter()
-        .map(|p| p.read_iops().max(p.write_iops()))
-        .fold(0.0f64, f64::max);
-    let iops_hi = if max_iops > 0.0 {
-        let s = nice_step(max_iops * 1.05, 4.0);
-        (max_iops * 1.05 / s).ceil() * s
-    } else {
-        1.0
-    };
-    let y1 = panel(false, 0.0, iops_hi, top1);
-    let lats: Vec<f64> = pts
-        .iter()
-        .flat_map(|p| [p.lat_avg_us, p.lat_p99_us])
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .collect();
-    let log = wants_log(&lats);
-    let lat_max = lats.iter().copied().fold(0.0f64, f64::max);
-    let lat_min = lats.iter().copied().fold(f64::INFINITY, f64::min);
-    let y2 = if log {
-        panel(
-            true,
-            10f64.powf(lat_min.log10().floor()),
-            10f64.powf(lat_max.log10().ceil()),
-            top2,
-        )
-    } else {
-        let hi = if lat_max > 0.0 {
-            let s = nice_step(lat_max * 1.05, 4.0);
-            (lat_max * 1.05 / s).ceil() * s
+impl Geometry {
+    fn of(pts: &[SoakPoint], h: &SoakHistory) -> Geometry {
+        let (t0, t1) = {
+            let lo = pts
+                .iter()
+                .map(|p| p.t)
+                .chain(h.events.iter().map(|e| e.t))
+                .fold(f64::INFINITY, f64::min);
+            let hi = pts
+                .iter()
+                .map(|p| p.t + p.secs)
+                .chain(h.events.iter().map(|e| e.end))
+                .fold(f64::NEG_INFINITY, f64::max);
+            if lo.is_finite() && hi > lo {
+                (lo, hi)
+            } else if lo.is_finite() {
+                (lo, lo + 60.0)
+            } else {
+                (0.0, 60.0)
+            }
+        };
+        let top1 = TITLE_H + LEGEND_H + 8.0;
+        let top2 = top1 + PANEL_H + PANEL_GAP;
+
+        let max_iops = pts
+            .iter()
+            .map(|p| p.read_iops().max(p.write_iops()))
+            .fold(0.0f64, f64::max);
+        let iops_hi = if max_iops > 0.0 {
+            let s = nice_step(max_iops * 1.05, 4.0);
+            (max_iops * 1.05 / s).ceil() * s
         } else {
             1.0
         };
-        panel(false, 0.0, hi, top2)
-    };
+        let y1 = panel(false, 0.0, iops_hi, top1);
+        let lats: Vec<f64> = pts
+            .iter()
+            .flat_map(|p| [p.lat_avg_us, p.lat_p99_us])
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .collect();
+        let log = wants_log(&lats);
+        let lat_max = lats.iter().copied().fold(0.0f64, f64::max);
+        let lat_min = lats.iter().copied().fold(f64::INFINITY, f64::min);
+        let y2 = if log {
+            panel(
+                true,
+                10f64.powf(lat_min.log10().floor()),
+                10f64.powf(lat_max.log10().ceil()),
+                top2,
+            )
+        } else {
+            let hi = if lat_max > 0.0 {
+                let s = nice_step(lat_max * 1.05, 4.0);
+                (lat_max * 1.05 / s).ceil() * s
+            } else {
+                1.0
+            };
+            panel(false, 0.0, hi, top2)
+        };
+        Geometry {
+            t0,
+            t1,
+            top1,
+            top2,
+            y1,
+            y2,
+            log,
+            lat_max,
+        }
+    }
 
-    let series: [Line<'_>; 4] = [
+    /// The x pixel of time `t`.
+    fn x(&self, t: f64) -> f64 {
+        LEFT + PLOT_W * ((t - self.t0) / (self.t1 - self.t0)).clamp(0.0, 1.0)
+    }
+}
+
+/// The four series, each against its panel's axis.
+fn series_of<'g>(pts: &[SoakPoint], g: &'g Geometry) -> [Line<'g>; 4] {
+    [
         (
             "read IOPS",
             pts.iter().map(|p| (p.mid(), p.read_iops())).collect(),
-            &y1,
+            &g.y1,
         ),
         (
             "write IOPS",
             pts.iter().map(|p| (p.mid(), p.write_iops())).collect(),
-            &y1,
+            &g.y1,
         ),
         (
             "average latency",
@@ -190,7 +221,7 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
                 .filter(|p| p.lat_avg_us > 0.0)
                 .map(|p| (p.mid(), p.lat_avg_us))
                 .collect(),
-            &y2,
+            &g.y2,
         ),
         (
             "p99 latency",
@@ -198,9 +229,17 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
                 .filter(|p| p.lat_p99_us > 0.0)
                 .map(|p| (p.mid(), p.lat_p99_us))
                 .collect(),
-            &y2,
+            &g.y2,
         ),
-    ];
+    ]
+}
+
+/// The chart. `title` names the target or drive.
+pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> String {
+    let pts = points(h, partial);
+    let g = Geometry::of(&pts, h);
+    let log = g.log;
+    let series = series_of(&pts, &g);
     let drawn: Vec<usize> = (0..series.len())
         .filter(|i| series[*i].1.iter().any(|(_, v)| *v > 0.0))
         .collect();
@@ -222,11 +261,25 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
         esc(title)
     );
 
+    legend(&mut s, &series, &drawn, h);
+    panels(&mut s, &g);
+    bands(&mut s, h, &g);
+    reference(&mut s, &g);
+    lines(&mut s, &series, &drawn, &g);
+    events(&mut s, h, &g);
+    time_axis(&mut s, &g);
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The legend, above the plot areas: the series, then each event kind present, then the
+/// steady-state window.
+fn legend(s: &mut String, series: &[Line<'_>], drawn: &[usize], h: &SoakHistory) {
     // Legend, above the plot areas: the series, then each event kind present.
     let mut lx = LEFT;
     let ly = TITLE_H + 14.0;
     let _ = writeln!(s, "<g class=\"legend\">");
-    for i in &drawn {
+    for i in drawn {
         let name = series[*i].0;
         let c = PALETTE[*i % PALETTE.len()];
         let _ = writeln!(
@@ -265,7 +318,13 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
         );
     }
     let _ = writeln!(s, "</g>");
+}
 
+/// Each panel's frame, grid and y labels.
+fn panels(s: &mut String, g: &Geometry) {
+    let Geometry {
+        top1, top2, y1, y2, ..
+    } = *g;
     // Panels: frame, grid and y labels.
     for (y, top, name, unit) in [
         (&y1, top1, "iops", "IOPS"),
@@ -273,7 +332,7 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
     ] {
         let _ = writeln!(
             s,
-            "<rect class=\"plot-area\" data-panel=\"{name}\" x=\"{LEFT}\" y=\"{top}\" width=\"{plot_w}\" height=\"{PANEL_H}\" fill=\"none\" stroke=\"#999\"/>"
+            "<rect class=\"plot-area\" data-panel=\"{name}\" x=\"{LEFT}\" y=\"{top}\" width=\"{PLOT_W}\" height=\"{PANEL_H}\" fill=\"none\" stroke=\"#999\"/>"
         );
         for v in y.ticks(4.0) {
             let py = y.px(v);
@@ -281,7 +340,7 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
             let _ = writeln!(
                 s,
                 "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{py:.1}\" y2=\"{py:.1}\" stroke=\"#e5e5e5\"/><text class=\"y-label\" x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" {FONT} font-size=\"12\">{}</text>",
-                LEFT + plot_w,
+                LEFT + PLOT_W,
                 LEFT - 6.0,
                 py + 4.0,
                 esc(&label)
@@ -296,7 +355,14 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
             if y.log { " (log)" } else { "" }
         );
     }
+}
 
+/// Steady-state windows and throttling periods, shaded across both panels.
+fn bands(s: &mut String, h: &SoakHistory, g: &Geometry) {
+    let Geometry {
+        t0, t1, top1, top2, ..
+    } = *g;
+    let x = |t: f64| g.x(t);
     // Steady-state windows and throttling periods, shaded across both panels.
     let band = |s: &mut String, class: &str, attrs: &str, a: f64, b: f64, fill: &str| {
         let (xa, xb) = (x(a), x(b).max(x(a) + 2.0));
@@ -310,7 +376,7 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
     };
     for w in &h.steady {
         band(
-            &mut s,
+            s,
             "steady-window",
             &format!("data-profile=\"{}\"", esc(&w.profile)),
             w.start.max(t0),
@@ -324,7 +390,7 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
         .filter(|e| e.kind == EventKind::Throttled && e.end > e.t)
     {
         band(
-            &mut s,
+            s,
             "event-band",
             "data-kind=\"throttled\"",
             e.t,
@@ -332,7 +398,11 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
             event_color(EventKind::Throttled),
         );
     }
+}
 
+/// The 1 ms reference line on the latency panel.
+fn reference(s: &mut String, g: &Geometry) {
+    let Geometry { y2, lat_max, .. } = *g;
     // The 1 ms reference, when it falls in the latency range; its label sits inside the plot
     // at the right, clear of the axis labels.
     if y2.lo <= 1000.0 && 1000.0 <= y2.hi && lat_max > 0.0 {
@@ -340,14 +410,18 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
         let _ = writeln!(
             s,
             "<line class=\"reference\" x1=\"{LEFT}\" x2=\"{}\" y1=\"{py:.1}\" y2=\"{py:.1}\" stroke=\"#555\" stroke-dasharray=\"6 4\"/><text class=\"reference-label\" x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" {FONT} font-size=\"12\" fill=\"#555\">1 ms</text>",
-            LEFT + plot_w,
-            LEFT + plot_w - 6.0,
+            LEFT + PLOT_W,
+            LEFT + PLOT_W - 6.0,
             py - 5.0
         );
     }
+}
 
+/// The series' lines, with a marker per point when they are few.
+fn lines(s: &mut String, series: &[Line<'_>], drawn: &[usize], g: &Geometry) {
+    let x = |t: f64| g.x(t);
     // The series.
-    for i in &drawn {
+    for i in drawn {
         let (name, pts, y) = &series[*i];
         let c = PALETTE[*i % PALETTE.len()];
         let coords: Vec<String> = pts
@@ -372,7 +446,12 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
             }
         }
     }
+}
 
+/// The events: a dashed line through both panels and a lettered marker each.
+fn events(s: &mut String, h: &SoakHistory, g: &Geometry) {
+    let Geometry { top1, top2, .. } = *g;
+    let x = |t: f64| g.x(t);
     // Events: a dashed line through both panels and a lettered marker above the IOPS panel.
     for e in &h.events {
         let ex = x(e.t);
@@ -395,7 +474,12 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
             event_letter(e.kind)
         );
     }
+}
 
+/// The time axis, under the latency panel.
+fn time_axis(s: &mut String, g: &Geometry) {
+    let Geometry { t0, t1, top2, .. } = *g;
+    let x = |t: f64| g.x(t);
     // Time axis, under the latency panel: time since the soak's first point.
     let (unit, unit_name) = time_unit(t1 - t0);
     let span_u = (t1 - t0) / unit;
@@ -418,11 +502,9 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
     let _ = writeln!(
         s,
         "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" {FONT} font-size=\"13\">{unit_name} since the soak started</text>",
-        LEFT + plot_w / 2.0,
+        LEFT + PLOT_W / 2.0,
         base + 40.0
     );
-    s.push_str("</svg>\n");
-    s
 }
 
 /// At most this many events are listed under a chart (the chart marks them all).
