@@ -590,19 +590,26 @@ pub fn refresh_results_drive(state_dir: &Path, target: &TargetShared) -> bool {
     if let Some(id) = identity {
         r.device = Some(id);
     }
-    // The verdict again, with the final drive figures; the plan got as far as it said.
+    // The verdict again, with the final drive figures.
+    restamp(state_dir, target, &mut r)
+}
+
+/// Judge `r` (a target whose thread has ended) again with the target's gates now, the plan as
+/// far as its last verdict said; the snapshot, the results file and the OCPTV record follow.
+/// Returns whether the results file was written.
+fn restamp(state_dir: &Path, target: &TargetShared, r: &mut TargetResults) -> bool {
     let (plan, reason) = r
         .verdict
         .as_ref()
         .map_or((crate::model::verdict::PlanState::Interrupted, None), |v| {
             (v.plan, v.stop_reason.clone())
         });
-    let inputs = crate::model::verdict::ExternalInputs::from_results(&r);
-    crate::verdict::stamp(&mut r, &target.gates(), &inputs, plan, reason);
+    let inputs = crate::model::verdict::ExternalInputs::from_results(r);
+    crate::verdict::stamp(r, &target.gates(), &inputs, plan, reason);
     let verdict = r.verdict.clone();
     target.update(|s| s.verdict = verdict);
-    let saved = crate::state::results::save(state_dir, &r);
-    crate::verdict::ocptv::write(state_dir, &r);
+    let saved = crate::state::results::save(state_dir, r);
+    crate::verdict::ocptv::write(state_dir, r);
     saved
 }
 
@@ -610,21 +617,9 @@ pub fn refresh_results_drive(state_dir: &Path, target: &TargetShared) -> bool {
 /// only gates): its results file's verdict and OCPTV record are rewritten, the snapshot's too.
 pub fn rejudge_ended(state_dir: &Path, target: &TargetShared) {
     let name = &target.fixed.name;
-    let Some(mut r) = crate::state::results::load(state_dir, name) else {
-        return;
-    };
-    let (plan, reason) = r
-        .verdict
-        .as_ref()
-        .map_or((crate::model::verdict::PlanState::Interrupted, None), |v| {
-            (v.plan, v.stop_reason.clone())
-        });
-    let inputs = crate::model::verdict::ExternalInputs::from_results(&r);
-    crate::verdict::stamp(&mut r, &target.gates(), &inputs, plan, reason);
-    let verdict = r.verdict.clone();
-    target.update(|s| s.verdict = verdict);
-    crate::state::results::save(state_dir, &r);
-    crate::verdict::ocptv::write(state_dir, &r);
+    if let Some(mut r) = crate::state::results::load(state_dir, name) {
+        restamp(state_dir, target, &mut r);
+    }
 }
 
 pub(crate) struct Runner {
