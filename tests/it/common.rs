@@ -464,3 +464,33 @@ pub fn assert_promtool_clean(text: &str) {
         "promtool findings:\n{all}\n---\n{text}"
     );
 }
+
+/// `nvsoak run --exit-when-done` with `config` (`{dir}` replaced by `dir`, written as
+/// `dir/nvsoak.toml`) to its end, within 120 s: (exit code, stderr). Never a panic in stderr.
+pub fn run_exit_when_done(dir: &std::path::Path, config: &str) -> (Option<i32>, String) {
+    let cfg_path = dir.join("nvsoak.toml");
+    std::fs::write(
+        &cfg_path,
+        config.replace("{dir}", &dir.display().to_string()),
+    )
+    .expect("writing config");
+    let mut child = Command::new(bin())
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg_path)
+        .arg("--web.listen-address")
+        .arg(format!("127.0.0.1:{}", free_port()))
+        .arg("--exit-when-done")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting nvsoak run");
+    let (status, err) = wait_exit(
+        &mut child,
+        Duration::from_secs(120),
+        "the short plan did not end within 120 s",
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    (status.code(), err)
+}

@@ -109,31 +109,7 @@ duration = "10m"
 /// `nvsoak run --exit-when-done` with `config` (`{dir}` replaced) to its end: (exit code,
 /// stderr).
 fn run_to_end(dir: &tempfile::TempDir, config: &str) -> (Option<i32>, String) {
-    let cfg_path = dir.path().join("nvsoak.toml");
-    std::fs::write(
-        &cfg_path,
-        config.replace("{dir}", &dir.path().display().to_string()),
-    )
-    .expect("writing config");
-    let mut child = Command::new(bin())
-        .arg("run")
-        .arg("--config")
-        .arg(&cfg_path)
-        .arg("--web.listen-address")
-        .arg(format!("127.0.0.1:{}", free_port()))
-        .arg("--exit-when-done")
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting nvsoak run");
-    let (status, err) = wait_exit(
-        &mut child,
-        Duration::from_secs(120),
-        "the short plan did not end within 120 s",
-    );
-    assert!(!err.contains("panicked"), "{err}");
-    (status.code(), err)
+    crate::common::run_exit_when_done(dir.path(), config)
 }
 
 fn results(dir: &tempfile::TempDir, target: &str) -> serde_json::Value {

@@ -12,10 +12,10 @@
 //!   the next results-file write.
 
 use std::io::Read;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::common::{Daemon, Sample, bin, find, free_port, shm_dir, wait_exit};
+use crate::common::{Daemon, Sample, bin, find, shm_dir};
 
 fn gauge(s: &[Sample], name: &str, want: &[(&str, &str)]) -> Option<f64> {
     find(s, name, want).first().map(|x| x.value)
@@ -177,31 +177,7 @@ duration = "2s"
 "#;
 
 fn run_to_end(dir: &std::path::Path, config: &str) -> (Option<i32>, String) {
-    let cfg_path = dir.join("nvsoak.toml");
-    std::fs::write(
-        &cfg_path,
-        config.replace("{dir}", &dir.display().to_string()),
-    )
-    .expect("writing config");
-    let mut child = Command::new(bin())
-        .arg("run")
-        .arg("--config")
-        .arg(&cfg_path)
-        .arg("--web.listen-address")
-        .arg(format!("127.0.0.1:{}", free_port()))
-        .arg("--exit-when-done")
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting nvsoak run");
-    let (status, err) = wait_exit(
-        &mut child,
-        Duration::from_secs(120),
-        "the short plan did not end within 120 s",
-    );
-    assert!(!err.contains("panicked"), "{err}");
-    (status.code(), err)
+    crate::common::run_exit_when_done(dir, config)
 }
 
 /// Verify is off by default: the plan runs to its end without an error, and still it is not a
