@@ -457,9 +457,12 @@ emit() {
   base64 "$2" | while read -r l; do echo "@@NVSOAK:$1:$l"; done
   echo "@@NVSOAKEND:$1:${3:-0}"
 }
-# start_daemon CONFIG: nvsoak run in the background, output in /tmp/daemon.log
+# start_daemon CONFIG: nvsoak run in the background, output in /tmp/daemon.log. The log is
+# emptied before the fork: the background job's own redirection may run after the caller's
+# next command, and a wait on the log would then read an earlier daemon's lines.
 start_daemon() {
-  nvsoak run --config "$1" >/tmp/daemon.log 2>&1 &
+  : >/tmp/daemon.log
+  nvsoak run --config "$1" >>/tmp/daemon.log 2>&1 &
   echo $! > /tmp/daemon.pid
   echo "@@NVSOAK-DAEMON-STARTED"
 }

@@ -293,13 +293,14 @@ emit results /tmp/nvsoak-state/results/ns.json
     let kept = vm.wait_ok("kept", Duration::from_secs(60)).stdout_str();
     let results = vm.wait_ok("results", Duration::from_secs(30));
     vm.finish(Duration::from_secs(30));
+    let second_status = second.status;
     let (first, second) = (first.stdout_str(), second.stdout_str());
     assert!(first.contains("purge format-user-data: passed"), "{first}");
     assert!(
         second.contains("phase 2 (soak) ")
             && !second.contains("purge started")
             && !second.contains("phase 1 (purge)"),
-        "the resumed run goes straight to its soak: {second}"
+        "the resumed run goes straight to its soak (exit status {second_status}): {second}"
     );
     assert_eq!(
         kept.trim(),
