@@ -13,6 +13,7 @@ use thiserror::Error;
 
 use crate::model::spec::TargetSpec;
 
+mod de;
 pub mod describe;
 mod raw;
 mod validate;
@@ -186,9 +187,11 @@ pub fn load_str(
         .build()
         .map_err(|e| map_error(e, origin))
         .map_err(|e| annotate_env(e, &env_keys))?;
-    let raw: raw::RawConfig = built
-        .try_deserialize()
-        .map_err(|e| map_error(e, origin))
+    // The merged tree as plain data, then our own deserializer over it: its errors carry the
+    // failing key's path and what went wrong as values (config/de.rs).
+    let merged: serde_json::Value = built.try_deserialize().map_err(|e| map_error(e, origin))?;
+    let raw: raw::RawConfig = de::from_value(&merged)
+        .map_err(|(path, e)| de_error(&path, e))
         .map_err(|e| annotate_env(e, &env_keys))?;
     validate::settings(&raw).map_err(|e| annotate_env(e, &env_keys))
 }
@@ -233,34 +236,14 @@ fn annotate_env(e: ConfigError, env_keys: &[(String, String)]) -> ConfigError {
     }
 }
 
-/// Turn the `config` crate's errors (which carry key paths like `target[0].phase[1]`) into
-/// ours: `target[0].phase[1].profle: unknown key (did you mean "profile"?)`.
+/// The `config` crate's errors while reading and merging the file and the environment (the
+/// keys' values are judged later, by [`de_error`] and `validate`).
 fn map_error(e: config::ConfigError, origin: &str) -> ConfigError {
-    use config::ConfigError as C;
     match e {
-        C::FileParse { cause, .. } => ConfigError::File {
+        config::ConfigError::FileParse { cause, .. } => ConfigError::File {
             path: origin.to_string(),
             reason: format!("not valid TOML: {}", cause.to_string().trim_end()),
         },
-        C::NotFound(key) => ConfigError::invalid(fix_key(&key), "missing"),
-        C::Type {
-            unexpected,
-            expected,
-            key,
-            ..
-        } => ConfigError::invalid(
-            key.map(|k| fix_key(&k))
-                .unwrap_or_else(|| "(top level)".into()),
-            polish(&format!("invalid type: {unexpected}, expected {expected}")),
-        ),
-        C::At { error, key, .. } => {
-            let inner = match *error {
-                C::Message(m) => m,
-                other => other.to_string(),
-            };
-            message_error(key.as_deref().unwrap_or(""), &inner)
-        }
-        C::Message(m) => message_error("", &m),
         other => ConfigError::File {
             path: origin.to_string(),
             reason: other.to_string(),
@@ -268,67 +251,26 @@ fn map_error(e: config::ConfigError, origin: &str) -> ConfigError {
     }
 }
 
-/// The `config` crate joins an index and the next key without a dot (`target[0]phase[1]`);
-/// restore it (`target[0].phase[1]`).
-fn fix_key(key: &str) -> String {
-    let mut out = String::with_capacity(key.len() + 4);
-    let mut prev = None;
-    for c in key.chars() {
-        if prev == Some(']') && (c.is_alphanumeric() || c == '_') {
-            out.push('.');
+/// A deserializer error at `path` as a config error naming the key:
+/// `target[0].phase[1].profle: unknown key "profle" (did you mean "profile"?); known keys here: …`.
+fn de_error(path: &str, e: de::DeError) -> ConfigError {
+    match e {
+        de::DeError::UnknownField { field, expected } => {
+            let hint = crate::util::suggest::closest(&field, expected.iter().copied())
+                .map(|s| format!(" (did you mean \"{s}\"?)"))
+                .unwrap_or_default();
+            let list = if expected.is_empty() {
+                String::new()
+            } else {
+                format!("; known keys here: {}", expected.join(", "))
+            };
+            ConfigError::invalid(path, format!("unknown key \"{field}\"{hint}{list}"))
         }
-        out.push(c);
-        prev = Some(c);
-    }
-    out
-}
-
-/// Interpret a serde message at `key` (empty for the top level).
-fn message_error(key: &str, msg: &str) -> ConfigError {
-    let key = &fix_key(key);
-    if let Some(rest) = msg.strip_prefix("unknown field `")
-        && let Some(end) = rest.find('`')
-    {
-        let field = &rest[..end];
-        let expected: Vec<&str> = rest[end + 1..].split('`').skip(1).step_by(2).collect();
-        let full = if key.is_empty() {
-            field.to_string()
-        } else {
-            format!("{key}.{field}")
-        };
-        let hint = crate::util::suggest::closest(field, expected.iter().copied())
-            .map(|s| format!(" (did you mean \"{s}\"?)"))
-            .unwrap_or_default();
-        let list = if expected.is_empty() {
-            String::new()
-        } else {
-            format!("; known keys here: {}", expected.join(", "))
-        };
-        return ConfigError::invalid(full, format!("unknown key \"{field}\"{hint}{list}"));
-    }
-    let key = if key.is_empty() { "(top level)" } else { key };
-    ConfigError::invalid(key, polish(msg))
-}
-
-/// serde's wording in TOML terms and without internal type names:
-/// `invalid type: integer 5, expected struct RawJob` → `expected a table, found integer 5`.
-fn polish(msg: &str) -> String {
-    let words = |s: &str| {
-        let mut t = s.trim().to_string();
-        if let Some(i) = t.find("struct Raw") {
-            t.replace_range(i.., "a table");
+        other => {
+            let key = if path.is_empty() { "(top level)" } else { path };
+            ConfigError::invalid(key, other.to_string())
         }
-        t.replace("a sequence", "a list")
-            .replace("sequence", "a list")
-            .replace("map", "a table")
-            .replace("a a ", "a ")
-    };
-    if let Some(rest) = msg.strip_prefix("invalid type: ")
-        && let Some((found, expected)) = rest.split_once(", expected ")
-    {
-        return format!("expected {}, found {}", words(expected), words(found));
     }
-    msg.to_string()
 }
 
 /// The built-in default: a soak of `4k-random-read` on a 1 GiB file under the state directory.
@@ -590,13 +532,6 @@ mod tests {
                 )
             );
         }
-    }
-
-    #[test]
-    fn key_paths_get_their_dots_back() {
-        assert_eq!(fix_key("target[0]phase[1]"), "target[0].phase[1]");
-        assert_eq!(fix_key("health.device[2]"), "health.device[2]");
-        assert_eq!(fix_key("a[0][1]b"), "a[0][1].b");
     }
 
     /// Random single-byte edits, insertions and deletions of the reference config: every

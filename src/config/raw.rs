@@ -190,11 +190,33 @@ pub struct RawDevice {
 }
 
 /// A string, or a list of strings (`allow_destroy` of a target spanning several devices).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum OneOrMany {
     One(String),
     Many(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for OneOrMany {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = OneOrMany;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string or a list of strings")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<OneOrMany, E> {
+                Ok(OneOrMany::One(v.to_string()))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<OneOrMany, A::Error> {
+                let mut all = Vec::new();
+                while let Some(s) = seq.next_element::<String>()? {
+                    all.push(s);
+                }
+                Ok(OneOrMany::Many(all))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
