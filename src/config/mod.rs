@@ -15,6 +15,7 @@ use crate::model::spec::TargetSpec;
 
 mod de;
 pub mod describe;
+pub mod keys;
 mod raw;
 mod validate;
 
