@@ -229,20 +229,44 @@ pub fn scan(
     now: f64,
 ) -> PcieSnapshot {
     let slot_map = slots(sysfs_root);
-    let ss_map = subsystems(sysfs_root);
     let mut snap = PcieSnapshot::default();
-    let mut figures: BTreeMap<String, (Role, PathBuf)> = BTreeMap::new();
-    // Links: lower function → upper function.
-    let mut upper_of: BTreeMap<String, String> = BTreeMap::new();
+    let walked = walk_controllers(sysfs_root, controllers, &slot_map);
+    snap.controllers = walked.controllers;
+    snap.functions = functions(&walked.figures, &walked.upper_of, previous, now);
+    snap.drives = drives(&snap.controllers);
+    snap.cards = cards(&mut snap.controllers, &slot_map);
+    snap
+}
+
+/// What walking each controller's chain up to its root port finds.
+struct Walked {
+    controllers: Vec<CtrlTopology>,
+    /// Every function on a chain: its role and its sysfs directory.
+    figures: BTreeMap<String, (Role, PathBuf)>,
+    /// Links: lower function → upper function.
+    upper_of: BTreeMap<String, String>,
+}
+
+fn walk_controllers(
+    sysfs_root: &Path,
+    controllers: &[String],
+    slot_map: &BTreeMap<String, String>,
+) -> Walked {
+    let ss_map = subsystems(sysfs_root);
+    let mut w = Walked {
+        controllers: Vec::new(),
+        figures: BTreeMap::new(),
+        upper_of: BTreeMap::new(),
+    };
     for name in controllers {
         let chain = chain_of(sysfs_root, name);
         let len = chain.len();
         for (i, (a, dir)) in chain.iter().enumerate() {
             let role = role_at(i, len);
-            figures.entry(a.clone()).or_insert((role, dir.clone()));
+            w.figures.entry(a.clone()).or_insert((role, dir.clone()));
             // A physical link ends below a root port or a downstream port.
             if i > 0 && matches!(role_at(i - 1, len), Role::RootPort | Role::SwitchDownstream) {
-                upper_of.insert(a.clone(), chain[i - 1].0.clone());
+                w.upper_of.insert(a.clone(), chain[i - 1].0.clone());
             }
         }
         let path: Vec<String> = chain.into_iter().map(|(a, _)| a).collect();
@@ -253,7 +277,7 @@ pub fn scan(
             Some((s, n)) => (Some(s.clone()), n.clone()),
             None => (None, None),
         };
-        snap.controllers.push(CtrlTopology {
+        w.controllers.push(CtrlTopology {
             name: name.clone(),
             address: path.last().cloned().unwrap_or_default(),
             drive: subsystem.clone().unwrap_or_else(|| name.clone()),
@@ -264,11 +288,23 @@ pub fn scan(
             card: None,
         });
     }
+    w
+}
+
+/// Each function's link figures and AER counters; a link is degraded when it runs below what
+/// both its ends can do.
+fn functions(
+    figures: &BTreeMap<String, (Role, PathBuf)>,
+    upper_of: &BTreeMap<String, String>,
+    previous: Option<&PcieSnapshot>,
+    now: f64,
+) -> Vec<PciFunction> {
     let links: BTreeMap<String, LinkFigures> = figures
         .iter()
         .map(|(a, (_, dir))| (a.clone(), LinkFigures::read(dir)))
         .collect();
-    for (a, (role, dir)) in &figures {
+    let mut out = Vec::new();
+    for (a, (role, dir)) in figures {
         let link = links.get(a).cloned().unwrap_or_default();
         let deg = upper_of
             .get(a)
@@ -277,7 +313,7 @@ pub fn scan(
         let before = previous
             .and_then(|p| p.function(a))
             .and_then(|f| f.degraded_seen_at);
-        snap.functions.push(PciFunction {
+        out.push(PciFunction {
             address: a.clone(),
             role: *role,
             degraded: deg,
@@ -286,9 +322,13 @@ pub fn scan(
             link,
         });
     }
-    // Drives: one per subsystem (else per controller).
+    out
+}
+
+/// Drives: one per subsystem (else per controller).
+fn drives(controllers: &[CtrlTopology]) -> Vec<Drive> {
     let mut drives: BTreeMap<String, Drive> = BTreeMap::new();
-    for c in &snap.controllers {
+    for c in controllers {
         let d = drives.entry(c.drive.clone()).or_insert_with(|| Drive {
             id: c.drive.clone(),
             nqn: c.subsystem_nqn.clone(),
@@ -296,11 +336,14 @@ pub fn scan(
         });
         d.controllers.push(c.name.clone());
     }
-    snap.drives = drives.into_values().collect();
-    // Cards: group by the nearest switch upstream port, else by slot; keep groups of at least
-    // two drives.
+    drives.into_values().collect()
+}
+
+/// Cards: controllers grouped by the nearest switch upstream port, else by slot; only groups
+/// of at least two drives are cards, and their controllers are labelled with the card.
+fn cards(controllers: &mut [CtrlTopology], slot_map: &BTreeMap<String, String>) -> Vec<Card> {
     let mut groups: BTreeMap<String, Card> = BTreeMap::new();
-    for c in &snap.controllers {
+    for c in controllers.iter() {
         let len = c.path.len();
         let up = (0..len)
             .rev()
@@ -332,22 +375,21 @@ pub fn scan(
             card.drives.push(c.drive.clone());
         }
     }
-    for card in groups.into_values() {
+    let mut out = Vec::new();
+    for mut card in groups.into_values() {
         if card.drives.len() < 2 {
             continue;
         }
-        for c in snap.controllers.iter_mut() {
+        for c in controllers.iter_mut() {
             if card.controllers.contains(&c.name) {
                 c.card = Some(card.id.clone());
             }
         }
-        snap.cards.push(card);
-    }
-    for card in snap.cards.iter_mut() {
         card.controllers.sort();
         card.drives.sort();
+        out.push(card);
     }
-    snap
+    out
 }
 
 #[cfg(test)]
