@@ -8,7 +8,74 @@ use std::fmt;
 use serde::de::{
     self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor,
 };
-use serde_json::Value;
+
+/// The merged config as plain data, every value as the file or the environment gave it
+/// (a `nan` stays a float: JSON's value type would turn it into nothing).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    Float(f64),
+    Str(String),
+    Seq(Vec<Value>),
+    Map(Vec<(String, Value)>),
+}
+
+impl<'de> serde::Deserialize<'de> for Value {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Value;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a config value")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+                Ok(Value::Null)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+                Ok(Value::Null)
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+                <Value as serde::Deserialize>::deserialize(d)
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+                Ok(Value::Bool(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+                Ok(Value::Int(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+                Ok(Value::Uint(v))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+                Ok(Value::Float(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+                Ok(Value::Str(v.to_string()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+                Ok(Value::Str(v))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(v) = a.next_element()? {
+                    out.push(v);
+                }
+                Ok(Value::Seq(out))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = a.next_entry::<String, Value>()? {
+                    out.push((k, v));
+                }
+                Ok(Value::Map(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
 
 /// What went wrong at one key, as the deserializer reported it.
 #[derive(Debug, Clone, PartialEq)]
@@ -110,18 +177,12 @@ impl<'de, 'a> Deserializer<'de> for ValueDe<'a> {
         match self.0 {
             Value::Null => v.visit_unit(),
             Value::Bool(b) => v.visit_bool(*b),
-            Value::Number(n) => {
-                if let Some(i) = n.as_i64() {
-                    v.visit_i64(i)
-                } else if let Some(u) = n.as_u64() {
-                    v.visit_u64(u)
-                } else {
-                    v.visit_f64(n.as_f64().unwrap_or(f64::NAN))
-                }
-            }
-            Value::String(s) => v.visit_str(s),
-            Value::Array(a) => v.visit_seq(Seq(a.iter())),
-            Value::Object(m) => v.visit_map(Map {
+            Value::Int(i) => v.visit_i64(*i),
+            Value::Uint(u) => v.visit_u64(*u),
+            Value::Float(x) => v.visit_f64(*x),
+            Value::Str(s) => v.visit_str(s),
+            Value::Seq(a) => v.visit_seq(Seq(a.iter())),
+            Value::Map(m) => v.visit_map(Map {
                 it: m.iter(),
                 value: None,
             }),
@@ -159,7 +220,7 @@ impl<'de, 'a> SeqAccess<'de> for Seq<'a> {
 }
 
 struct Map<'a> {
-    it: serde_json::map::Iter<'a>,
+    it: std::slice::Iter<'a, (String, Value)>,
     value: Option<&'a Value>,
 }
 

@@ -190,7 +190,7 @@ pub fn load_str(
         .map_err(|e| annotate_env(e, &env_keys))?;
     // The merged tree as plain data, then our own deserializer over it: its errors carry the
     // failing key's path and what went wrong as values (config/de.rs).
-    let merged: serde_json::Value = built.try_deserialize().map_err(|e| map_error(e, origin))?;
+    let merged: de::Value = built.try_deserialize().map_err(|e| map_error(e, origin))?;
     let raw: raw::RawConfig = de::from_value(&merged)
         .map_err(|(path, e)| de_error(&path, e))
         .map_err(|e| annotate_env(e, &env_keys))?;
@@ -361,6 +361,37 @@ mod tests {
 
     fn load_toml(t: &str) -> Result<Settings, ConfigError> {
         load_str(t, "test.toml", vec![])
+    }
+
+    /// A boolean key takes only `true` or `false`: a number, a `nan` or a word that reads as
+    /// yes is refused naming the key (none of them may switch off a safety check).
+    #[test]
+    fn booleans_are_strict() {
+        for v in [
+            "nan", "inf", "0.5", "-1", "1", "0", "\"1\"", "\"yes\"", "\"true\"",
+        ] {
+            let t = format!(
+                "[[target]]\nname = \"a\"\npath = \"/tmp/nvsoak-never-created\"\nsize = \"1M\"\n\
+                 force_overwrite_signatures = {v}\n"
+            );
+            let e = load_toml(&t).expect_err(v).to_string();
+            assert!(
+                e.starts_with("target[0].force_overwrite_signatures: expected a boolean, found"),
+                "{v}: {e}"
+            );
+        }
+        for (v, env) in [
+            ("maybe", "NVSOAK_HEALTH__ENABLED"),
+            ("1.5", "NVSOAK_HEALTH__ENABLED"),
+        ] {
+            let e = load_str("", "test.toml", vec![(env.to_string(), v.to_string())])
+                .expect_err(v)
+                .to_string();
+            assert!(
+                e.starts_with("health.enabled: expected a boolean") && e.contains(env),
+                "{v}: {e}"
+            );
+        }
     }
 
     /// The full demo (config/nvsoak.toml before the installed file became health-only).
