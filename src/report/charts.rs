@@ -127,12 +127,20 @@ impl Scale {
     /// Tick values: about `n` nice steps on a linear axis (whole multiples of the step, so
     /// "0" and "now" land exactly), each power of ten on a logarithmic one.
     pub fn ticks(&self, n: f64) -> Vec<f64> {
+        // A figure read from a results file can be anything a float holds; an axis over it
+        // gets no ticks rather than billions of them.
+        if !(self.lo.is_finite() && self.hi.is_finite()) || self.hi < self.lo {
+            return Vec::new();
+        }
         if self.log {
+            if self.lo <= 0.0 {
+                return Vec::new();
+            }
             let (a, b) = (
                 self.lo.log10().floor() as i32,
                 self.hi.log10().ceil() as i32,
             );
-            (a..=b)
+            (a..=b.min(a.saturating_add(MAX_TICKS)))
                 .map(|e| 10f64.powi(e))
                 .filter(|v| *v >= self.lo * 0.999 && *v <= self.hi * 1.001)
                 .collect()
@@ -140,12 +148,15 @@ impl Scale {
             let step = nice_step(self.hi - self.lo, n);
             let first = (self.lo / step - 1e-9).ceil() as i64;
             let last = (self.hi / step + 1e-9).floor() as i64;
-            (first..=last.min(first + 40))
+            (first..=last.min(first.saturating_add(i64::from(MAX_TICKS))))
                 .map(|k| k as f64 * step)
                 .collect()
         }
     }
 }
+
+/// The most ticks one axis draws, whatever its range.
+const MAX_TICKS: i32 = 40;
 
 /// 1234567 -> "1.23M", 12000 -> "12k", 0.5 -> "0.5".
 pub fn si(v: f64) -> String {

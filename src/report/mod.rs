@@ -16,6 +16,7 @@
 
 pub mod batch;
 pub mod charts;
+pub mod checked;
 pub mod compute;
 pub mod drive_ata;
 pub mod history;
@@ -56,6 +57,15 @@ pub enum ReportError {
         path: PathBuf,
         #[source]
         source: serde_json::Error,
+    },
+    #[error(
+        "{path}: the figure {figure} is {value:e}, beyond anything nvsoak measures (at most {limit:e} in magnitude): the file is damaged or was edited",
+        limit = checked::LIMIT
+    )]
+    Figure {
+        path: PathBuf,
+        figure: String,
+        value: f64,
     },
     #[error(
         "no results in {dir} (run a plan with a sweep or soak phase first, or pass --from FILE)"
@@ -123,16 +133,32 @@ impl Archived {
     }
 }
 
-/// Read one results file (an archived one, by its name, is labelled as such).
+/// The largest results file `nvsoak report` reads: far beyond a month of soak history.
+pub const RESULTS_LIMIT: u64 = 256 << 20;
+
+/// Read one results file (an archived one, by its name, is labelled as such): a regular
+/// file only, read without blocking and at most [`RESULTS_LIMIT`] bytes; every
+/// figure in it checked ([`checked`]) before anything draws it.
 pub fn load_file(path: &Path) -> Result<Loaded, ReportError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Read {
+    let text = crate::util::bounded::read_to_string(path, RESULTS_LIMIT).map_err(|source| {
+        ReportError::Read {
+            path: path.to_path_buf(),
+            source,
+        }
+    })?;
+    let parse = |source| ReportError::Parse {
         path: path.to_path_buf(),
         source,
-    })?;
-    let results = serde_json::from_str(&text).map_err(|source| ReportError::Parse {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    };
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(parse)?;
+    if let Some((figure, value)) = checked::first_out_of_range(&value) {
+        return Err(ReportError::Figure {
+            path: path.to_path_buf(),
+            figure,
+            value,
+        });
+    }
+    let results = serde_json::from_value(value).map_err(parse)?;
     Ok(Loaded {
         source: path.to_path_buf(),
         results,

@@ -1,6 +1,7 @@
 //! Small helpers the whole crate shares, one of each: the Unix clock, atomic file writes, and
 //! recovering a lock a panicking thread poisoned.
 
+pub mod bounded;
 pub mod host;
 pub mod suggest;
 

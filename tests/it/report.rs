@@ -242,6 +242,53 @@ fn report_errors_name_the_problem() {
     assert!(err.contains("bad.json is not a results file"), "{err}");
 }
 
+/// A results file is outside input: a figure beyond anything nvsoak measures (an average
+/// latency of `f64::MAX`) is refused naming the figure, and a FIFO, a character device or a
+/// directory given as `--from` is refused at once instead of blocking or reading forever.
+#[test]
+fn report_refuses_hostile_results_files() {
+    let dir = shm_dir();
+    let text = std::fs::read_to_string(fixture("drive-a.json")).expect("fixture");
+    let mut v: Value = serde_json::from_str(&text).expect("fixture json");
+    let point = v
+        .pointer_mut("/sweeps/0/points/0/lat_avg_us")
+        .expect("fixture has a sweep point with lat_avg_us");
+    *point = json!(f64::MAX);
+    let forged = dir.path().join("forged.json");
+    std::fs::write(&forged, serde_json::to_string(&v).expect("json")).expect("write");
+    let out = report(&["--from", &forged.display().to_string()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("forged.json") && err.contains("sweeps[0].points[0].lat_avg_us"),
+        "{err}"
+    );
+
+    let fifo = dir.path().join("results.fifo");
+    let status = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(status.success());
+    for path in [fifo.as_path(), Path::new("/dev/zero"), dir.path()] {
+        let mut child = Command::new(bin())
+            .args(["report", "--from"])
+            .arg(path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn report");
+        let (status, err) = wait_exit(
+            &mut child,
+            Duration::from_secs(30),
+            &format!("report --from {} did not return", path.display()),
+        );
+        assert!(!status.success(), "{}", path.display());
+        assert!(
+            err.contains("not a regular file"),
+            "{}: {err}",
+            path.display()
+        );
+    }
+}
+
 /// `--ratings FILE`: the operator's table replaces the built-in one (drive B is in it, drive A
 /// is not); a bad table is a clear error naming the file and the reason, and exits non-zero.
 #[test]

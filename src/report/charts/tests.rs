@@ -310,3 +310,45 @@ fn an_ago_axis_reads_as_time() {
         .expect("the now label's x");
     assert!(now_x <= 400.0 - 12.0, "now at x={now_x}");
 }
+
+/// An axis over figures read from a hostile results file stays bounded: a range up to
+/// `f64::MAX`, an infinite or inverted one, or a log axis reaching zero gets at most
+/// `MAX_TICKS + 1` ticks (or none), never a loop over billions of steps.
+#[test]
+fn ticks_on_a_hostile_range_are_bounded() {
+    let scale = |log: bool, lo: f64, hi: f64| Scale {
+        log,
+        lo,
+        hi,
+        from: 0.0,
+        to: 100.0,
+    };
+    let cap = MAX_TICKS as usize + 1;
+    for log in [false, true] {
+        let t = scale(log, 1.0, f64::MAX).ticks(5.0);
+        assert!(t.len() <= cap, "log={log}: {} ticks", t.len());
+        assert!(t.iter().all(|v| v.is_finite()), "log={log}: {t:?}");
+        assert!(scale(log, 1.0, f64::INFINITY).ticks(5.0).is_empty());
+        assert!(scale(log, f64::NAN, 10.0).ticks(5.0).is_empty());
+        assert!(scale(log, 10.0, 1.0).ticks(5.0).is_empty());
+    }
+    assert!(scale(true, 0.0, 1000.0).ticks(5.0).is_empty());
+    assert!(scale(true, -5.0, 1000.0).ticks(5.0).is_empty());
+    // A sane range still gets its ticks.
+    assert_eq!(
+        scale(true, 1.0, 1000.0).ticks(5.0),
+        vec![1.0, 10.0, 100.0, 1000.0]
+    );
+    assert!(scale(false, 0.0, 100.0).ticks(5.0).len() >= 4);
+}
+
+/// A whole chart over series reaching `f64::MAX` comes back (no hang, no panic).
+#[test]
+fn a_chart_over_the_largest_float_returns() {
+    let series = [Series {
+        name: "forged".into(),
+        points: vec![(1.0, 1.0), (f64::MAX, f64::MAX)],
+    }];
+    let svg = chart(&series, None);
+    assert!(svg.contains("<svg"), "{svg}");
+}
