@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use super::poller::{DeviceHealth, OcpSupport};
+use super::record::{DeviceHealth, OcpSupport};
 use crate::model::events::{DriveEvent, kind};
 use crate::nvme::log::ocp_latency::{LatencyMonitorConfig, LatencyMonitorLog};
 use crate::nvme::log::ocp_recovery::ErrorRecoveryLog;
@@ -175,106 +175,152 @@ pub fn poll(
             }
         }
         OcpSupport::Present { uuid_index } => {
-            if d.pages.recovery_support != Support::Absent {
-                match probe(ocp_cmd::read_recovery(t, uuid_index)) {
-                    Probe::Got(r) => {
-                        recovery_events(d, &r, now);
-                        d.pages.recovery = Some(r);
-                        d.pages.recovery_support = Support::Present;
-                    }
-                    Probe::Absent(e) => refused(
-                        d,
-                        |p| &mut p.recovery_support,
-                        e,
-                        page::OCP_RECOVERY,
-                        "OCP error recovery log C1h",
-                        &mut absent,
-                    ),
-                    Probe::Failed(e) => d.fail(page::OCP_RECOVERY, &e),
-                }
-            }
+            poll_recovery(t, d, now, uuid_index, &mut absent);
             if let Some(c) = latency_monitor
                 && d.pages.latency_monitor_set.is_none()
                 && d.pages.latency_support != Support::Absent
             {
-                match ocp_cmd::set_latency_monitor(t, uuid_index, c) {
-                    Ok(()) => {
-                        tracing::info!(
-                            "health: {}: enabled the OCP latency monitor (Set Features C5h, not saved): thresholds A..D {:?} x 5 ms, bucket timer threshold {} x 5 min, minimum window {} x 100 ms, active latency configuration {:#x}",
-                            d.name,
-                            c.thresholds,
-                            c.active_bucket_timer_threshold,
-                            c.active_latency_min_window,
-                            c.active_latency_config
-                        );
-                        d.pages.latency_monitor_set = Some(true);
-                    }
-                    Err(e) => {
-                        d.pages.latency_monitor_set = Some(false);
-                        d.fail(page::OCP_LATENCY_FEATURE, &e);
-                    }
-                }
+                set_latency_monitor(t, d, uuid_index, c);
             }
-            if d.pages.latency_support != Support::Absent {
-                match probe(ocp_cmd::read_latency(t, uuid_index)) {
-                    Probe::Got(l) => {
-                        d.pages.latency = Some(l);
-                        d.pages.latency_support = Support::Present;
-                    }
-                    Probe::Absent(e) => refused(
-                        d,
-                        |p| &mut p.latency_support,
-                        e,
-                        page::OCP_LATENCY,
-                        "OCP latency monitor log C3h",
-                        &mut absent,
-                    ),
-                    Probe::Failed(e) => d.fail(page::OCP_LATENCY, &e),
-                }
-            }
+            poll_latency(t, d, uuid_index, &mut absent);
         }
     }
-    if d.pages.telemetry_support != Support::Absent
-        && let Some(lpa) = d.id.as_ref().map(|i| i.lpa)
-    {
-        let r = if lpa & (1 << 3) == 0 {
-            Probe::Absent(None) // LPA bit 3: no telemetry pages
-        } else {
-            probe(ocp_cmd::read_telemetry_header(t).map(Some))
-        };
-        match r {
-            Probe::Got(h) => {
-                if let Some(prev) = &d.pages.telemetry
-                    && prev.ctrl_generation != h.ctrl_generation
-                {
-                    let detail = format!(
-                        "telemetry controller-initiated data generation {} -> {} (data available {})",
-                        prev.ctrl_generation, h.ctrl_generation, h.ctrl_data_available
-                    );
-                    let name = d.name.clone();
-                    d.pages
-                        .event(now, kind::TELEMETRY_GENERATION, detail, &name);
-                }
-                d.pages.telemetry = Some(h);
-                d.pages.telemetry_support = Support::Present;
-            }
-            Probe::Absent(e) => refused(
-                d,
-                |p| &mut p.telemetry_support,
-                e,
-                page::TELEMETRY,
-                "telemetry controller-initiated log 08h",
-                &mut absent,
-            ),
-            Probe::Failed(e) => d.fail(page::TELEMETRY, &e),
-        }
-    }
+    poll_telemetry(t, d, now, &mut absent);
     if !absent.is_empty() {
         tracing::info!(
             "health: {}: not supported by the drive, not asked for again: {}",
             d.name,
             absent.join(", ")
         );
+    }
+}
+
+/// C1h, with a drive event when the panic ID or count changed.
+fn poll_recovery(
+    t: &dyn AdminTransport,
+    d: &mut DeviceHealth,
+    now: f64,
+    uuid_index: u8,
+    absent: &mut Vec<&'static str>,
+) {
+    if d.pages.recovery_support == Support::Absent {
+        return;
+    }
+    match probe(ocp_cmd::read_recovery(t, uuid_index)) {
+        Probe::Got(r) => {
+            recovery_events(d, &r, now);
+            d.pages.recovery = Some(r);
+            d.pages.recovery_support = Support::Present;
+        }
+        Probe::Absent(e) => refused(
+            d,
+            |p| &mut p.recovery_support,
+            e,
+            page::OCP_RECOVERY,
+            "OCP error recovery log C1h",
+            absent,
+        ),
+        Probe::Failed(e) => d.fail(page::OCP_RECOVERY, &e),
+    }
+}
+
+/// Set Features C5h with the config's Latency Monitor settings, once per drive.
+fn set_latency_monitor(
+    t: &dyn AdminTransport,
+    d: &mut DeviceHealth,
+    uuid_index: u8,
+    c: &LatencyMonitorConfig,
+) {
+    match ocp_cmd::set_latency_monitor(t, uuid_index, c) {
+        Ok(()) => {
+            tracing::info!(
+                "health: {}: enabled the OCP latency monitor (Set Features C5h, not saved): thresholds A..D {:?} x 5 ms, bucket timer threshold {} x 5 min, minimum window {} x 100 ms, active latency configuration {:#x}",
+                d.name,
+                c.thresholds,
+                c.active_bucket_timer_threshold,
+                c.active_latency_min_window,
+                c.active_latency_config
+            );
+            d.pages.latency_monitor_set = Some(true);
+        }
+        Err(e) => {
+            d.pages.latency_monitor_set = Some(false);
+            d.fail(page::OCP_LATENCY_FEATURE, &e);
+        }
+    }
+}
+
+/// C3h.
+fn poll_latency(
+    t: &dyn AdminTransport,
+    d: &mut DeviceHealth,
+    uuid_index: u8,
+    absent: &mut Vec<&'static str>,
+) {
+    if d.pages.latency_support == Support::Absent {
+        return;
+    }
+    match probe(ocp_cmd::read_latency(t, uuid_index)) {
+        Probe::Got(l) => {
+            d.pages.latency = Some(l);
+            d.pages.latency_support = Support::Present;
+        }
+        Probe::Absent(e) => refused(
+            d,
+            |p| &mut p.latency_support,
+            e,
+            page::OCP_LATENCY,
+            "OCP latency monitor log C3h",
+            absent,
+        ),
+        Probe::Failed(e) => d.fail(page::OCP_LATENCY, &e),
+    }
+}
+
+/// The telemetry controller-initiated header (08h), when Identify's LPA bit 3 says the
+/// controller has it, with a drive event when its data generation number changed.
+fn poll_telemetry(
+    t: &dyn AdminTransport,
+    d: &mut DeviceHealth,
+    now: f64,
+    absent: &mut Vec<&'static str>,
+) {
+    if d.pages.telemetry_support == Support::Absent {
+        return;
+    }
+    let Some(lpa) = d.id.as_ref().map(|i| i.lpa) else {
+        return;
+    };
+    let r = if lpa & (1 << 3) == 0 {
+        Probe::Absent(None) // LPA bit 3: no telemetry pages
+    } else {
+        probe(ocp_cmd::read_telemetry_header(t).map(Some))
+    };
+    match r {
+        Probe::Got(h) => {
+            if let Some(prev) = &d.pages.telemetry
+                && prev.ctrl_generation != h.ctrl_generation
+            {
+                let detail = format!(
+                    "telemetry controller-initiated data generation {} -> {} (data available {})",
+                    prev.ctrl_generation, h.ctrl_generation, h.ctrl_data_available
+                );
+                let name = d.name.clone();
+                d.pages
+                    .event(now, kind::TELEMETRY_GENERATION, detail, &name);
+            }
+            d.pages.telemetry = Some(h);
+            d.pages.telemetry_support = Support::Present;
+        }
+        Probe::Absent(e) => refused(
+            d,
+            |p| &mut p.telemetry_support,
+            e,
+            page::TELEMETRY,
+            "telemetry controller-initiated log 08h",
+            absent,
+        ),
+        Probe::Failed(e) => d.fail(page::TELEMETRY, &e),
     }
 }
 
@@ -298,7 +344,8 @@ fn recovery_events(d: &mut DeviceHealth, r: &ErrorRecoveryLog, now: f64) {
 mod tests {
     use super::*;
     use crate::health::NoHostIo;
-    use crate::health::poller::{RatingContext, page as base_page, poll_device};
+    use crate::health::collect::RatingContext;
+    use crate::health::collect::nvme::{page as base_page, poll_device};
     use crate::nvme::cmd::{OPC_GET_FEATURES, OPC_GET_LOG_PAGE, OPC_IDENTIFY};
     use crate::nvme::discover::{Controller, Namespace};
     use crate::nvme::identify::{OCP_UUID, testdata as idt};
