@@ -184,7 +184,7 @@ mod tests {
         let mut d = crate::health::collect::nvme::poll_once(&t, &c, &ratings, &NoHostIo);
         assert!(d.up && d.ocp.is_some(), "the replayed controller polls");
         // The optional pages (their probing is `health::collect::nvme::ocp_pages`' own test).
-        use crate::health::collect::nvme::ocp_pages::Support;
+        use crate::health::collect::nvme::pages::Support;
         let p = &mut d.pages;
         p.recovery_support = Support::Present;
         p.recovery = log::ocp_recovery::parse(&log::ocp_recovery::testdata::recovery()).ok();

@@ -7,7 +7,7 @@
 
 use super::health::F;
 use crate::health::DeviceHealth;
-use crate::health::collect::nvme::ocp_pages::{DrivePages, Support, page};
+use crate::health::collect::nvme::pages::{DrivePages, Support, page};
 use crate::nvme::log::ocp_latency::BucketSet;
 
 /// Every family of these pages for one controller.

@@ -212,7 +212,7 @@ impl DriveTracking {
         f.endurance_consumed_ratio = d.derived.endurance_consumed_ratio;
         f.iops_throttled = d.derived.throttle.throttled_iops;
         f.iops_unthrottled = d.derived.throttle.unthrottled_iops;
-        crate::health::collect::nvme::ocp_pages::soak_figures(&mut f, &d.pages, start_time);
+        crate::health::collect::nvme::pages::soak_figures(&mut f, &d.pages, start_time);
         crate::workload::drive_ocp::update(self, &mut f, &d.pages);
         self.figures = Some(f);
     }

@@ -21,6 +21,7 @@ use crate::nvme::{AdminTransport, NvmeError, cmd};
 use crate::util::unix_now;
 
 pub mod ocp_pages;
+pub mod pages;
 mod record;
 #[cfg(test)]
 pub(crate) mod tests;

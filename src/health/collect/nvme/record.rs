@@ -87,8 +87,8 @@ pub struct DeviceHealth {
     pub ocp_support: OcpSupport,
     pub ocp: Option<OcpSmartLog>,
     /// The OCP C1h and C3h pages, the telemetry header and the drive events they raised
-    /// ([`ocp_pages`](super::ocp_pages)).
-    pub pages: super::ocp_pages::DrivePages,
+    /// (`ocp_pages`).
+    pub pages: super::pages::DrivePages,
     /// Failed reads by page, cumulative.
     pub poll_errors: BTreeMap<&'static str, u64>,
     /// The last failure's message, for logs and `nvsoak health`.
