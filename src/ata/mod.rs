@@ -13,7 +13,7 @@
 //! Architecture Invariant: `ata::identify`, `ata::smart`, `ata::devstat` and `ata::cdb` never
 //! perform I/O, and `transport.rs` is the only file here with `unsafe` code.
 //!
-//! The health poller polls these disks (`health::ata`), `metrics::ata` exports them.
+//! The health poller polls these disks (`health::collect::ata`), `metrics::ata` exports them.
 
 pub mod cdb;
 pub mod cmd;

@@ -11,7 +11,8 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 
 use super::health_ata;
-use crate::health::poller::{DeviceHealth, RatingContext, poll_once};
+use crate::health::collect::RatingContext;
+use crate::health::collect::nvme::{DeviceHealth, poll_once};
 use crate::nvme::discover::{self, Controller, Filter};
 use crate::nvme::ioctl::IoctlTransport;
 use crate::nvme::log::smart::{CRITICAL_WARNING_BITS, SmartLog};
@@ -179,7 +180,7 @@ pub fn run_with(
     for disk in &disks {
         match ata_open(disk) {
             Ok(t) => {
-                let d = crate::health::ata::poll_once(
+                let d = crate::health::collect::ata::poll_once(
                     t.as_ref(),
                     disk,
                     &ratings,
@@ -572,7 +573,7 @@ fn write_smart(out: &mut dyn Write, s: &SmartLog) -> Result<()> {
 /// The rated endurance and how much of it is consumed (NVMe and ATA drives alike).
 pub(crate) fn write_endurance(
     out: &mut dyn Write,
-    x: &crate::health::poller::Derived,
+    x: &crate::health::collect::Derived,
 ) -> Result<()> {
     writeln!(out, "Endurance")?;
     match &x.rated {

@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use crate::ata::devstat::DeviceStats;
 use crate::ata::discover::{self, AtaDisk};
 use crate::ata::{AtaError, AtaTransport};
-use crate::health::ata::{AtaHealth, feature};
+use crate::health::collect::ata::{AtaHealth, feature};
 
 /// Opens a transport for a disk (tests: the replay transport).
 pub type AtaOpenFn<'a> = &'a dyn Fn(&AtaDisk) -> Result<Box<dyn AtaTransport>, AtaError>;
@@ -330,7 +330,7 @@ mod tests {
     use super::*;
     use crate::ata::cmd;
     use crate::ata::transport::Reply;
-    use crate::health::ata::testdata::full_replay;
+    use crate::health::collect::ata::testdata::full_replay;
     use std::process::ExitCode;
 
     fn tree() -> tempfile::TempDir {

@@ -171,7 +171,7 @@ mod tests {
             }],
         };
         // Rated in the config, as `[[health.device]]` rates a drive.
-        let ratings = crate::health::poller::RatingContext {
+        let ratings = crate::health::collect::RatingContext {
             overrides: vec![crate::config::DeviceRatingOverride {
                 matcher: "nvme0".into(),
                 rated_tbw_bytes: Some(17_520_000_000_000_000),
@@ -181,10 +181,10 @@ mod tests {
             }],
             ..Default::default()
         };
-        let mut d = crate::health::poller::poll_once(&t, &c, &ratings, &NoHostIo);
+        let mut d = crate::health::collect::nvme::poll_once(&t, &c, &ratings, &NoHostIo);
         assert!(d.up && d.ocp.is_some(), "the replayed controller polls");
-        // The optional pages (their probing is `health::ocp_pages`' own test).
-        use crate::health::ocp_pages::Support;
+        // The optional pages (their probing is `health::collect::nvme::ocp_pages`' own test).
+        use crate::health::collect::nvme::pages::Support;
         let p = &mut d.pages;
         p.recovery_support = Support::Present;
         p.recovery = log::ocp_recovery::parse(&log::ocp_recovery::testdata::recovery()).ok();
@@ -213,11 +213,11 @@ mod tests {
     }
 
     /// The hand-built IronWolf 110 SATA disk, polled from its replayed pages.
-    fn ata() -> crate::health::ata::AtaHealth {
-        use crate::health::ata::testdata::{disk, full_replay};
+    fn ata() -> crate::health::collect::ata::AtaHealth {
+        use crate::health::collect::ata::testdata::{disk, full_replay};
         let t = full_replay("/dev/sda");
-        let ratings = crate::health::poller::RatingContext::default();
-        let mut a = crate::health::ata::poll_once(&t, &disk("sda"), &ratings, &NoHostIo);
+        let ratings = crate::health::collect::RatingContext::default();
+        let mut a = crate::health::collect::ata::poll_once(&t, &disk("sda"), &ratings, &NoHostIo);
         assert!(a.up, "the replayed disk polls");
         // The fixture's bytes-read statistic is flagged not valid (`ata::devstat`'s own test).
         if let Some(s) = &mut a.devstat {

@@ -1,8 +1,8 @@
 //! Endurance per drive (one NVMe subsystem: a dual-port drive's bytes counted once) and per
 //! card (the sum of its drives, against the card's rating). Pure from the health snapshot.
 
+use super::DeviceHealth;
 use super::derive::{Accounting, DATA_UNIT_BYTES};
-use super::poller::DeviceHealth;
 use crate::nvme::ratings::Rating;
 
 use crate::pcie::PcieSnapshot;
@@ -136,7 +136,7 @@ pub fn cards(topo: &PcieSnapshot, drives: &[DriveFigures]) -> Vec<CardFigures> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::poller::SmartSample;
+    use crate::health::SmartSample;
     use crate::nvme::discover::Controller;
     use crate::nvme::log::smart::SmartLog;
     use crate::pcie::topology::{Card, Drive};

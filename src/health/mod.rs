@@ -1,4 +1,5 @@
-//! Health poller and the endurance and thermal derivations.
+//! Health poller, its collectors (one per drive protocol) and the endurance and thermal
+//! derivations.
 //!
 //! The poller runs on tokio, does its ioctls in `spawn_blocking`, and publishes an immutable
 //! snapshot that each scrape reads. The workload side tells it what nvsoak itself did to each
@@ -41,16 +42,12 @@ impl HostIoSource for NoHostIo {
     }
 }
 
-pub mod ata;
-pub mod ata_sample;
+pub mod collect;
 pub mod derive;
 pub mod endurance;
 mod inflight;
 pub mod known;
-pub mod ocp_pages;
 pub mod poller;
 
-pub use poller::{
-    DeviceHealth, HealthHandle, HealthSnapshot, Poller, SmartSample, poll_once, spawn,
-    spawn_prepared, spawn_with,
-};
+pub use collect::nvme::{DeviceHealth, SmartSample, poll_once};
+pub use poller::{HealthHandle, HealthSnapshot, Poller, spawn, spawn_prepared, spawn_with};

@@ -1,283 +1,30 @@
-//! The health poller: discovers controllers, polls their pages, keeps the derivations' state,
-//! and publishes an immutable [`HealthSnapshot`].
+//! The health poller: runs the collectors (`health::collect`: NVMe controllers and SATA
+//! disks) and the PCIe scan in one pass, keeps their drives, and publishes an immutable
+//! [`HealthSnapshot`].
 //!
-//! [`Poller`] is synchronous (one poll = a few admin commands per device); [`spawn`] runs it on
-//! tokio with the ioctls in `spawn_blocking`.
+//! [`Poller`] is synchronous (one poll = a few commands per drive); [`spawn`] runs it on tokio
+//! with the ioctls in `spawn_blocking`.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use super::derive::{
-    self, Accounting, AccountingTracker, ErrorLogTracker, RatedEndurance, ThermalSample, Throttle,
-    ThrottleTracker, WriteHistory,
-};
-use super::{HostIo, HostIoSource};
-use crate::config::{DeviceRatingOverride, HealthSettings};
-use crate::nvme::discover::{self, Controller, Filter};
-use crate::nvme::features::TempThresholds;
-use crate::nvme::identify::{IdCtrl, IdNs};
-use crate::nvme::ioctl::IoctlTransport;
-use crate::nvme::log::{error::ErrorEntry, fwslot::FwSlotLog, ocp::OcpSmartLog, smart::SmartLog};
+use super::HostIoSource;
+use super::collect::ata::{self, AtaCollector, AtaHealth};
+use super::collect::nvme::{DeviceHealth, NvmeCollector};
+use super::collect::{Collector, RatingContext};
+use crate::config::HealthSettings;
+use crate::nvme::discover::Filter;
 use crate::nvme::ratings::RatingsTable;
-use crate::nvme::{AdminTransport, NvmeError, cmd};
 
-/// The `log` label values of `nvsoak_health_poll_errors_total`.
-pub mod page {
-    pub const OPEN: &str = "open";
-    pub const IDENTIFY: &str = "identify";
-    pub const IDENTIFY_NS: &str = "identify_ns";
-    pub const SMART: &str = "smart";
-    pub const ERROR: &str = "error";
-    pub const FW_SLOT: &str = "fw_slot";
-    pub const OCP: &str = "ocp";
-    pub const TEMP_THRESHOLD: &str = "temp_threshold";
-    /// The controller did not answer a poll within its deadline (still in flight).
-    pub const TIMEOUT: &str = "timeout";
-}
-
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct NamespaceHealth {
-    pub name: String,
-    pub nsid: u32,
-    pub dev_path: PathBuf,
-    pub id: Option<IdNs>,
-}
-
-/// Whether the drive has an OCP C0h page, learnt on the first poll.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OcpSupport {
-    #[default]
-    Unknown,
-    Absent,
-    Present {
-        uuid_index: u8,
-    },
-}
-
-/// Derived endurance and thermal figures for one drive.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct Derived {
-    pub rated: Option<RatedEndurance>,
-    /// Lifetime host bytes written / rated bytes.
-    pub endurance_consumed_ratio: Option<f64>,
-    pub observed_dwpd_soak: Option<f64>,
-    pub observed_dwpd_24h: Option<f64>,
-    pub projected_wearout_days_tbw: Option<f64>,
-    pub projected_wearout_days_percentage_used: Option<f64>,
-    /// OCP physical media written / host bytes written (lifetime).
-    pub write_amplification: Option<f64>,
-    pub accounting: Option<Accounting>,
-    pub throttle: Throttle,
-    /// Error Information log entries seen since nvsoak started, by status label, each once.
-    pub error_log_status: BTreeMap<String, u64>,
-}
-
-/// A successful SMART read and nvsoak's own figures for the targets on this drive, read right
-/// after it (the same instant, for per-soak deltas and the accounting check), with the
-/// throttling state after this poll.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SmartSample {
-    /// Unix time of the poll.
-    pub time: f64,
-    pub smart: SmartLog,
-    /// The targets on this drive (matched like the accounting check: namespace or partition).
-    pub host: Vec<HostIo>,
-    /// Throttle episodes counted by this poller so far, and whether this poll was throttled.
-    pub throttle_events: u64,
-    pub throttling: bool,
-}
-
-/// The last known state of one controller. Pages that failed keep their previous values.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct DeviceHealth {
-    /// `nvme0`
-    pub name: String,
-    pub dev_path: PathBuf,
-    /// From sysfs, replaced by Identify when that succeeds.
-    pub serial: String,
-    pub model: String,
-    pub firmware: String,
-    /// Still listed in sysfs at the last rescan.
-    pub present: bool,
-    /// The last SMART read succeeded.
-    pub up: bool,
-    pub id: Option<IdCtrl>,
-    pub namespaces: Vec<NamespaceHealth>,
-    pub smart: Option<SmartLog>,
-    pub error_log: Option<Vec<ErrorEntry>>,
-    pub fw_slot: Option<FwSlotLog>,
-    pub thresholds: Option<TempThresholds>,
-    pub ocp_support: OcpSupport,
-    pub ocp: Option<OcpSmartLog>,
-    /// The OCP C1h and C3h pages, the telemetry header and the drive events they raised
-    /// (`health::ocp_pages`).
-    pub pages: super::ocp_pages::DrivePages,
-    /// Failed reads by page, cumulative.
-    pub poll_errors: BTreeMap<&'static str, u64>,
-    /// The last failure's message, for logs and `nvsoak health`.
-    pub last_error: Option<String>,
-    /// How long this controller's latest poll took, or, while one is still running past its
-    /// deadline, how long it has been running.
-    pub poll_duration_seconds: Option<f64>,
-    /// Polls of this controller that completed (each page answered or failed).
-    pub polls: u64,
-    pub derived: Derived,
-    /// The first successful SMART read of this poller (since the daemon started, or since
-    /// another drive took the name) and the latest one, with the host figures of that instant.
-    #[serde(skip)]
-    pub first_sample: Option<SmartSample>,
-    #[serde(skip)]
-    pub last_sample: Option<SmartSample>,
-    #[serde(skip)]
-    history: WriteHistory,
-    #[serde(skip)]
-    accounting: AccountingTracker,
-    #[serde(skip)]
-    errors_seen: ErrorLogTracker,
-    #[serde(skip)]
-    throttle: ThrottleTracker,
-    #[serde(skip)]
-    permission_warned: bool,
-    #[serde(skip)]
-    last_by_page: BTreeMap<&'static str, String>,
-}
-
-impl DeviceHealth {
-    pub fn new(c: &Controller) -> Self {
-        DeviceHealth {
-            name: c.name.clone(),
-            dev_path: c.dev_path.clone(),
-            serial: c.serial.clone(),
-            model: c.model.clone(),
-            firmware: c.firmware.clone(),
-            present: true,
-            up: false,
-            id: None,
-            namespaces: ns_of(c),
-            smart: None,
-            error_log: None,
-            fw_slot: None,
-            thresholds: None,
-            ocp_support: OcpSupport::Unknown,
-            ocp: None,
-            pages: Default::default(),
-            poll_errors: BTreeMap::new(),
-            last_error: None,
-            poll_duration_seconds: None,
-            polls: 0,
-            derived: Derived::default(),
-            first_sample: None,
-            last_sample: None,
-            history: WriteHistory::default(),
-            accounting: AccountingTracker::default(),
-            errors_seen: ErrorLogTracker::default(),
-            throttle: ThrottleTracker::default(),
-            permission_warned: false,
-            last_by_page: BTreeMap::new(),
-        }
-    }
-
-    /// Capacity for DWPD: TNVMCAP, else the namespaces' sizes.
-    pub fn capacity_bytes(&self) -> u64 {
-        let t = self.id.as_ref().map(|i| i.tnvmcap).unwrap_or(0);
-        let cap = if t > 0 {
-            t
-        } else {
-            self.namespaces
-                .iter()
-                .filter_map(|n| n.id.as_ref())
-                .map(|i| i.size_bytes())
-                .sum()
-        };
-        u64::try_from(cap).unwrap_or(u64::MAX)
-    }
-
-    pub(super) fn fail(&mut self, page: &'static str, e: &NvmeError) {
-        self.failed(page, e.to_string(), e.is_permission());
-    }
-
-    /// A failure that is not an NVMe error (a poll that timed out).
-    fn fail_with(&mut self, page: &'static str, msg: String) {
-        self.failed(page, msg, false);
-    }
-
-    fn failed(&mut self, page: &'static str, msg: String, permission: bool) {
-        *self.poll_errors.entry(page).or_insert(0) += 1;
-        if permission {
-            // Once per device: the workload keeps running, the health pages stay empty.
-            if !self.permission_warned {
-                tracing::warn!("{msg}");
-                self.permission_warned = true;
-            }
-        } else if self.last_by_page.get(page) != Some(&msg) {
-            // Once per page and message, not once per poll.
-            tracing::warn!("{msg}");
-            self.last_by_page.insert(page, msg.clone());
-        }
-        self.last_error = Some(msg);
-    }
-}
-
-impl super::inflight::Polled for DeviceHealth {
-    fn present(&self) -> bool {
-        self.present
-    }
-    fn set_down(&mut self) {
-        self.up = false;
-    }
-    fn still_running(&mut self, secs: f64) {
-        self.up = false;
-        self.poll_duration_seconds = Some(secs);
-        *self.poll_errors.entry(page::TIMEOUT).or_insert(0) += 1;
-        let msg = super::inflight::running_message(&self.name, secs);
-        // Logged when the poll first overruns, not at every poll while it hangs.
-        if !self.last_by_page.contains_key(page::TIMEOUT) {
-            tracing::warn!("{msg}");
-            self.last_by_page.insert(page::TIMEOUT, msg.clone());
-        }
-        self.last_error = Some(msg);
-    }
-    fn thread_failed(&mut self) {
-        self.up = false;
-        let msg = format!("health: {}: the poll thread failed", self.name);
-        self.fail_with(page::TIMEOUT, msg);
-    }
-    fn same_drive(&self, answer: &Self) -> bool {
-        self.serial == answer.serial || self.serial.is_empty() || self.id.is_none()
-    }
-    fn carry_into(&self, answer: &mut Self) {
-        answer.present = self.present;
-        if !answer.present {
-            answer.up = false;
-        }
-        if let Some(&n) = self.poll_errors.get(page::TIMEOUT) {
-            answer.poll_errors.insert(page::TIMEOUT, n);
-        }
-        answer.last_by_page.remove(page::TIMEOUT);
-    }
-}
-
-fn ns_of(c: &Controller) -> Vec<NamespaceHealth> {
-    c.namespaces
-        .iter()
-        .map(|n| NamespaceHealth {
-            name: n.name.clone(),
-            nsid: n.nsid,
-            dev_path: n.dev_path.clone(),
-            id: None,
-        })
-        .collect()
-}
+pub use super::collect::nvme::{Opener, ioctl_opener};
 
 /// Everything the poller knows, as of its last poll.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct HealthSnapshot {
     pub devices: Vec<DeviceHealth>,
     /// SATA disks (`ata_*` metrics), polled in the same pass.
-    pub ata: Vec<super::ata::AtaHealth>,
+    pub ata: Vec<AtaHealth>,
     /// Unix time at the end of the last poll.
     pub poll_timestamp_seconds: Option<f64>,
     pub poll_duration_seconds: Option<f64>,
@@ -303,282 +50,21 @@ impl HealthSnapshot {
     }
 }
 
-/// The ratings and overrides the derivations need.
-#[derive(Debug, Clone)]
-pub struct RatingContext {
-    pub table: RatingsTable,
-    pub overrides: Vec<DeviceRatingOverride>,
-    /// `[health.latency_monitor]`: enable the OCP Latency Monitor (Set Features C5h) with
-    /// these settings on OCP drives; `None` leaves the drive's feature as it is.
-    pub latency_monitor: Option<crate::nvme::log::ocp_latency::LatencyMonitorConfig>,
-}
-
-impl Default for RatingContext {
-    fn default() -> Self {
-        RatingContext {
-            table: RatingsTable::builtin(),
-            overrides: Vec::new(),
-            latency_monitor: None,
-        }
-    }
-}
-
 pub use crate::util::unix_now;
 
-/// Whether `host` (a target's path, maybe a partition or a symlink) lies on controller `d`.
-fn host_on_device(host: &HostIo, d: &DeviceHealth) -> bool {
-    let p = std::fs::canonicalize(&host.path).unwrap_or_else(|_| host.path.clone());
-    let Some(mut name) = p.file_name().map(|n| n.to_string_lossy().to_string()) else {
-        return false;
-    };
-    // A passthrough target named by its generic node (`ng0n1`) is that namespace's
-    // (`nvme0n1`): the kernel names both from the controller instance and the namespace ID
-    // (with native multipath the block device takes the subsystem's instance instead, and a
-    // target on one is named by its block device).
-    if let Some(rest) = name.strip_prefix("ng") {
-        name = format!("nvme{rest}");
-    }
-    d.namespaces.iter().any(|n| {
-        name == n.name
-            || name
-                .strip_prefix(n.name.as_str())
-                .and_then(|r| r.strip_prefix('p'))
-                .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()))
-    })
-}
-
-/// Poll one device's pages through `t` and update its derivations. `now` is Unix time.
-/// A failed page counts an error and leaves that page's previous value in place.
-pub fn poll_device(
-    t: &dyn AdminTransport,
-    d: &mut DeviceHealth,
-    now: f64,
-    host: &dyn HostIoSource,
-    ratings: &RatingContext,
-) {
-    if d.id.is_none() {
-        match cmd::read_id_ctrl(t) {
-            Ok(id) => {
-                d.serial = id.sn.clone();
-                d.model = id.mn.clone();
-                d.firmware = id.fr.clone();
-                d.id = Some(id);
-            }
-            Err(e) => d.fail(page::IDENTIFY, &e),
-        }
-    }
-    for i in 0..d.namespaces.len() {
-        if d.namespaces[i].id.is_none() {
-            match cmd::read_id_ns(t, d.namespaces[i].nsid) {
-                Ok(id) => d.namespaces[i].id = Some(id),
-                Err(e) => d.fail(page::IDENTIFY_NS, &e),
-            }
-        }
-    }
-    let smart = cmd::read_smart(t);
-    // nvsoak's own figures at the same instant as the drive's: the accounting check compares
-    // the two, so they must not be taken a stats interval (or a few admin commands) apart.
-    let host_io = host.host_io();
-    match smart {
-        Ok(s) => {
-            d.smart = Some(s);
-            d.up = true;
-        }
-        Err(e) => {
-            d.up = false;
-            d.fail(page::SMART, &e);
-        }
-    }
-    let elpe = d.id.as_ref().map(|i| i.elpe).unwrap_or(15);
-    match cmd::read_error_log(t, elpe) {
-        Ok(es) => {
-            d.errors_seen.update(&es);
-            d.derived.error_log_status = d.errors_seen.by_status().clone();
-            d.error_log = Some(es);
-        }
-        Err(e) => d.fail(page::ERROR, &e),
-    }
-    match cmd::read_fwslot(t) {
-        Ok(f) => d.fw_slot = Some(f),
-        Err(e) => d.fail(page::FW_SLOT, &e),
-    }
-    match cmd::read_temp_thresholds(t) {
-        Ok(th) => d.thresholds = Some(th),
-        Err(e) => d.fail(page::TEMP_THRESHOLD, &e),
-    }
-    match d.ocp_support {
-        OcpSupport::Absent => {}
-        OcpSupport::Unknown => {
-            // Learn once: a rejected command or a page without the GUID means no OCP page.
-            if let Some(id) = d.id.clone() {
-                let idx = cmd::ocp_uuid_index(t, &id);
-                match cmd::read_ocp(t, idx) {
-                    Ok(Some(o)) => {
-                        d.ocp = Some(o);
-                        d.ocp_support = OcpSupport::Present { uuid_index: idx };
-                    }
-                    Ok(None) => d.ocp_support = OcpSupport::Absent,
-                    Err(e) if e.status().is_some() => d.ocp_support = OcpSupport::Absent,
-                    Err(e) => d.fail(page::OCP, &e),
-                }
-            }
-        }
-        OcpSupport::Present { uuid_index } => match cmd::read_ocp(t, uuid_index) {
-            Ok(Some(o)) => d.ocp = Some(o),
-            Ok(None) => {}
-            Err(e) => d.fail(page::OCP, &e),
-        },
-    }
-    if d.up {
-        // The drive's own view (C1h, C3h, 08h): only from a drive that answered SMART.
-        super::ocp_pages::poll(t, d, now, ratings.latency_monitor.as_ref());
-    }
-    derive_device(d, now, &host_io, ratings);
-    if d.up
-        && let Some(s) = d.smart.clone()
-    {
-        let sample = SmartSample {
-            time: now,
-            smart: s,
-            host: host_io
-                .iter()
-                .filter(|h| host_on_device(h, d))
-                .cloned()
-                .collect(),
-            throttle_events: d.derived.throttle.events,
-            throttling: d.derived.throttle.throttling,
-        };
-        if d.first_sample.is_none() {
-            d.first_sample = Some(sample.clone());
-        }
-        d.last_sample = Some(sample);
-    }
-}
-
-fn derive_device(d: &mut DeviceHealth, now: f64, host: &[HostIo], ratings: &RatingContext) {
-    let cap = d.capacity_bytes();
-    // Recomputed each poll: the capacity may only be known once Identify Namespace succeeds.
-    d.derived.rated = derive::rated_endurance(
-        &ratings.overrides,
-        &ratings.table,
-        &d.name,
-        &d.serial,
-        &d.model,
-        cap,
-    );
-    let mine: Vec<&HostIo> = host.iter().filter(|h| host_on_device(h, d)).collect();
-    let host_written: u64 = mine.iter().map(|h| h.written_bytes).sum();
-    let iops = (!mine.is_empty()).then(|| mine.iter().map(|h| h.iops).sum::<f64>());
-    let Some(s) = d.smart.clone() else {
-        return;
-    };
-    if !d.up {
-        return; // stale page: don't feed it to the time series again
-    }
-    d.history.push(now, s.data_units_written, s.percent_used);
-    let lifetime = s.data_units_written as f64 * derive::DATA_UNIT_BYTES;
-    let rated = d.derived.rated.clone();
-    let dwpd_cap = rated
-        .as_ref()
-        .and_then(|r| r.capacity_bytes)
-        .unwrap_or(cap as f64);
-    d.derived.endurance_consumed_ratio = rated
-        .as_ref()
-        .and_then(|r| r.bytes)
-        .filter(|b| *b > 0.0)
-        .map(|b| lifetime / b);
-    d.derived.observed_dwpd_soak = d.history.dwpd_soak(dwpd_cap);
-    d.derived.observed_dwpd_24h = d.history.dwpd_24h(dwpd_cap);
-    d.derived.projected_wearout_days_tbw = match (
-        rated.as_ref().and_then(|r| r.bytes),
-        d.history.bytes_per_day_24h(),
-    ) {
-        (Some(b), Some(bpd)) => derive::days_to_rated(b, lifetime, bpd),
-        _ => None,
-    };
-    d.derived.projected_wearout_days_percentage_used =
-        d.history.days_to_percentage_used(now, s.percent_used);
-    d.derived.write_amplification = d
-        .ocp
-        .as_ref()
-        .filter(|_| lifetime > 0.0)
-        .map(|o| o.physical_media_units_written as f64 / lifetime)
-        .filter(|w| *w > 0.0);
-    if !mine.is_empty() {
-        d.derived.accounting = Some(d.accounting.update(host_written, s.data_units_written));
-    }
-    let sample = ThermalSample {
-        transitions: [s.thm_temp1_trans_count, s.thm_temp2_trans_count],
-        seconds: [s.thm_temp1_total_time, s.thm_temp2_total_time],
-        temperature_k: s.temperature,
-        wctemp_k: d.id.as_ref().map(|i| i.wctemp).unwrap_or(0),
-        ocp_status: d.ocp.as_ref().map(|o| o.thermal_throttling_status),
-        iops,
-    };
-    d.derived.throttle = d.throttle.update(sample).clone();
-}
-
-/// Open controller `c` and poll it into `d`, timing the poll (run on the controller's own
-/// thread by `health::inflight`).
-fn poll_opened(
-    opener: &Opener,
-    c: &Controller,
-    d: &mut DeviceHealth,
-    now: f64,
-    host: &dyn HostIoSource,
-    ratings: &RatingContext,
-) {
-    let started = Instant::now();
-    match opener(c) {
-        Ok(t) => poll_device(t.as_ref(), d, now, host, ratings),
-        Err(e) => {
-            d.up = false;
-            d.fail(page::OPEN, &e);
-        }
-    }
-    d.poll_duration_seconds = Some(started.elapsed().as_secs_f64());
-    d.polls += 1;
-}
-
-/// Read every page of one controller once, with fresh state (for `nvsoak health` and tests).
-pub fn poll_once(
-    t: &dyn AdminTransport,
-    c: &Controller,
-    ratings: &RatingContext,
-    host: &dyn HostIoSource,
-) -> DeviceHealth {
-    let mut d = DeviceHealth::new(c);
-    poll_device(t, &mut d, unix_now(), host, ratings);
-    d
-}
-
-/// Opens a transport for a controller.
-pub type Opener =
-    Arc<dyn Fn(&Controller) -> Result<Box<dyn AdminTransport>, NvmeError> + Send + Sync>;
-
-/// The real opener: `IoctlTransport` on the controller's `/dev/nvmeX`.
-pub fn ioctl_opener() -> Opener {
-    Arc::new(|c: &Controller| {
-        IoctlTransport::open(&c.dev_path).map(|t| Box::new(t) as Box<dyn AdminTransport>)
-    })
-}
-
-/// The synchronous poller: discovery, rescans, per-device state.
+/// The synchronous poller: discovery, rescans, the collectors' drives.
 pub struct Poller {
     settings: HealthSettings,
     sysfs_root: PathBuf,
-    opener: Opener,
     filter: Option<Filter>,
     ratings: Arc<RatingContext>,
-    devices: BTreeMap<String, DeviceHealth>,
-    inflight: super::inflight::InFlight<DeviceHealth>,
-    controllers: BTreeMap<String, Controller>,
+    nvme: NvmeCollector,
+    ata: AtaCollector,
     last_rescan: Option<Instant>,
     polls: u64,
     last_timestamp: Option<f64>,
     last_duration: Option<f64>,
     setup_error: Option<String>,
-    ata: super::ata::AtaPoller,
     pcie: crate::pcie::PcieSnapshot,
 }
 
@@ -613,125 +99,41 @@ impl Poller {
                 overrides: settings.devices.clone(),
                 latency_monitor: settings.latency_monitor,
             }),
-            inflight: Default::default(),
             settings,
             sysfs_root: sysfs_root.to_path_buf(),
-            opener,
             filter,
-            devices: BTreeMap::new(),
-            controllers: BTreeMap::new(),
+            nvme: NvmeCollector::new(opener),
+            ata: AtaCollector::new(ata::sgio_opener()),
             last_rescan: None,
             polls: 0,
             last_timestamp: None,
             last_duration: None,
             setup_error,
-            ata: super::ata::AtaPoller::new(super::ata::sgio_opener()),
             pcie: Default::default(),
         }
     }
 
     /// Reach ATA disks through `opener` instead of `SG_IO` (tests use the replay transport).
-    pub fn with_ata_opener(mut self, opener: super::ata::AtaOpener) -> Self {
-        self.ata = super::ata::AtaPoller::new(opener);
+    pub fn with_ata_opener(mut self, opener: ata::AtaOpener) -> Self {
+        self.ata = AtaCollector::new(opener);
         self
     }
 
     /// Drives an earlier run knew (`health::known`): each not known yet is kept as vanished
     /// (`present = false`, exported `nvme_up 0`) until a rescan finds it again.
     pub fn remember(&mut self, drives: &[super::known::KnownDrive]) {
-        for k in drives {
-            if self.devices.contains_key(&k.name) {
-                continue;
-            }
-            let c = Controller {
-                name: k.name.clone(),
-                dev_path: PathBuf::from("/dev").join(&k.name),
-                serial: k.serial.clone(),
-                model: k.model.clone(),
-                firmware: k.firmware.clone(),
-                namespaces: Vec::new(),
-            };
-            let mut d = DeviceHealth::new(&c);
-            d.present = false;
-            d.last_error = Some("not found since the daemon restarted".to_string());
-            self.devices.insert(k.name.clone(), d);
-        }
+        self.nvme.remember(drives);
     }
 
-    /// Walk sysfs: new controllers are added, vanished ones stay with `present = false`.
+    /// Walk sysfs: new drives are added, vanished ones stay with `present = false`.
     pub fn rescan(&mut self) {
         self.last_rescan = Some(Instant::now());
         let Some(filter) = self.filter.as_ref() else {
             return; // a bad include/exclude rule polls nothing (see setup_error)
         };
-        self.ata.rescan(&self.sysfs_root, filter);
-        let found = match discover::discover(&self.sysfs_root) {
-            Ok(f) => f,
-            Err(e) => {
-                tracing::warn!("health: {e}");
-                return;
-            }
-        };
-        let found: Vec<Controller> = found.into_iter().filter(|c| filter.allows(c)).collect();
-        for d in self.devices.values_mut() {
-            d.present = found.iter().any(|c| c.name == d.name);
-            if !d.present {
-                d.up = false;
-            }
-        }
-        for c in found {
-            match self.devices.get_mut(&c.name) {
-                Some(d) if d.serial != c.serial && !c.serial.is_empty() && d.id.is_some() => {
-                    // Another drive took the name: start over.
-                    tracing::info!("health: {} is now serial {}", c.name, c.serial);
-                    self.devices.insert(c.name.clone(), DeviceHealth::new(&c));
-                }
-                Some(d) => {
-                    if d.namespaces
-                        .iter()
-                        .map(|n| &n.name)
-                        .ne(c.namespaces.iter().map(|n| &n.name))
-                    {
-                        d.namespaces = ns_of(&c);
-                    }
-                }
-                None => {
-                    // The same drive back under a new name (the kernel hands out the lowest
-                    // free instance): it carries its history over, and the old name's series
-                    // go instead of reporting a drive that is down forever. Only a vanished
-                    // entry qualifies: two live controllers may share a serial (dual port).
-                    let returned = (!c.serial.is_empty())
-                        .then(|| {
-                            self.devices
-                                .iter()
-                                .find(|(_, d)| !d.present && d.serial == c.serial)
-                                .map(|(k, _)| k.clone())
-                        })
-                        .flatten()
-                        .and_then(|old| self.devices.remove(&old));
-                    match returned {
-                        Some(mut d) => {
-                            tracing::info!(
-                                "health: {} (serial {}) returned as {}",
-                                d.name,
-                                c.serial,
-                                c.name
-                            );
-                            self.controllers.remove(&d.name);
-                            d.name = c.name.clone();
-                            d.dev_path = c.dev_path.clone();
-                            d.namespaces = ns_of(&c);
-                            d.present = true;
-                            self.devices.insert(c.name.clone(), d);
-                        }
-                        None => {
-                            tracing::info!("health: found {} ({} {})", c.name, c.model, c.serial);
-                            self.devices.insert(c.name.clone(), DeviceHealth::new(&c));
-                        }
-                    }
-                }
-            }
-            self.controllers.insert(c.name.clone(), c);
+        let collectors: [&mut dyn Collector; 2] = [&mut self.nvme, &mut self.ata];
+        for c in collectors {
+            c.rescan(&self.sysfs_root, filter);
         }
     }
 
@@ -740,8 +142,8 @@ impl Poller {
             .is_none_or(|t| t.elapsed() >= self.settings.rescan_interval)
     }
 
-    /// One poll of every present device (rescanning first when due), at Unix time `now`.
-    /// Controllers are polled concurrently, each on its own thread; one that has not answered
+    /// One poll of every present drive (rescanning first when due), at Unix time `now`.
+    /// Drives are polled concurrently, each on its own thread; one that has not answered
     /// within half the poll interval is left running and reported (`health::inflight`).
     pub fn poll_at(&mut self, now: f64, host: Arc<dyn HostIoSource>) {
         let start = Instant::now();
@@ -749,18 +151,10 @@ impl Poller {
             self.rescan();
         }
         let deadline = start + super::inflight::deadline_for(self.settings.poll_interval);
-        let (opener, ratings) = (self.opener.clone(), self.ratings.clone());
-        let controllers = &self.controllers;
-        let h = host.clone();
-        let job = |name: &str| -> Option<super::inflight::Job<DeviceHealth>> {
-            let c = controllers.get(name)?.clone();
-            let (opener, ratings, host) = (opener.clone(), ratings.clone(), h.clone());
-            Some(Box::new(move |d: &mut DeviceHealth| {
-                poll_opened(&opener, &c, d, now, host.as_ref(), &ratings)
-            }))
-        };
-        self.inflight.dispatch(&mut self.devices, &job, deadline);
-        self.ata.poll(now, host, self.ratings.clone(), deadline);
+        let collectors: [&mut dyn Collector; 2] = [&mut self.nvme, &mut self.ata];
+        for c in collectors {
+            c.poll(now, &host, &self.ratings, deadline);
+        }
         self.scan_pcie(now);
         self.polls += 1;
         self.last_duration = Some(start.elapsed().as_secs_f64());
@@ -770,12 +164,7 @@ impl Poller {
     /// Topology, link figures and AER counters of the present controllers, read on every poll
     /// (sysfs only: no ioctl, so a hung controller does not hold it up).
     fn scan_pcie(&mut self, now: f64) {
-        let present: Vec<(String, String)> = self
-            .devices
-            .values()
-            .filter(|d| d.present)
-            .map(|d| (d.name.clone(), d.serial.clone()))
-            .collect();
+        let present = self.nvme.present();
         let names: Vec<String> = present.iter().map(|(n, _)| n.clone()).collect();
         let mut snap = crate::pcie::scan(&self.sysfs_root, &names, Some(&self.pcie), now);
         crate::pcie::rate_cards(
@@ -793,12 +182,12 @@ impl Poller {
 
     /// Whether controller `name` has a poll still running past its deadline.
     pub fn is_polling(&self, name: &str) -> bool {
-        self.inflight.is_pending(name)
+        self.nvme.is_polling(name)
     }
 
     pub fn snapshot(&self) -> HealthSnapshot {
         HealthSnapshot {
-            devices: self.devices.values().cloned().collect(),
+            devices: self.nvme.snapshot(),
             ata: self.ata.snapshot(),
             poll_timestamp_seconds: self.last_timestamp,
             poll_duration_seconds: self.last_duration,
@@ -809,10 +198,10 @@ impl Poller {
     }
 
     pub fn device(&self, name: &str) -> Option<&DeviceHealth> {
-        self.devices.get(name)
+        self.nvme.device(name)
     }
 
-    pub fn ata_disk(&self, name: &str) -> Option<&super::ata::AtaHealth> {
+    pub fn ata_disk(&self, name: &str) -> Option<&AtaHealth> {
         self.ata.disk(name)
     }
 }
@@ -947,238 +336,11 @@ pub fn spawn_prepared(
 mod tests {
     use super::*;
     use crate::health::NoHostIo;
-    use crate::nvme::cmd::{OPC_GET_FEATURES, OPC_GET_LOG_PAGE, OPC_IDENTIFY};
-    use crate::nvme::discover::fake;
-    use crate::nvme::identify::testdata as idt;
-    use crate::nvme::log::{
-        error::testdata as errt, fwslot::testdata as fwt, smart::testdata as smt,
-    };
-    use crate::nvme::replay::{ReplayTransport, Reply};
-
-    fn full_replay(dev: &str) -> ReplayTransport {
-        let t = ReplayTransport::new(dev);
-        t.on_loose(OPC_IDENTIFY, 0x01, Reply::Data(idt::id_ctrl(), 0));
-        t.on_loose(OPC_IDENTIFY, 0x00, Reply::Data(idt::id_ns(), 0));
-        t.on_loose(OPC_IDENTIFY, 0x17, Reply::Data(vec![0; 4096], 0));
-        t.on_loose(OPC_GET_LOG_PAGE, 0x02, Reply::Data(smt::smart(), 0));
-        t.on_loose(OPC_GET_LOG_PAGE, 0x01, Reply::Data(errt::error_log(), 0));
-        t.on_loose(OPC_GET_LOG_PAGE, 0x03, Reply::Data(fwt::fw_slot(), 0));
-        t.on_loose(OPC_GET_LOG_PAGE, 0xc0, Reply::Status(0x4109));
-        t.on_loose(OPC_GET_LOG_PAGE, 0x08, Reply::Status(0x4109));
-        t.on_loose(OPC_GET_FEATURES, 0x04, Reply::Data(vec![], 343));
-        t
-    }
-
-    fn ctrl() -> Controller {
-        Controller {
-            name: "nvme0".into(),
-            dev_path: "/dev/nvme0".into(),
-            serial: "sysfs-serial".into(),
-            model: "sysfs-model".into(),
-            firmware: "x".into(),
-            namespaces: vec![discover::Namespace {
-                name: "nvme0n1".into(),
-                nsid: 1,
-                dev_path: "/dev/nvme0n1".into(),
-            }],
-        }
-    }
-
-    #[test]
-    fn poll_once_reads_every_page() {
-        let t = full_replay("/dev/nvme0");
-        let d = poll_once(&t, &ctrl(), &RatingContext::default(), &NoHostIo);
-        assert!(d.up);
-        assert_eq!(
-            d.serial, "SN-HANDBUILT-0001",
-            "identify replaces the sysfs strings"
-        );
-        assert_eq!(d.smart.as_ref().map(|s| s.temperature), Some(318));
-        assert_eq!(d.error_log.as_ref().map(|e| e.len()), Some(3));
-        assert_eq!(d.fw_slot.as_ref().map(|f| f.active_slot()), Some(2));
-        assert_eq!(d.thresholds.map(|t| t.over_kelvin), Some(343));
-        assert_eq!(
-            d.namespaces[0].id.as_ref().map(|n| n.lba_size()),
-            Some(4096)
-        );
-        assert_eq!(
-            d.ocp_support,
-            OcpSupport::Absent,
-            "rejected C0h = no OCP page, not an error"
-        );
-        assert!(d.poll_errors.is_empty(), "{:?}", d.poll_errors);
-        // Identify, namespace, SMART, error (ELPE 62 -> 63 entries), fw slot, 2 features,
-        // UUID list (CTRATT bit 9), C0h, the telemetry header (LPA bit 3).
-        let ops: Vec<(u8, u32)> = t
-            .sent()
-            .iter()
-            .map(|c| (c.opcode, c.cdw10 & 0xff))
-            .collect();
-        assert_eq!(
-            ops,
-            vec![
-                (6, 1),
-                (6, 0),
-                (2, 2),
-                (2, 1),
-                (2, 3),
-                (0xa, 4),
-                (0xa, 4),
-                (6, 0x17),
-                (2, 0xc0),
-                (2, 0x08)
-            ]
-        );
-    }
-
-    #[test]
-    fn a_failed_page_leaves_the_others_in_place() {
-        let t = full_replay("/dev/nvme0");
-        let mut d = DeviceHealth::new(&ctrl());
-        let ctx = RatingContext::default();
-        poll_device(&t, &mut d, 1000.0, &NoHostIo, &ctx);
-        // The error log and SMART now fail; everything else keeps its last value.
-        t.on_loose(OPC_GET_LOG_PAGE, 0x01, Reply::Status(0x0006));
-        t.on_loose(OPC_GET_LOG_PAGE, 0x02, Reply::Errno(libc::EIO));
-        poll_device(&t, &mut d, 1030.0, &NoHostIo, &ctx);
-        assert!(!d.up, "nvme_up follows the SMART read");
-        assert_eq!(
-            d.smart.as_ref().map(|s| s.temperature),
-            Some(318),
-            "last SMART kept"
-        );
-        assert_eq!(
-            d.error_log.as_ref().map(|e| e.len()),
-            Some(3),
-            "last error log kept"
-        );
-        assert_eq!(d.poll_errors.get(page::ERROR), Some(&1));
-        assert_eq!(d.poll_errors.get(page::SMART), Some(&1));
-        assert_eq!(d.poll_errors.get(page::FW_SLOT), None);
-        assert!(
-            d.last_error
-                .as_deref()
-                .is_some_and(|m| m.contains("reading")),
-            "{:?}",
-            d.last_error
-        );
-        t.on_loose(OPC_GET_LOG_PAGE, 0x02, Reply::Data(smt::smart(), 0));
-        poll_device(&t, &mut d, 1060.0, &NoHostIo, &ctx);
-        assert!(d.up);
-        assert_eq!(d.poll_errors.get(page::ERROR), Some(&2));
-    }
-
-    #[test]
-    fn accounting_matches_host_io_by_namespace() {
-        let t = full_replay("/dev/nvme0");
-        let mut d = DeviceHealth::new(&ctrl());
-        let ctx = RatingContext::default();
-        let host = |w: u64| {
-            vec![
-                HostIo {
-                    path: "/dev/nvme0n1".into(),
-                    written_bytes: w,
-                    iops: 100.0,
-                    ..Default::default()
-                },
-                HostIo {
-                    path: "/dev/nvme1n1".into(),
-                    written_bytes: 999_999_999,
-                    ..Default::default()
-                },
-            ]
-        };
-        poll_device(&t, &mut d, 0.0, &host(0), &ctx);
-        let mut page = smt::smart();
-        let duw = crate::nvme::log::smart::parse(&page)
-            .expect("parse")
-            .data_units_written;
-        page[48..64].copy_from_slice(&(duw + 10).to_le_bytes());
-        t.on_loose(OPC_GET_LOG_PAGE, 0x02, Reply::Data(page, 0));
-        poll_device(&t, &mut d, 30.0, &host(5_120_000), &ctx);
-        let a = d.derived.accounting.expect("accounting");
-        assert_eq!(a.host_written_bytes, 5_120_000.0);
-        assert_eq!(a.drive_written_bytes, 5_120_000.0);
-        assert_eq!(a.ratio, Some(1.0));
-        assert_eq!(d.derived.throttle.unthrottled_iops, Some(100.0));
-    }
-
-    #[test]
-    fn smart_samples_keep_the_first_read_and_follow_the_latest() {
-        let t = full_replay("/dev/nvme0");
-        let mut d = DeviceHealth::new(&ctrl());
-        let ctx = RatingContext::default();
-        let host = |w: u64| {
-            vec![
-                HostIo {
-                    path: "/dev/nvme0n1".into(),
-                    written_bytes: w,
-                    ..Default::default()
-                },
-                HostIo {
-                    path: "/dev/nvme1n1".into(),
-                    written_bytes: 1,
-                    ..Default::default()
-                },
-            ]
-        };
-        poll_device(&t, &mut d, 10.0, &host(100), &ctx);
-        let first = d.first_sample.clone().expect("first sample");
-        assert_eq!(first.time, 10.0);
-        assert_eq!(first.host.len(), 1, "only the targets on this drive");
-        assert_eq!(first.host[0].written_bytes, 100);
-        assert_eq!(Some(&first.smart), d.smart.as_ref());
-        poll_device(&t, &mut d, 40.0, &host(200), &ctx);
-        assert_eq!(
-            d.first_sample.as_ref(),
-            Some(&first),
-            "the first read stays"
-        );
-        assert_eq!(d.last_sample.as_ref().map(|s| s.time), Some(40.0));
-        // A failed SMART read leaves the latest sample at the last good one.
-        t.on_loose(OPC_GET_LOG_PAGE, 0x02, Reply::Errno(libc::EIO));
-        poll_device(&t, &mut d, 70.0, &host(300), &ctx);
-        let last = d.last_sample.as_ref().expect("last");
-        assert_eq!((last.time, last.host[0].written_bytes), (40.0, 200));
-    }
-
-    /// The host figures are read right after the SMART command, before any other page, so the
-    /// accounting check compares two figures of the same instant.
-    #[test]
-    fn host_io_is_read_right_after_the_smart_command() {
-        struct Probe {
-            t: Arc<ReplayTransport>,
-            seen: std::sync::Mutex<Vec<(u8, u32)>>,
-        }
-        impl HostIoSource for Probe {
-            fn host_io(&self) -> Vec<HostIo> {
-                let sent = self.t.sent();
-                let last = sent.last().map(|c| (c.opcode, c.cdw10)).unwrap_or((0, 0));
-                self.seen.lock().expect("lock").push(last);
-                Vec::new()
-            }
-        }
-        let t = Arc::new(full_replay("/dev/nvme0"));
-        let probe = Probe {
-            t: Arc::clone(&t),
-            seen: std::sync::Mutex::new(Vec::new()),
-        };
-        let mut d = DeviceHealth::new(&ctrl());
-        poll_device(t.as_ref(), &mut d, 0.0, &probe, &RatingContext::default());
-        let seen = probe.seen.lock().expect("lock").clone();
-        assert_eq!(seen.len(), 1, "one read per device poll");
-        assert_eq!(seen[0].0, OPC_GET_LOG_PAGE);
-        assert_eq!(
-            seen[0].1 & 0xff,
-            0x02,
-            "the last command before it was SMART 02h"
-        );
-        assert!(
-            t.sent().len() > 3 + 1,
-            "other pages were read after it: {}",
-            t.sent().len()
-        );
-    }
+    use crate::health::collect::nvme::page;
+    use crate::health::collect::nvme::tests::full_replay;
+    use crate::nvme::discover::{Controller, fake};
+    use crate::nvme::replay::ReplayTransport;
+    use crate::nvme::{AdminTransport, NvmeError};
 
     /// A poller over the fake sysfs tree at `root`, rescanning at every poll, every controller
     /// answered by the same replayed drive.

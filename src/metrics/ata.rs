@@ -7,7 +7,7 @@ use super::health::{F, derived};
 use crate::ata::devstat::DeviceStats;
 use crate::ata::smart::Attribute;
 use crate::ata::vendor;
-use crate::health::ata::{AtaHealth, feature, page};
+use crate::health::collect::ata::{AtaHealth, feature, page};
 
 const TEMPERATURE_HELP: &str = "Temperature, kind current (Device Statistics 05h offset 8, else SMART attribute 194 or 190 raw byte 0), highest and lowest over the drive's life (05h offsets 32, 40), specified_max operating temperature (05h offset 88).";
 
@@ -205,12 +205,12 @@ fn devstat(f: &mut F, dev: &str, s: &DeviceStats) {
 mod tests {
     use crate::ata::cmd;
     use crate::ata::transport::Reply;
-    use crate::health::ata::testdata::{disk, full_replay, status_regs};
-    use crate::health::poller::RatingContext;
+    use crate::health::collect::RatingContext;
+    use crate::health::collect::ata::testdata::{disk, full_replay, status_regs};
     use crate::health::{HealthSnapshot, NoHostIo};
 
     fn text(replay: &crate::ata::transport::Replay) -> String {
-        let d = crate::health::ata::poll_once(
+        let d = crate::health::collect::ata::poll_once(
             replay,
             &disk("sda"),
             &RatingContext::default(),

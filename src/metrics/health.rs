@@ -5,7 +5,8 @@
 use prometheus::proto::MetricFamily;
 
 use super::{Family, push};
-use crate::health::poller::{Derived, DeviceHealth, page};
+use crate::health::collect::Derived;
+use crate::health::collect::nvme::{DeviceHealth, page};
 use crate::health::{HealthSnapshot, derive};
 use crate::nvme::log::smart::{CRITICAL_WARNING_BITS, SmartLog};
 
@@ -611,7 +612,8 @@ pub(super) fn derived(f: &mut F, dev: &str, x: &Derived, polled: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::poller::{RatingContext, poll_once};
+    use crate::health::collect::RatingContext;
+    use crate::health::collect::nvme::poll_once;
     use crate::nvme::cmd::{OPC_GET_FEATURES, OPC_GET_LOG_PAGE, OPC_IDENTIFY};
     use crate::nvme::discover::{Controller, Namespace};
     use crate::nvme::replay::{ReplayTransport, Reply};

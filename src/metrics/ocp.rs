@@ -1,5 +1,5 @@
-//! The drive's own view beyond SMART (`health::ocp_pages`): OCP Error Recovery (C1h) and
-//! Latency Monitor (C3h) families, the telemetry controller-initiated header (08h), which of
+//! The drive's own view beyond SMART (`health::collect::nvme::ocp_pages`): OCP Error Recovery
+//! (C1h) and Latency Monitor (C3h) families, the telemetry controller-initiated header (08h), which of
 //! these pages each drive has, and the drive events they raised. Every value reflects the
 //! latest background poll, into the health families' builder. To stay within the per-drive
 //! cardinality budget (README), C3h's thresholds, timestamps and measured latencies are not
@@ -7,7 +7,7 @@
 
 use super::health::F;
 use crate::health::DeviceHealth;
-use crate::health::ocp_pages::{DrivePages, Support, page};
+use crate::health::collect::nvme::pages::{DrivePages, Support, page};
 use crate::nvme::log::ocp_latency::BucketSet;
 
 /// Every family of these pages for one controller.

@@ -9,6 +9,7 @@
 
 pub mod checkpoint;
 pub mod curve;
+pub mod drive;
 pub mod events;
 pub mod fmt;
 pub mod ocp_phases;

@@ -4,8 +4,8 @@
 
 use super::charts::esc;
 use super::status::DriveStatus;
-use crate::health::ata::AtaHealth;
-use crate::health::ata_sample::AtaCounters;
+use crate::health::collect::ata::AtaHealth;
+use crate::health::collect::ata::sample::AtaCounters;
 
 /// One SATA disk as the status page shows it. Figures the drive does not report stay `None`
 /// ("-"): a disk without Device Statistics has no percentage used, no spare.
@@ -65,9 +65,9 @@ mod tests {
     use crate::ata::cmd;
     use crate::ata::transport::Reply;
     use crate::health::NoHostIo;
-    use crate::health::ata::poll_once;
-    use crate::health::ata::testdata::{disk, full_replay, status_regs};
-    use crate::health::poller::RatingContext;
+    use crate::health::collect::RatingContext;
+    use crate::health::collect::ata::poll_once;
+    use crate::health::collect::ata::testdata::{disk, full_replay, status_regs};
     use crate::report::history::History;
     use crate::report::status::render_status;
 

@@ -25,17 +25,16 @@
 //! Architecture Invariant: a gate without the data it needs is "not evaluated", never a pass,
 //! and a verdict with a gate not evaluated is never PASS (`verdict::tests`).
 
-mod ata;
 pub mod exit;
 pub mod ocptv;
 
 use crate::model::curve::{LatencyBasis, RatedFigures, SUB_MS_LIMIT_US};
+use crate::model::drive::{DriveCondition, Figure};
 use crate::model::results::{DATA_UNIT_BYTES, DriveSoak, TargetResults};
 use crate::model::verdict::{
     ExternalInputs, Gate, GateResult, GateSettings, GateState, Outcome, PlanState, SpareMin,
     Subject, SubjectKind, Verdict, VerdictStatus,
 };
-use crate::nvme::log::smart::CRITICAL_WARNING_BITS;
 
 // `ExternalInputs` is a record of `model::verdict`; reading it off a results file is the
 // verdict's own judgement, so it lives here.
@@ -151,19 +150,6 @@ fn count_gate(gate: Gate, max: Option<u64>, got: Option<u64>, noun: &str, why: &
     }
 }
 
-fn warning_bits(v: u8) -> String {
-    let names: Vec<&str> = CRITICAL_WARNING_BITS
-        .iter()
-        .filter(|(bit, _)| v & (1 << bit) != 0)
-        .map(|(_, n)| *n)
-        .collect();
-    if names.is_empty() {
-        format!("0x{v:02x}")
-    } else {
-        format!("0x{v:02x} ({})", names.join(", "))
-    }
-}
-
 /// The subject of a results file written before subjects were recorded: a drive when it has
 /// drive identity or figures, else a file; no record of verification.
 fn legacy_subject(r: &TargetResults) -> Subject {
@@ -268,12 +254,14 @@ pub fn evaluate(
     gates.push(match drive {
         _ if !g.link => off(Gate::Link),
         None => unknown(Gate::Link, "not degraded".into(), NO_DRIVE),
-        Some(d) if d.ata.is_some() => not_applicable(Gate::Link, "a SATA drive has no PCIe link"),
-        Some(_) if ext.link_degraded.is_none() => not_applicable(
-            Gate::Link,
-            "no PCIe link on the drive's path (sysfs gives no link speed or width: not a PCIe device)",
-        ),
-        Some(_) => outcome_gate(Gate::Link, true, ext.link_degraded.as_ref(), true, ""),
+        Some(d) => match DriveCondition::of(d).pcie_link {
+            Figure::NotInProtocol(why) | Figure::Unreported(why) => not_applicable(Gate::Link, why),
+            Figure::Reported(()) if ext.link_degraded.is_none() => not_applicable(
+                Gate::Link,
+                "no PCIe link on the drive's path (sysfs gives no link speed or width: not a PCIe device)",
+            ),
+            Figure::Reported(()) => outcome_gate(Gate::Link, true, ext.link_degraded.as_ref(), true, ""),
+        },
     });
     gates.push(if !g.ocp_panics {
         off(Gate::OcpPanics)
@@ -317,6 +305,18 @@ pub fn evaluate(
     }
 }
 
+/// A drive figure the gate needs: the figure, or the gate's result without it.
+fn figure<T>(f: Figure<T>, gate: Gate, limit: String) -> Result<(T, String), GateResult> {
+    match f {
+        Figure::Reported(v) => Ok((v, limit)),
+        Figure::Unreported(why) => Err(unknown(gate, limit, why)),
+        Figure::NotInProtocol(why) => Err(GateResult {
+            limit,
+            ..not_applicable(gate, why)
+        }),
+    }
+}
+
 fn critical_warning(g: &GateSettings, drive: Option<&DriveSoak>) -> GateResult {
     let gate = Gate::CriticalWarning;
     if !g.critical_warning {
@@ -326,22 +326,13 @@ fn critical_warning(g: &GateSettings, drive: Option<&DriveSoak>) -> GateResult {
     let Some(d) = drive else {
         return unknown(gate, limit, NO_DRIVE);
     };
-    // A SATA disk has no critical warning byte (the NVMe-shaped field stays 0): its
-    // counterpart is SMART RETURN STATUS, never passed on that zero.
-    if let Some(a) = &d.ata {
-        return ata::smart_status(a, limit);
-    }
-    let seen = d.critical_warning_seen | d.critical_warning_latest;
-    let measured = if seen == 0 {
-        "never set".to_string()
-    } else {
-        format!("set: {}", warning_bits(seen))
+    // NVMe's critical-warning bits, or a SATA disk's SMART RETURN STATUS (never the zero its
+    // NVMe-shaped field holds).
+    let (a, limit) = match figure(DriveCondition::of(d).alarm, gate, limit) {
+        Ok(f) => f,
+        Err(r) => return r,
     };
-    with_numbers(
-        judged(gate, seen == 0, measured, limit),
-        f64::from(seen),
-        0.0,
-    )
+    with_numbers(judged(gate, !a.raised, a.shown, limit), a.value, 0.0)
 }
 
 fn outcome_gate(
@@ -380,16 +371,13 @@ fn temperature(g: &GateSettings, drive: Option<&DriveSoak>) -> GateResult {
     let Some(d) = drive else {
         return unknown(gate, limit, NO_DRIVE);
     };
-    if let Some(a) = &d.ata {
-        return ata::temperature(a, max, limit);
-    }
-    let Some(k) = d.temperature_max_kelvin.filter(|k| *k > 0) else {
-        return unknown(gate, limit, "the drive reported no composite temperature");
+    let (t, limit) = match figure(DriveCondition::of(d).temperature_peak, gate, limit) {
+        Ok(f) => f,
+        Err(r) => return r,
     };
-    let c = crate::nvme::log::smart::SmartLog::kelvin_to_celsius(k);
     with_numbers(
-        judged(gate, c <= max, format!("peak {c:.2} °C ({k} K)"), limit),
-        c,
+        judged(gate, t.celsius <= max, t.shown, limit),
+        t.celsius,
         max,
     )
 }
@@ -399,25 +387,25 @@ fn spare(g: &GateSettings, drive: Option<&DriveSoak>) -> GateResult {
     let Some(min) = g.min_available_spare else {
         return off(gate);
     };
-    let bare_limit = || match min {
+    let bare_limit = match min {
         SpareMin::Threshold => "at least the drive's threshold".to_string(),
         SpareMin::Percent(p) => format!("at least {p} %"),
     };
     let Some(d) = drive else {
-        return unknown(gate, bare_limit(), NO_DRIVE);
+        return unknown(gate, bare_limit, NO_DRIVE);
     };
-    if d.ata.is_some() {
-        return ata::spare(bare_limit());
-    }
-    let floor = match min {
-        SpareMin::Threshold => d.available_spare_threshold,
-        SpareMin::Percent(p) => p,
+    let (s, _) = match figure(DriveCondition::of(d).spare, gate, bare_limit) {
+        Ok(f) => f,
+        Err(r) => return r,
     };
-    let limit = match min {
-        SpareMin::Threshold => format!("at least the drive's threshold, {floor} %"),
-        SpareMin::Percent(p) => format!("at least {p} %"),
+    let (floor, limit) = match min {
+        SpareMin::Threshold => (
+            s.threshold,
+            format!("at least the drive's threshold, {} %", s.threshold),
+        ),
+        SpareMin::Percent(p) => (p, format!("at least {p} %")),
     };
-    let v = d.available_spare_latest;
+    let v = s.latest;
     with_numbers(
         judged(gate, v >= floor, format!("{v} %"), limit),
         f64::from(v),
@@ -434,10 +422,10 @@ fn percentage_used(g: &GateSettings, drive: Option<&DriveSoak>) -> GateResult {
     let Some(d) = drive else {
         return unknown(gate, limit, NO_DRIVE);
     };
-    if let Some(a) = &d.ata {
-        return ata::percentage_used(a, max, limit);
-    }
-    let v = d.percentage_used_latest;
+    let (v, limit) = match figure(DriveCondition::of(d).percentage_used, gate, limit) {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
     with_numbers(
         judged(gate, v <= max, format!("{v} %"), limit),
         f64::from(v),

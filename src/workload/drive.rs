@@ -45,7 +45,7 @@ pub struct DriveTracking {
     pub temperature_max_kelvin: u16,
     /// A SATA disk's counters at soak start (`workload::drive_ata`), from the first poll
     /// after the target started, or the checkpoint's; `smart_at_soak_start` stays empty.
-    pub ata_at_soak_start: Option<crate::health::ata_sample::AtaCounters>,
+    pub ata_at_soak_start: Option<crate::health::collect::ata::sample::AtaCounters>,
     /// The highest temperature (°C) the polls of a SATA disk saw during the soak.
     pub temperature_max_c: Option<i16>,
     /// Whether a PCIe link on the drive's paths (every controller of its subsystem, every port
@@ -212,7 +212,7 @@ impl DriveTracking {
         f.endurance_consumed_ratio = d.derived.endurance_consumed_ratio;
         f.iops_throttled = d.derived.throttle.throttled_iops;
         f.iops_unthrottled = d.derived.throttle.unthrottled_iops;
-        crate::health::ocp_pages::soak_figures(&mut f, &d.pages, start_time);
+        crate::health::collect::nvme::pages::soak_figures(&mut f, &d.pages, start_time);
         crate::workload::drive_ocp::update(self, &mut f, &d.pages);
         self.figures = Some(f);
     }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::drive::{DriveTarget, DriveTracking, host_at};
 use crate::health::HealthSnapshot;
-use crate::health::ata_sample::{AtaCounters, AtaSample};
+use crate::health::collect::ata::sample::{AtaCounters, AtaSample};
 use crate::model::results::{
     ACCOUNTING_TOLERANCE_BYTES, AtaSoak, DeviceIdentity, DriveSoak, HostAtSmart,
 };
@@ -214,9 +214,9 @@ mod tests {
     use crate::ata::transport::{Replay, Reply};
     use crate::ata::vendor::WritesSource;
     use crate::health::HostIo;
-    use crate::health::ata::testdata::{disk, full_replay, good};
-    use crate::health::ata::{AtaHealth, poll_disk};
-    use crate::health::poller::RatingContext;
+    use crate::health::collect::RatingContext;
+    use crate::health::collect::ata::testdata::{disk, full_replay, good};
+    use crate::health::collect::ata::{AtaHealth, poll_disk};
     use crate::model::totals::Totals;
 
     const DEV: &str = "/dev/sdq";

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::health::ocp_pages::DrivePages;
+use crate::health::collect::nvme::pages::DrivePages;
 use crate::model::events::{DriveEvent, LatencyCounts};
 use crate::model::results::DriveSoak;
 use crate::nvme::log::ocp_recovery::ErrorRecoveryLog;
@@ -64,9 +64,9 @@ impl OcpBaseline {
     }
 }
 
-/// After `health::ocp_pages::soak_figures` filled `f` from this run's poller: the C3h start
-/// and the C1h baseline are the soak's first (kept from the checkpoint on a resume), a C1h
-/// that differs from the soak-start one is a panic during the plan even when this run's
+/// After `health::collect::nvme::pages::soak_figures` filled `f` from this run's poller: the
+/// C3h start and the C1h baseline are the soak's first (kept from the checkpoint on a resume),
+/// a C1h that differs from the soak-start one is a panic during the plan even when this run's
 /// poller saw no change, and the events of earlier runs come first.
 pub(crate) fn update(tr: &mut DriveTracking, f: &mut DriveSoak, pages: &DrivePages) {
     if tr.ocp_latency_start.is_none() {

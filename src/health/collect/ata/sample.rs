@@ -9,10 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::HostIo;
-use super::ata::AtaHealth;
-use crate::ata::smart::Attribute;
-use crate::ata::vendor::{self, WritesSource};
+use crate::ata::vendor::WritesSource;
+use crate::health::HostIo;
 
 /// One poll's counters of an ATA drive, in base units; `None` when the drive does not report
 /// the figure. Kept as the soak-start baseline (JSON in the checkpoint), so every field is
@@ -43,41 +41,6 @@ pub struct AtaCounters {
     pub smart_passed: Option<bool>,
 }
 
-fn raw(attrs: &[Attribute], id: u8) -> Option<u64> {
-    attrs.iter().find(|a| a.id == id).map(|a| a.raw)
-}
-
-impl AtaCounters {
-    /// The counters of `d`'s latest state.
-    pub fn of(d: &AtaHealth) -> AtaCounters {
-        let attrs: &[Attribute] = d.attributes.as_deref().unwrap_or(&[]);
-        let ds = d.devstat.as_ref();
-        let lss = d.logical_sector_size();
-        let written = d.lifetime_written;
-        AtaCounters {
-            written_bytes: written.map(|(b, _)| u64::try_from(b).unwrap_or(u64::MAX)),
-            written_source: written.map(|(_, s)| s),
-            written_unit_bytes: written
-                .map(|(_, s)| vendor::writes_unit_bytes(d.family, s, lss))
-                .unwrap_or(0),
-            read_bytes: ds.and_then(|s| s.bytes_read),
-            power_on_seconds: ds
-                .and_then(|s| s.power_on_seconds)
-                .or_else(|| raw(attrs, 9).map(|h| (h & 0xffff_ffff) * 3600)),
-            uncorrectable: ds
-                .and_then(|s| s.reported_uncorrectable)
-                .or_else(|| raw(attrs, 187).map(|v| v & 0xffff_ffff)),
-            reallocated: raw(attrs, 5).map(|v| v & 0xffff_ffff),
-            crc_errors: ds
-                .and_then(|s| s.interface_crc_errors)
-                .or_else(|| raw(attrs, 199).map(|v| v & 0xffff_ffff)),
-            temperature_c: vendor::temperature(attrs, ds),
-            percentage_used: ds.and_then(|s| s.percentage_used),
-            smart_passed: d.smart_status.map(|s| s.passed()),
-        }
-    }
-}
-
 /// A successful poll of an ATA disk, with nvsoak's figures for the targets on it read right
 /// after its SMART read, and the throttling state after the poll.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,9 +60,9 @@ mod tests {
     use crate::ata::cmd;
     use crate::ata::transport::Reply;
     use crate::health::NoHostIo;
-    use crate::health::ata::poll_once;
-    use crate::health::ata::testdata::{disk, full_replay};
-    use crate::health::poller::RatingContext;
+    use crate::health::collect::RatingContext;
+    use crate::health::collect::ata::poll_once;
+    use crate::health::collect::ata::testdata::{disk, full_replay};
 
     #[test]
     fn counters_come_from_device_statistics_first() {

@@ -7,107 +7,16 @@
 //! status) or that lacks its GUID is remembered as absent for that drive and not asked for
 //! again; that is logged once per drive, never counted as a poll error. Every read is RAE=1.
 //!
-//! Changes the drive reports during the run are drive events ([`DriveEvent`]): a new panic
+//! Changes the drive reports during the run are drive events (`model::events::DriveEvent`): a new panic
 //! (C1h panic ID or panic count) and a new controller-initiated telemetry capture (08h data
 //! generation number). The first reading is the baseline, never an event.
 
-use std::collections::BTreeMap;
-
-use super::poller::{DeviceHealth, OcpSupport};
-use crate::model::events::{DriveEvent, kind};
-use crate::nvme::log::ocp_latency::{LatencyMonitorConfig, LatencyMonitorLog};
+use super::pages::{DrivePages, Support, page};
+use super::record::{DeviceHealth, OcpSupport};
+use crate::model::events::kind;
+use crate::nvme::log::ocp_latency::LatencyMonitorConfig;
 use crate::nvme::log::ocp_recovery::ErrorRecoveryLog;
-use crate::nvme::log::telemetry::TelemetryHeader;
 use crate::nvme::{AdminTransport, NvmeError, ocp_cmd};
-
-/// The `log` label values of these pages (`nvsoak_health_poll_errors_total`,
-/// `nvsoak_health_log_supported`).
-pub mod page {
-    pub const OCP_RECOVERY: &str = "ocp_error_recovery";
-    pub const OCP_LATENCY: &str = "ocp_latency_monitor";
-    pub const OCP_LATENCY_FEATURE: &str = "ocp_latency_monitor_feature";
-    pub const TELEMETRY: &str = "telemetry_ctrl";
-}
-
-/// Whether a drive has a page, learnt once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Support {
-    #[default]
-    Unknown,
-    Absent,
-    Present,
-}
-
-/// At most this many events are kept per drive (the counts keep counting).
-pub const MAX_EVENTS: usize = 64;
-
-/// The state of these pages for one controller.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct DrivePages {
-    pub recovery_support: Support,
-    pub recovery: Option<ErrorRecoveryLog>,
-    pub latency_support: Support,
-    pub latency: Option<LatencyMonitorLog>,
-    pub telemetry_support: Support,
-    pub telemetry: Option<TelemetryHeader>,
-    /// nvsoak's Set Features C5h: `None` not asked (config off or not an OCP drive yet),
-    /// `Some(true)` the drive took it, `Some(false)` it refused.
-    pub latency_monitor_set: Option<bool>,
-    /// The newest [`MAX_EVENTS`] events, oldest first.
-    pub events: Vec<DriveEvent>,
-    /// Events by kind since the poller started on this drive.
-    pub event_counts: BTreeMap<String, u64>,
-    /// The time of the latest event of each kind.
-    pub last_event: BTreeMap<String, f64>,
-}
-
-impl DrivePages {
-    fn event(&mut self, time: f64, kind: &str, detail: String, device: &str) {
-        tracing::warn!(device, kind, "health: {device}: drive event: {detail}");
-        *self.event_counts.entry(kind.to_string()).or_insert(0) += 1;
-        self.last_event.insert(kind.to_string(), time);
-        self.events.push(DriveEvent {
-            time,
-            kind: kind.to_string(),
-            detail,
-        });
-        if self.events.len() > MAX_EVENTS {
-            let extra = self.events.len() - MAX_EVENTS;
-            self.events.drain(..extra);
-        }
-    }
-
-    /// The events at or after `since` (Unix time), oldest first.
-    pub fn events_since(&self, since: f64) -> Vec<DriveEvent> {
-        self.events
-            .iter()
-            .filter(|e| e.time >= since)
-            .cloned()
-            .collect()
-    }
-
-    /// Whether an event of `kind` happened at or after `since`: `None` when the page that
-    /// reports it was never read on this drive (not supported, or not known yet).
-    pub fn changed_since(&self, kind: &str, since: f64) -> Option<bool> {
-        let read = match kind {
-            kind::OCP_PANIC => self.recovery.is_some(),
-            kind::TELEMETRY_GENERATION => self.telemetry.is_some(),
-            _ => false,
-        };
-        read.then(|| self.last_event.get(kind).is_some_and(|t| *t >= since))
-    }
-}
-
-/// The soak-wide figures of these pages for a target on drive `p` whose soak runs since `since`
-/// (Unix time): whether a panic or a telemetry capture happened, the events, and the C3h
-/// counters now (the caller keeps the first it saw as the start).
-pub fn soak_figures(f: &mut crate::model::results::DriveSoak, p: &DrivePages, since: f64) {
-    f.ocp_panic_changed = p.changed_since(kind::OCP_PANIC, since);
-    f.telemetry_generation_changed = p.changed_since(kind::TELEMETRY_GENERATION, since);
-    f.drive_events = p.events_since(since);
-    f.ocp_latency_latest = p.latency.as_ref().map(|l| l.statics.counters);
-}
 
 /// How one probe of a page ended.
 enum Probe<T> {
@@ -175,106 +84,152 @@ pub fn poll(
             }
         }
         OcpSupport::Present { uuid_index } => {
-            if d.pages.recovery_support != Support::Absent {
-                match probe(ocp_cmd::read_recovery(t, uuid_index)) {
-                    Probe::Got(r) => {
-                        recovery_events(d, &r, now);
-                        d.pages.recovery = Some(r);
-                        d.pages.recovery_support = Support::Present;
-                    }
-                    Probe::Absent(e) => refused(
-                        d,
-                        |p| &mut p.recovery_support,
-                        e,
-                        page::OCP_RECOVERY,
-                        "OCP error recovery log C1h",
-                        &mut absent,
-                    ),
-                    Probe::Failed(e) => d.fail(page::OCP_RECOVERY, &e),
-                }
-            }
+            poll_recovery(t, d, now, uuid_index, &mut absent);
             if let Some(c) = latency_monitor
                 && d.pages.latency_monitor_set.is_none()
                 && d.pages.latency_support != Support::Absent
             {
-                match ocp_cmd::set_latency_monitor(t, uuid_index, c) {
-                    Ok(()) => {
-                        tracing::info!(
-                            "health: {}: enabled the OCP latency monitor (Set Features C5h, not saved): thresholds A..D {:?} x 5 ms, bucket timer threshold {} x 5 min, minimum window {} x 100 ms, active latency configuration {:#x}",
-                            d.name,
-                            c.thresholds,
-                            c.active_bucket_timer_threshold,
-                            c.active_latency_min_window,
-                            c.active_latency_config
-                        );
-                        d.pages.latency_monitor_set = Some(true);
-                    }
-                    Err(e) => {
-                        d.pages.latency_monitor_set = Some(false);
-                        d.fail(page::OCP_LATENCY_FEATURE, &e);
-                    }
-                }
+                set_latency_monitor(t, d, uuid_index, c);
             }
-            if d.pages.latency_support != Support::Absent {
-                match probe(ocp_cmd::read_latency(t, uuid_index)) {
-                    Probe::Got(l) => {
-                        d.pages.latency = Some(l);
-                        d.pages.latency_support = Support::Present;
-                    }
-                    Probe::Absent(e) => refused(
-                        d,
-                        |p| &mut p.latency_support,
-                        e,
-                        page::OCP_LATENCY,
-                        "OCP latency monitor log C3h",
-                        &mut absent,
-                    ),
-                    Probe::Failed(e) => d.fail(page::OCP_LATENCY, &e),
-                }
-            }
+            poll_latency(t, d, uuid_index, &mut absent);
         }
     }
-    if d.pages.telemetry_support != Support::Absent
-        && let Some(lpa) = d.id.as_ref().map(|i| i.lpa)
-    {
-        let r = if lpa & (1 << 3) == 0 {
-            Probe::Absent(None) // LPA bit 3: no telemetry pages
-        } else {
-            probe(ocp_cmd::read_telemetry_header(t).map(Some))
-        };
-        match r {
-            Probe::Got(h) => {
-                if let Some(prev) = &d.pages.telemetry
-                    && prev.ctrl_generation != h.ctrl_generation
-                {
-                    let detail = format!(
-                        "telemetry controller-initiated data generation {} -> {} (data available {})",
-                        prev.ctrl_generation, h.ctrl_generation, h.ctrl_data_available
-                    );
-                    let name = d.name.clone();
-                    d.pages
-                        .event(now, kind::TELEMETRY_GENERATION, detail, &name);
-                }
-                d.pages.telemetry = Some(h);
-                d.pages.telemetry_support = Support::Present;
-            }
-            Probe::Absent(e) => refused(
-                d,
-                |p| &mut p.telemetry_support,
-                e,
-                page::TELEMETRY,
-                "telemetry controller-initiated log 08h",
-                &mut absent,
-            ),
-            Probe::Failed(e) => d.fail(page::TELEMETRY, &e),
-        }
-    }
+    poll_telemetry(t, d, now, &mut absent);
     if !absent.is_empty() {
         tracing::info!(
             "health: {}: not supported by the drive, not asked for again: {}",
             d.name,
             absent.join(", ")
         );
+    }
+}
+
+/// C1h, with a drive event when the panic ID or count changed.
+fn poll_recovery(
+    t: &dyn AdminTransport,
+    d: &mut DeviceHealth,
+    now: f64,
+    uuid_index: u8,
+    absent: &mut Vec<&'static str>,
+) {
+    if d.pages.recovery_support == Support::Absent {
+        return;
+    }
+    match probe(ocp_cmd::read_recovery(t, uuid_index)) {
+        Probe::Got(r) => {
+            recovery_events(d, &r, now);
+            d.pages.recovery = Some(r);
+            d.pages.recovery_support = Support::Present;
+        }
+        Probe::Absent(e) => refused(
+            d,
+            |p| &mut p.recovery_support,
+            e,
+            page::OCP_RECOVERY,
+            "OCP error recovery log C1h",
+            absent,
+        ),
+        Probe::Failed(e) => d.fail(page::OCP_RECOVERY, &e),
+    }
+}
+
+/// Set Features C5h with the config's Latency Monitor settings, once per drive.
+fn set_latency_monitor(
+    t: &dyn AdminTransport,
+    d: &mut DeviceHealth,
+    uuid_index: u8,
+    c: &LatencyMonitorConfig,
+) {
+    match ocp_cmd::set_latency_monitor(t, uuid_index, c) {
+        Ok(()) => {
+            tracing::info!(
+                "health: {}: enabled the OCP latency monitor (Set Features C5h, not saved): thresholds A..D {:?} x 5 ms, bucket timer threshold {} x 5 min, minimum window {} x 100 ms, active latency configuration {:#x}",
+                d.name,
+                c.thresholds,
+                c.active_bucket_timer_threshold,
+                c.active_latency_min_window,
+                c.active_latency_config
+            );
+            d.pages.latency_monitor_set = Some(true);
+        }
+        Err(e) => {
+            d.pages.latency_monitor_set = Some(false);
+            d.fail(page::OCP_LATENCY_FEATURE, &e);
+        }
+    }
+}
+
+/// C3h.
+fn poll_latency(
+    t: &dyn AdminTransport,
+    d: &mut DeviceHealth,
+    uuid_index: u8,
+    absent: &mut Vec<&'static str>,
+) {
+    if d.pages.latency_support == Support::Absent {
+        return;
+    }
+    match probe(ocp_cmd::read_latency(t, uuid_index)) {
+        Probe::Got(l) => {
+            d.pages.latency = Some(l);
+            d.pages.latency_support = Support::Present;
+        }
+        Probe::Absent(e) => refused(
+            d,
+            |p| &mut p.latency_support,
+            e,
+            page::OCP_LATENCY,
+            "OCP latency monitor log C3h",
+            absent,
+        ),
+        Probe::Failed(e) => d.fail(page::OCP_LATENCY, &e),
+    }
+}
+
+/// The telemetry controller-initiated header (08h), when Identify's LPA bit 3 says the
+/// controller has it, with a drive event when its data generation number changed.
+fn poll_telemetry(
+    t: &dyn AdminTransport,
+    d: &mut DeviceHealth,
+    now: f64,
+    absent: &mut Vec<&'static str>,
+) {
+    if d.pages.telemetry_support == Support::Absent {
+        return;
+    }
+    let Some(lpa) = d.id.as_ref().map(|i| i.lpa) else {
+        return;
+    };
+    let r = if lpa & (1 << 3) == 0 {
+        Probe::Absent(None) // LPA bit 3: no telemetry pages
+    } else {
+        probe(ocp_cmd::read_telemetry_header(t).map(Some))
+    };
+    match r {
+        Probe::Got(h) => {
+            if let Some(prev) = &d.pages.telemetry
+                && prev.ctrl_generation != h.ctrl_generation
+            {
+                let detail = format!(
+                    "telemetry controller-initiated data generation {} -> {} (data available {})",
+                    prev.ctrl_generation, h.ctrl_generation, h.ctrl_data_available
+                );
+                let name = d.name.clone();
+                d.pages
+                    .event(now, kind::TELEMETRY_GENERATION, detail, &name);
+            }
+            d.pages.telemetry = Some(h);
+            d.pages.telemetry_support = Support::Present;
+        }
+        Probe::Absent(e) => refused(
+            d,
+            |p| &mut p.telemetry_support,
+            e,
+            page::TELEMETRY,
+            "telemetry controller-initiated log 08h",
+            absent,
+        ),
+        Probe::Failed(e) => d.fail(page::TELEMETRY, &e),
     }
 }
 
@@ -298,7 +253,8 @@ fn recovery_events(d: &mut DeviceHealth, r: &ErrorRecoveryLog, now: f64) {
 mod tests {
     use super::*;
     use crate::health::NoHostIo;
-    use crate::health::poller::{RatingContext, page as base_page, poll_device};
+    use crate::health::collect::RatingContext;
+    use crate::health::collect::nvme::{page as base_page, poll_device};
     use crate::nvme::cmd::{OPC_GET_FEATURES, OPC_GET_LOG_PAGE, OPC_IDENTIFY};
     use crate::nvme::discover::{Controller, Namespace};
     use crate::nvme::identify::{OCP_UUID, testdata as idt};
@@ -601,19 +557,5 @@ mod tests {
         t.clear_sent();
         poll_device(&t, &mut d, 160.0, &NoHostIo, &ctx);
         assert!(lids(&t).contains(&0xc3), "still asked for");
-    }
-
-    #[test]
-    fn events_are_bounded_and_counted() {
-        let mut p = DrivePages::default();
-        for i in 0..(MAX_EVENTS + 5) {
-            p.event(i as f64, kind::OCP_PANIC, format!("e{i}"), "nvme0");
-        }
-        assert_eq!(p.events.len(), MAX_EVENTS);
-        assert_eq!(p.events[0].detail, "e5", "the oldest go first");
-        assert_eq!(
-            p.event_counts.get(kind::OCP_PANIC),
-            Some(&(MAX_EVENTS as u64 + 5))
-        );
     }
 }
