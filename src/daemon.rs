@@ -658,24 +658,15 @@ fn start_up(
         stats_interval: settings.stats.interval,
         state_dir: settings.state.dir.clone(),
     };
-    std::fs::create_dir_all(&settings.state.dir).with_context(|| {
-        format!(
-            "creating state directory {} (set state.dir)",
-            settings.state.dir.display()
-        )
-    })?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .thread_name("nvsoak-rt")
         .build()
         .context("starting the async runtime")?;
-    let lock = crate::state::lock(&settings.state.dir).with_context(|| {
-        format!(
-            "locking state directory {} (is another nvsoak using it?)",
-            settings.state.dir.display()
-        )
-    })?;
+    // The error names the directory and why (another nvsoak holds it, it is not nvsoak's).
+    let lock = crate::state::lock(&settings.state.dir)?;
+    crate::safety::mark::use_state_dir(&settings.state.dir);
     let slow_checkpoint = test_slow_checkpoint();
     let plan_hash = crate::state::plan_hash(&settings.targets);
     let (mut loaded, fresh) = load_checkpoint(settings, &plan_hash)?;

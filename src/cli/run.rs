@@ -72,6 +72,7 @@ pub fn check_config(path: &Path) -> Result<ExitCode> {
 pub fn check_config_with(path: &Path, web: Option<&Path>) -> Result<ExitCode> {
     let settings = crate::config::load(Some(path))?;
     check_web_config(&settings, web)?;
+    crate::state::check_dir(&settings.state.dir)?;
     let notes = check_write_safety(&settings)?;
     check_direct_io(&settings)?;
     let mut text = format!(

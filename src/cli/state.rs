@@ -96,13 +96,7 @@ fn sweep_points(settings: Option<&Settings>, t: &TargetState) -> Option<usize> {
 /// Whether a daemon holds the state directory's lock now (it holds it for its whole life).
 /// Probed with a shared, non-blocking lock, released at once; no lock file means none ran.
 pub fn daemon_running(dir: &Path) -> bool {
-    let Ok(f) = std::fs::File::open(dir.join("lock")) else {
-        return false;
-    };
-    matches!(
-        nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockSharedNonblock),
-        Err((_, nix::errno::Errno::EWOULDBLOCK))
-    )
+    state::holder(dir).is_some()
 }
 
 /// The human-readable rendering of a checkpoint; `running`: whether a daemon has the state
@@ -333,6 +327,15 @@ pub fn show(config: Option<&Path>, state_dir: Option<&Path>) -> Result<ExitCode>
 
 pub fn reset(config: Option<&Path>, state_dir: Option<&Path>) -> Result<ExitCode> {
     let (dir, _) = resolve(config, state_dir)?;
+    // Held for the whole reset: a daemon that holds the state would save its checkpoint again
+    // a moment later, and one starting meanwhile must wait for the reset to finish.
+    let _held = match dir.is_dir().then(|| state::lock(&dir)) {
+        Some(Err(state::StateError::Locked { owner, .. })) => anyhow::bail!(
+            "state directory {} is held by a running nvsoak (pid {owner}); stop it first (`systemctl stop nvsoak`), then reset",
+            dir.display()
+        ),
+        r => r.transpose()?,
+    };
     match state::reset(&dir)? {
         None => super::out(&format!(
             "no checkpoint in {}; nothing to reset\n",

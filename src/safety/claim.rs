@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -30,9 +30,6 @@ use super::{
     DeviceIdentity, SafetyError, check_allowed, check_signatures, fstat, identify_fd, inuse,
     open_path, reopen,
 };
-
-/// The extended attribute nvsoak sets on the files it creates.
-pub const MARK_XATTR: &str = "user.nvsoak.target";
 
 /// What makes two targets the same: a block device's number, or a file's device and inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -342,11 +339,11 @@ pub fn claim_file(
         ) {
             Ok(pfd) => {
                 let st = fstat(pfd.as_fd(), path)?;
-                let marked = check_existing(path, &resolved, pfd.as_fd(), &st, allow_destroy)?;
+                let marked = check_existing(path, pfd.as_fd(), &st, allow_destroy)?;
                 let file = reopen(pfd.as_fd(), flags, true).map_err(io_err(path))?;
                 hold(path, &file, &st)?;
                 if !marked {
-                    mark(&file, &st, name, &resolved).map_err(io_err(path))?;
+                    super::mark::mark(&file, &st, name).map_err(io_err(path))?;
                     tracing::warn!(target_name = name, path = %resolved.display(),
                         "allow_destroy names this existing file: its contents will be destroyed");
                 }
@@ -356,7 +353,7 @@ pub fn claim_file(
                     created: false,
                 });
             }
-            Err(Errno::ENOENT) => match create(dirfd.as_fd(), fname, name, &resolved) {
+            Err(Errno::ENOENT) => match create(dirfd.as_fd(), fname, name) {
                 Ok(made) => {
                     let st = made.metadata().map_err(io_err(path))?;
                     let file = reopen(made.as_fd(), flags, true).map_err(io_err(path))?;
@@ -404,7 +401,7 @@ pub fn check_file_target(path: &Path, allow_destroy: Option<&str>) -> Result<(),
         }
     };
     let st = fstat(pfd.as_fd(), path)?;
-    check_existing(path, &resolved, pfd.as_fd(), &st, allow_destroy)?;
+    check_existing(path, pfd.as_fd(), &st, allow_destroy)?;
     let ro = reopen(pfd.as_fd(), libc::O_RDONLY, false).map_err(io_err(path))?;
     hold(path, &ro, &st)
 }
@@ -414,7 +411,6 @@ pub fn check_file_target(path: &Path, allow_destroy: Option<&str>) -> Result<(),
 /// `allow_destroy`. Returns whether it carries nvsoak's mark.
 fn check_existing(
     path: &Path,
-    resolved: &Path,
     pfd: BorrowedFd<'_>,
     st: &fs::Metadata,
     allow_destroy: Option<&str>,
@@ -427,7 +423,7 @@ fn check_existing(
     }
     inuse::check_file(path, st)?;
     let ro = reopen(pfd, libc::O_RDONLY | libc::O_NONBLOCK, false).map_err(io_err(path))?;
-    if is_marked(&ro, st, resolved) {
+    if super::mark::is_marked(&ro, st) {
         return Ok(true);
     }
     let named = allow_destroy
@@ -486,87 +482,9 @@ fn hold(path: &Path, file: &File, st: &fs::Metadata) -> Result<(), SafetyError> 
     Ok(())
 }
 
-fn mark_value(name: &str, st: &fs::Metadata) -> String {
-    format!("nvsoak target={name} ino={}", st.ino())
-}
-
-fn marked_value_matches(v: &str, st: &fs::Metadata) -> bool {
-    v.starts_with("nvsoak ")
-        && v.split_whitespace()
-            .any(|f| f.strip_prefix("ino=") == Some(&st.ino().to_string()))
-}
-
-/// Where the mark goes on a filesystem without user extended attributes (tmpfs before Linux
-/// 6.6): a hidden file beside the target naming the target's device and inode.
-fn sidecar(resolved: &Path) -> Option<PathBuf> {
-    let name = resolved.file_name()?.to_string_lossy().into_owned();
-    Some(resolved.with_file_name(format!(".{name}.nvsoak")))
-}
-
-fn is_marked(file: &File, st: &fs::Metadata, resolved: &Path) -> bool {
-    let cname = c"user.nvsoak.target";
-    let mut buf = [0u8; 256];
-    // SAFETY: the name is NUL-terminated, buf is writable for buf.len() bytes, and the fd is
-    // open for the duration of the call.
-    let n = unsafe {
-        libc::fgetxattr(
-            file.as_raw_fd(),
-            cname.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    if n > 0 {
-        let v = String::from_utf8_lossy(&buf[..n as usize]);
-        return marked_value_matches(&v, st);
-    }
-    sidecar(resolved)
-        .and_then(|p| fs::read_to_string(p).ok())
-        .is_some_and(|v| {
-            marked_value_matches(v.trim(), st)
-                && v.split_whitespace()
-                    .any(|f| f.strip_prefix("dev=") == Some(&st.dev().to_string()))
-        })
-}
-
-fn mark(file: &File, st: &fs::Metadata, name: &str, resolved: &Path) -> io::Result<()> {
-    let value = mark_value(name, st);
-    let cname = c"user.nvsoak.target";
-    // SAFETY: the name is NUL-terminated, value is readable for its length, and the fd is
-    // open for the duration of the call.
-    let r = unsafe {
-        libc::fsetxattr(
-            file.as_raw_fd(),
-            cname.as_ptr(),
-            value.as_ptr().cast(),
-            value.len(),
-            0,
-        )
-    };
-    if r == 0 {
-        return Ok(());
-    }
-    let e = io::Error::last_os_error();
-    if !matches!(e.raw_os_error(), Some(libc::ENOTSUP) | Some(libc::EPERM)) {
-        return Err(e);
-    }
-    let Some(p) = sidecar(resolved) else {
-        return Err(e);
-    };
-    // Not the name `create` uses for the target itself while it is being made.
-    let tmp = p.with_extension(format!("nvsoak-mark-{}", std::process::id()));
-    fs::write(&tmp, format!("{value} dev={}\n", st.dev()))?;
-    fs::rename(&tmp, &p)
-}
-
 /// Create the file under a temporary name, mark it, and link it into place: `linkat` fails
 /// with EEXIST rather than replace anything that appeared at the path meanwhile.
-fn create(
-    dirfd: BorrowedFd<'_>,
-    fname: &std::ffi::OsStr,
-    name: &str,
-    resolved: &Path,
-) -> io::Result<File> {
+fn create(dirfd: BorrowedFd<'_>, fname: &std::ffi::OsStr, name: &str) -> io::Result<File> {
     let tmp = format!(
         ".{}.nvsoak-new-{}",
         fname.to_string_lossy(),
@@ -576,12 +494,12 @@ fn create(
         dirfd,
         tmp.as_str(),
         OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
-        Mode::from_bits_truncate(0o666),
+        Mode::from_bits_truncate(0o644),
     )?;
     let file = File::from(fd);
     let linked = (|| -> io::Result<()> {
         let st = file.metadata()?;
-        mark(&file, &st, name, resolved)?;
+        super::mark::mark(&file, &st, name)?;
         linkat(
             dirfd,
             tmp.as_str(),

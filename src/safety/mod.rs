@@ -32,11 +32,12 @@ use thiserror::Error;
 
 mod claim;
 mod inuse;
+pub mod mark;
 mod probe;
 
 pub use claim::{
-    Claimed, FileClaim, MARK_XATTR, TargetKey, check_file_target, claim_block, claim_block_among,
-    claim_file, claim_read_only, resolve_for_create, same_targets,
+    Claimed, FileClaim, TargetKey, check_file_target, claim_block, claim_block_among, claim_file,
+    claim_read_only, resolve_for_create, same_targets,
 };
 pub use inuse::{MountEntry, parse_mountinfo};
 
@@ -265,7 +266,7 @@ pub enum SafetyError {
     #[error("refusing to write {}: it is mapped into the memory of {}; a file in use elsewhere is never a target", path.display(), holders.join(", "))]
     Mapped { path: PathBuf, holders: Vec<String> },
     /// A file target that exists and was not created by nvsoak.
-    #[error("refusing to write {}: the file exists and nvsoak did not create it; nvsoak writes only files it created (marked with the {MARK_XATTR} extended attribute), so remove it or choose another path, or set allow_destroy = \"{}\" to let nvsoak destroy its contents", path.display(), path.display())]
+    #[error("refusing to write {}: the file exists and nvsoak did not create it; nvsoak writes only files it created and marked as its own (a trusted.nvsoak.target attribute as root), so remove it or choose another path, or set allow_destroy = \"{}\" to let nvsoak destroy its contents", path.display(), path.display())]
     NotOurs { path: PathBuf },
     /// A target path that is neither a regular file nor a block device.
     #[error("refusing to use {}: it is {what}; a target is a block device or a regular file", path.display())]

@@ -32,7 +32,10 @@ use crate::model::checkpoint::{CHECKPOINT_VERSION, Checkpoint, GenMapRef};
 
 use crate::workload::pattern::GenMap;
 
+mod lock;
 pub mod results;
+
+pub use lock::{LOCK_FILE, StateLock, check as check_dir, holder, is_nvsoak_name, lock};
 
 /// The checkpoint's file name in the state directory.
 pub const CHECKPOINT_FILE: &str = "checkpoint.json";
@@ -51,6 +54,10 @@ pub enum StateError {
     UnknownTarget(String),
     #[error("state directory {} is in use by another nvsoak (pid {owner}); stop it, or give this run its own state.dir", path.display())]
     Locked { path: PathBuf, owner: String },
+    #[error("state directory {} is not nvsoak's: {why}; give state.dir a directory of its own (a new one, or one only nvsoak has written)", path.display())]
+    NotOurs { path: PathBuf, why: String },
+    #[error("state directory {}: {why}", path.display())]
+    Unsafe { path: PathBuf, why: String },
     #[error("serialising the checkpoint: {0}")]
     Serialise(#[from] serde_json::Error),
 }
@@ -558,46 +565,6 @@ impl SaveStats {
     }
 }
 
-/// An exclusive lock on a state directory, held while a daemon runs so that two nvsoak
-/// processes never share one checkpoint. Released on drop (and by the kernel on exit).
-#[derive(Debug)]
-pub struct StateLock {
-    _lock: nix::fcntl::Flock<fs::File>,
-    pub path: PathBuf,
-}
-
-/// Take the state directory's lock (`<dir>/lock`, holding the owner's pid), creating `dir`
-/// if needed. Fails at once if another process holds it.
-pub fn lock(dir: &Path) -> Result<StateLock, StateError> {
-    fs::create_dir_all(dir).map_err(io_err(dir))?;
-    let path = dir.join("lock");
-    let f = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(io_err(&path))?;
-    let mut lock = match nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-        Ok(l) => l,
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
-            let owner = fs::read_to_string(&path).unwrap_or_default();
-            return Err(StateError::Locked {
-                path: dir.to_path_buf(),
-                owner: owner.trim().to_string(),
-            });
-        }
-        Err((_, e)) => return Err(io_err(&path)(io::Error::from(e))),
-    };
-    let f: &mut fs::File = &mut lock;
-    let pid = std::process::id().to_string();
-    f.set_len(0)
-        .and_then(|_| io::Seek::seek(f, io::SeekFrom::Start(0)))
-        .and_then(|_| f.write_all(pid.as_bytes()))
-        .map_err(io_err(&path))?;
-    Ok(StateLock { _lock: lock, path })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1052,7 +1019,7 @@ mod tests {
         let l = lock(d.path()).unwrap();
         assert_eq!(
             fs::read_to_string(&l.path).unwrap(),
-            std::process::id().to_string()
+            format!("nvsoak pid={}\n", std::process::id())
         );
         // flock locks belong to the open file, so a second open conflicts even in-process.
         let e = lock(d.path()).unwrap_err();

@@ -484,48 +484,6 @@ fn check_config_refuses_what_run_refuses_on_devices() {
 }
 
 #[test]
-fn the_mark_falls_back_to_a_sidecar_where_xattrs_are_unsupported() {
-    let Some(mut s) = Scratch::new("sidecar mark") else {
-        return;
-    };
-    // ramfs has no extended attributes (like tmpfs before Linux 6.6).
-    let mp = s.dir.path().join("ramfs");
-    fs::create_dir(&mp).expect("mount point");
-    sh("mount", &["-t", "ramfs", "ramfs", p(&mp)]);
-    s.on_drop("umount", &[p(&mp)]);
-    let f = mp.join("t.dat");
-    let state = s.dir.path().join("state");
-    let plan = s.dir.path().join("plan.toml");
-    let cfg = write_plan(&state, "r", &f, "size = \"1MiB\"")
-        .replace("duration = \"10m\"", "duration = \"1s\"");
-    fs::write(&plan, &cfg).expect("plan");
-    let run = || {
-        let addr = format!("127.0.0.1:{}", free_port());
-        nvsoak(&[
-            "run",
-            "--config",
-            p(&plan),
-            "--web.listen-address",
-            &addr,
-            "--exit-when-done",
-        ])
-    };
-    let (code, err) = run();
-    assert_eq!(code, Some(0), "{err}");
-    let mark = fs::read_to_string(mp.join(".t.dat.nvsoak")).expect("the sidecar mark");
-    let ino = fs::metadata(&f).expect("stat").ino();
-    assert!(mark.contains(&format!("ino={ino}")), "{mark}");
-    // Ours: a second run opens it without allow_destroy.
-    let (code, err) = run();
-    assert_eq!(code, Some(0), "{err}");
-    // A file put in its place (another inode) is not ours, the sidecar notwithstanding.
-    fs::remove_file(&f).expect("rm");
-    fs::write(&f, vec![1u8; 1 << 20]).expect("write");
-    both_refuse(s.dir.path(), &cfg, "nvsoak did not create it");
-    assert_eq!(fs::read(&f).expect("read"), vec![1u8; 1 << 20]);
-}
-
-#[test]
 fn check_config_without_root_says_what_it_could_not_check() {
     let Some(mut s) = Scratch::new("check-config as nobody") else {
         return;

@@ -41,6 +41,8 @@ mod forward;
 mod health;
 /// The journal: phase start and end lines with outcomes, finished against stopped.
 mod journal;
+/// A file target's mark against forged sidecars and user attributes; the state-directory record.
+mod mark_attacks;
 /// The drive's own view (OCP C1h, C3h, telemetry 08h) over HTTP, drive events, promtool.
 mod ocp;
 /// The OCPTV record end to end (one step per phase run, at its times) and one phase numbering
@@ -70,6 +72,8 @@ mod span;
 /// Start-up order: busy port, bad certificate, FIFO web config exit before any file; check-config
 /// checks the web config.
 mod startup;
+/// The state directory's lock and ownership against symlinks, foreign directories and resets.
+mod state_attacks;
 /// Purge and self-test on a loop device: claimed, refused as not NVMe, recorded.
 mod steps;
 /// Data verification end to end: corruption, misdirected and lost writes injected into a

@@ -13,7 +13,7 @@ fn shipped() -> String {
         text.contains(line),
         "config/nvsoak.toml lost its state.dir line"
     );
-    text.replacen(line, "dir = \"{dir}\"", 1)
+    text.replacen(line, "dir = \"{dir}/state\"", 1)
 }
 
 #[test]
@@ -48,15 +48,14 @@ fn shipped_config_is_health_only_and_writes_nothing() {
             "{family} exported with no target"
         );
     }
-    let files: Vec<String> = std::fs::read_dir(d.dir.path())
+    let files: Vec<String> = std::fs::read_dir(d.dir.path().join("state"))
         .expect("listing the state dir")
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     for f in &files {
         assert!(
-            ["nvsoak.toml", "checkpoint.json", "lock"].contains(&f.as_str())
-                || f.starts_with(".checkpoint"),
+            ["checkpoint.json", "lock"].contains(&f.as_str()) || f.starts_with(".checkpoint"),
             "the health-only daemon created {f} in its state dir: {files:?}"
         );
     }

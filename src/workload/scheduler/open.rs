@@ -83,7 +83,7 @@ pub fn open_target_expecting(
     .map_err(refused)?;
     if claimed.created {
         tracing::info!(target_name = %spec.name, path = %claimed.path.display(),
-            "created the target file (marked as nvsoak's with the user.nvsoak.target attribute)");
+            "created the target file (marked as nvsoak's)");
     }
     let f = claimed.file;
     let size = spec.size.unwrap_or(0);
