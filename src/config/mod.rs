@@ -138,10 +138,11 @@ pub fn load(path: Option<&Path>) -> Result<Settings, ConfigError> {
     match path {
         None => Ok(builtin_default()),
         Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| ConfigError::File {
-                path: p.display().to_string(),
-                reason: format!("cannot read the config file: {e}"),
-            })?;
+            let text = crate::util::bounded::read_to_string(p, crate::util::bounded::CONFIG_LIMIT)
+                .map_err(|e| ConfigError::File {
+                    path: p.display().to_string(),
+                    reason: format!("cannot read the config file: {e}"),
+                })?;
             load_str(&text, &p.display().to_string(), env_overrides())
         }
     }

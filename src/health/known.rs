@@ -29,7 +29,7 @@ pub fn path(state_dir: &Path) -> PathBuf {
 /// left in place (the next save replaces it atomically with what the poller knows).
 pub fn load(state_dir: &Path) -> Vec<KnownDrive> {
     let p = path(state_dir);
-    match std::fs::read(&p) {
+    match crate::util::bounded::read_own(&p, crate::util::bounded::DRIVES_LIMIT) {
         Ok(b) => match serde_json::from_slice::<File>(&b) {
             Ok(f) => f.drives,
             Err(e) => {
@@ -61,7 +61,8 @@ pub fn save(state_dir: &Path, drives: &[KnownDrive]) -> std::io::Result<()> {
 }
 
 fn load_quiet(state_dir: &Path) -> Option<Vec<KnownDrive>> {
-    let b = std::fs::read(path(state_dir)).ok()?;
+    let b = crate::util::bounded::read_own(&path(state_dir), crate::util::bounded::DRIVES_LIMIT)
+        .ok()?;
     serde_json::from_slice::<File>(&b).ok().map(|f| f.drives)
 }
 

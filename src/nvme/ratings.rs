@@ -174,10 +174,12 @@ impl RatingsTable {
         match path {
             None => Ok(Self::builtin()),
             Some(p) => {
-                let text = std::fs::read_to_string(p).map_err(|source| RatingsError::Read {
-                    path: p.to_path_buf(),
-                    source,
-                })?;
+                let text =
+                    crate::util::bounded::read_to_string(p, crate::util::bounded::CONFIG_LIMIT)
+                        .map_err(|source| RatingsError::Read {
+                            path: p.to_path_buf(),
+                            source,
+                        })?;
                 Self::parse(&text, &p.display().to_string())
             }
         }

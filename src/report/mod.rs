@@ -134,7 +134,7 @@ impl Archived {
 }
 
 /// The largest results file `nvsoak report` reads: far beyond a month of soak history.
-pub const RESULTS_LIMIT: u64 = 256 << 20;
+pub use crate::util::bounded::RESULTS_LIMIT;
 
 /// Read one results file (an archived one, by its name, is labelled as such): a regular
 /// file only, read without blocking and at most [`RESULTS_LIMIT`] bytes; every

@@ -214,9 +214,21 @@ pub fn save(dir: &Path, cp: &Checkpoint, genmaps: &[(&str, &GenMap)]) -> Result<
 /// Read and parse the checkpoint without changing anything (`Ok(None)` when there is none).
 pub fn read(dir: &Path) -> Result<Option<Checkpoint>, StateError> {
     let path = dir.join(CHECKPOINT_FILE);
-    let data = match fs::read(&path) {
+    let data = match crate::util::bounded::read_own(&path, crate::util::bounded::CHECKPOINT_LIMIT) {
         Ok(d) => d,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        // A FIFO, a directory, a symlink or a giant in its place is no checkpoint nvsoak wrote.
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::InvalidInput | io::ErrorKind::InvalidData
+            ) || e.raw_os_error() == Some(libc::ELOOP) =>
+        {
+            return Err(StateError::Corrupt {
+                path: path.clone(),
+                reason: format!("not a checkpoint nvsoak wrote ({e})"),
+            });
+        }
         Err(e) => return Err(io_err(&path)(e)),
     };
     let cp: Checkpoint = serde_json::from_slice(&data).map_err(|e| StateError::Corrupt {
@@ -245,7 +257,8 @@ pub fn read_genmap(dir: &Path, r: &GenMapRef) -> Result<GenMap, StateError> {
     if r.file.contains('/') || !is_sidecar(&r.file) {
         return Err(corrupt(format!("bad generation map name \"{}\"", r.file)));
     }
-    let data = fs::read(&path).map_err(|e| corrupt(format!("generation map missing ({e})")))?;
+    let data = crate::util::bounded::read_own(&path, r.len)
+        .map_err(|e| corrupt(format!("generation map missing or not nvsoak's ({e})")))?;
     if data.len() as u64 != r.len {
         return Err(corrupt(format!(
             "generation map is {} bytes, the checkpoint says {}",

@@ -22,12 +22,15 @@ pub fn ocptv_path(state_dir: &Path, target: &str) -> PathBuf {
 /// never overwritten.
 pub fn load(state_dir: &Path, target: &str) -> Option<TargetResults> {
     let path = results_path(state_dir, target);
-    let data = match std::fs::read(&path) {
+    let data = match crate::util::bounded::read_own(&path, crate::util::bounded::RESULTS_LIMIT) {
         Ok(d) => d,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
         Err(e) => {
+            // Moved aside, so this run's first save does not replace it (a FIFO, a symlink, a
+            // giant or an unreadable file in its place is kept, under another name).
             tracing::warn!(path = %path.display(), error = %e,
-                "reading the earlier results failed; this run's results file starts empty");
+                "reading the earlier results failed; it is moved aside and this run's results file starts empty");
+            archive(state_dir, target, "corrupt");
             return None;
         }
     };

@@ -1,6 +1,16 @@
-//! Reading a file nvsoak did not write itself (a results file handed to `nvsoak report`):
-//! only a regular file, opened without blocking (a FIFO in its place cannot hang the reader),
-//! and never more than a limit (a link to `/dev/zero` or a sparse giant cannot exhaust memory).
+//! Reading a file: only a regular file, opened without blocking (a FIFO in its place cannot hang
+//! the reader), and never more than a limit per kind of file (a link to `/dev/zero` or a sparse
+//! giant cannot exhaust memory). The config, the checkpoint and its generation maps, results
+//! files, the known-drives list and the ratings table are all read through here.
+
+/// The most a config file (or a ratings table) may hold.
+pub const CONFIG_LIMIT: u64 = 16 << 20;
+/// The most a checkpoint may hold (its JSON; the generation maps are sidecars).
+pub const CHECKPOINT_LIMIT: u64 = 256 << 20;
+/// The most a results file may hold.
+pub const RESULTS_LIMIT: u64 = 256 << 20;
+/// The most the known-drives list may hold.
+pub const DRIVES_LIMIT: u64 = 16 << 20;
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -10,9 +20,26 @@ use std::path::Path;
 /// The whole of `path` as text, refused when it is not a regular file or is larger than
 /// `limit` bytes.
 pub fn read_to_string(path: &Path, limit: u64) -> io::Result<String> {
+    String::from_utf8(read(path, limit)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
+/// The whole of `path` as bytes, refused when it is not a regular file or is larger than
+/// `limit` bytes. A symlink is followed (a config file may be one).
+pub fn read(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    read_with(path, limit, 0)
+}
+
+/// [`read`] for a file nvsoak wrote itself in its state directory: a symlink in its place is
+/// refused (`ELOOP`), never followed.
+pub fn read_own(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    read_with(path, limit, libc::O_NOFOLLOW)
+}
+
+fn read_with(path: &Path, limit: u64, flags: libc::c_int) -> io::Result<Vec<u8>> {
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY | flags)
         .open(path)?;
     let meta = file.metadata()?;
     if !meta.file_type().is_file() {
@@ -27,14 +54,14 @@ pub fn read_to_string(path: &Path, limit: u64) -> io::Result<String> {
     read_limited(file, limit)
 }
 
-fn read_limited(file: File, limit: u64) -> io::Result<String> {
-    let mut text = String::new();
+fn read_limited(file: File, limit: u64) -> io::Result<Vec<u8>> {
+    let mut data = Vec::new();
     // One byte past the limit tells a file that grew after the fstat from one that did not.
-    file.take(limit + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > limit {
+    file.take(limit + 1).read_to_end(&mut data)?;
+    if data.len() as u64 > limit {
         return Err(too_large(limit));
     }
-    Ok(text)
+    Ok(data)
 }
 
 fn too_large(limit: u64) -> io::Error {

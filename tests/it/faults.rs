@@ -12,10 +12,10 @@ use crate::common::{Daemon, Sample, find, http_get, shm_dir, sum};
 
 /// The daemon's stderr, read on a thread as it is written so that tests can wait for a log line
 /// (and the pipe never fills up).
-struct LogTail(Arc<Mutex<String>>);
+pub(crate) struct LogTail(Arc<Mutex<String>>);
 
 impl LogTail {
-    fn attach(d: &mut Daemon) -> LogTail {
+    pub(crate) fn attach(d: &mut Daemon) -> LogTail {
         let buf = Arc::new(Mutex::new(String::new()));
         let err = d.child.stderr.take().expect("the daemon's stderr is piped");
         let b = buf.clone();
@@ -29,12 +29,12 @@ impl LogTail {
         LogTail(buf)
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Wait until the log holds `needle`; panics with the log after `timeout`.
-    fn wait_for(&self, needle: &str, timeout: Duration) -> String {
+    pub(crate) fn wait_for(&self, needle: &str, timeout: Duration) -> String {
         let deadline = Instant::now() + timeout;
         loop {
             let t = self.text();
@@ -58,7 +58,7 @@ impl LogTail {
     }
 }
 
-fn sighup(d: &Daemon) {
+pub(crate) fn sighup(d: &Daemon) {
     let pid = nix::unistd::Pid::from_raw(d.child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).expect("sending SIGHUP");
 }

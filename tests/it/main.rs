@@ -39,6 +39,8 @@ mod figures;
 mod forward;
 /// The health poller and `nvsoak health` on the replay transport.
 mod health;
+/// Every file nvsoak reads replaced by a FIFO, /dev/zero, a directory or a sparse giant.
+mod hostile_files;
 /// The journal: phase start and end lines with outcomes, finished against stopped.
 mod journal;
 /// A file target's mark against forged sidecars and user attributes; the state-directory record.
