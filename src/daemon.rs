@@ -31,6 +31,8 @@ pub struct DaemonApp {
     pub checkpoint_stats: Arc<crate::state::SaveStats>,
     /// The HTTP server's basic-auth counters.
     pub auth: Option<Arc<crate::http::auth::AuthGuard>>,
+    /// Targets of the config whose start the last reload refused (shown down in `/metrics`).
+    pub refused: std::sync::Mutex<Vec<crate::model::spec::RefusedTarget>>,
 }
 
 impl DaemonApp {
@@ -106,6 +108,7 @@ impl DaemonApp {
             revision: option_env!("NVSOAK_GIT_REVISION").unwrap_or("unknown"),
             uptime_secs: self.started.elapsed().as_secs_f64(),
             auth: self.auth.as_ref().map(|a| a.stats()),
+            refused: crate::util::lock(&self.refused).clone(),
         };
         let mut fams = crate::metrics::workload::families(&snaps, &self.soak_totals(&snaps), &info);
         fams.extend(crate::metrics::state::families(
@@ -552,6 +555,7 @@ fn after_reload(
     saver: &mut CheckpointSaver,
 ) {
     targets.set(running.snapshots());
+    *crate::util::lock(&app.refused) = out.refused.clone();
     if out.started_targets
         && let Some(h) = &app.health
     {
@@ -721,6 +725,7 @@ fn serve(
         )),
         state_dir: state_dir.to_path_buf(),
         checkpoint_stats: Arc::new(crate::state::SaveStats::default()),
+        refused: Default::default(),
         auth: Some(prepared.auth_guard()),
     });
     let server = prepared.attach(app.clone())?;

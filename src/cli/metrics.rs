@@ -315,6 +315,11 @@ mod tests {
             revision: "0",
             uptime_secs: 1.0,
             auth: Some(Default::default()),
+            refused: vec![crate::model::spec::RefusedTarget {
+                name: "t1".into(),
+                path: "/srv/soak/t1.dat".into(),
+                reason: "target t1 refused: the file exists and nvsoak did not create it".into(),
+            }],
         };
         let saves = crate::state::SaveStatsSnapshot {
             last_success_unix: Some(1.0),

@@ -14,6 +14,8 @@ pub struct DaemonInfo {
     pub uptime_secs: f64,
     /// The HTTP server's basic-auth counters (`None`: not reported).
     pub auth: Option<crate::http::auth::GuardStats>,
+    /// Targets whose start the last reload refused: down, with the reason.
+    pub refused: Vec<crate::model::spec::RefusedTarget>,
 }
 
 /// The soak phases' own totals, carried across restarts (from the checkpoint, or the results
@@ -84,7 +86,7 @@ pub fn families(
 ) -> Vec<MetricFamily> {
     let mut out = Vec::new();
     daemon_families(d, &mut out);
-    target_families(targets, &mut out);
+    target_families(targets, &d.refused, &mut out);
     for (op, name) in [(0usize, "read"), (1, "write")] {
         op_families(targets, op, name, &mut out);
     }
@@ -179,7 +181,11 @@ fn daemon_families(d: &DaemonInfo, out: &mut Vec<MetricFamily>) {
 }
 
 /// Per-target info and state: engine, phase, path/device, running, up.
-fn target_families(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {
+fn target_families(
+    targets: &[TargetSnapshot],
+    refused: &[crate::model::spec::RefusedTarget],
+    out: &mut Vec<MetricFamily>,
+) {
     let mut engine = Family::gauge(
         "nvsoak_engine_info",
         "I/O engine the target's workers use (io_uring, psync or null); value is always 1.",
@@ -227,11 +233,27 @@ fn target_families(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {
         running.add(&[("target", &t.name)], if t.running { 1.0 } else { 0.0 });
         tup.add(&[("target", &t.name)], if t.up { 1.0 } else { 0.0 });
     }
+    let mut rinfo = Family::gauge(
+        "nvsoak_target_refused_info",
+        "A target of the config that is not running because a reload's start of it was refused, with the reason; value is always 1 (its nvsoak_target_up is 0).",
+    );
+    for r in refused {
+        tup.add(&[("target", &r.name)], 0.0);
+        rinfo.add(
+            &[
+                ("target", &r.name),
+                ("path", &r.path),
+                ("reason", &r.reason),
+            ],
+            1.0,
+        );
+    }
     push(out, engine);
     push(out, phase);
     push(out, tinfo);
     push(out, running);
     push(out, tup);
+    push(out, rinfo);
 }
 
 /// The counters, latency histogram and summary, IOPS and bandwidth of one op (0 read, 1 write).

@@ -235,6 +235,15 @@ impl TargetSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Region(pub f64);
 
+/// A target of the config that is not running because starting it was refused (at a SIGHUP
+/// reload): it stays in `/metrics` as down, with the reason, until a reload starts or removes it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RefusedTarget {
+    pub name: String,
+    pub path: String,
+    pub reason: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TargetSpec {
     pub name: String,

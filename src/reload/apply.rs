@@ -15,6 +15,8 @@ pub(crate) struct ReloadOutcome {
     pub(crate) checkpoint_interval_changed: bool,
     /// At least one target was (re)started.
     pub(crate) started_targets: bool,
+    /// The targets of the new config whose start was refused, with why.
+    pub(crate) refused: Vec<crate::model::spec::RefusedTarget>,
 }
 
 /// SIGHUP: load and validate the config file again and apply it. An invalid file changes
@@ -80,6 +82,7 @@ pub(crate) fn reload(
     }
     let mut started = Vec::new();
     let mut failed = Vec::new();
+    let mut refused = Vec::new();
     for spec in diff.to_start() {
         // A changed target starts its plan over: its earlier results go aside first.
         crate::state::results::archive(&opts.state_dir, &spec.name, "restart");
@@ -93,6 +96,11 @@ pub(crate) fn reload(
                 tracing::error!(target_name = %spec.name, path = %spec.path.display(),
                     "SIGHUP: target could not be started, it stays stopped: {e}");
                 failed.push(spec.name.clone());
+                refused.push(crate::model::spec::RefusedTarget {
+                    name: spec.name.clone(),
+                    path: spec.path.display().to_string(),
+                    reason: e.to_string(),
+                });
             }
         }
     }
@@ -115,5 +123,6 @@ pub(crate) fn reload(
         applied: true,
         checkpoint_interval_changed,
         started_targets: !started.is_empty(),
+        refused,
     }
 }

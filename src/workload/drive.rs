@@ -337,6 +337,7 @@ mod tests {
             revision: "r",
             uptime_secs: 0.0,
             auth: None,
+            refused: Vec::new(),
         };
         let fams = crate::metrics::workload::families(std::slice::from_ref(&t), &[], &info);
         let f = fams

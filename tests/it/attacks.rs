@@ -560,3 +560,13 @@ fn a_file_mapped_by_another_process_is_refused_always() {
     let _ = child.wait();
     assert_eq!(fs::read(&f).expect("read"), vec![3u8; 1 << 20]);
 }
+
+#[test]
+fn a_file_target_larger_than_its_filesystem_is_refused_by_both_and_leaves_no_file() {
+    let d = crate::common::shm_dir();
+    let f = d.path().join("big.dat");
+    let cfg = write_plan(&d.path().join("state"), "big", &f, "size = \"100TiB\"");
+    let msg = both_refuse(d.path(), &cfg, "no room for the target file");
+    assert!(msg.contains("needs 100.00 TiB more"), "{msg}");
+    assert!(!f.exists(), "run left a file behind");
+}

@@ -307,8 +307,14 @@ duration = "10m"
         1,
         "the failed start is not logged:\n{t}"
     );
+    // The target that could not start stays in /metrics as down (issue 28), so the
+    // stopped-target alert can fire for it.
     let s = d.scrape();
-    assert!(find(&s, "nvsoak_target_up", &[("target", "broken")]).is_empty());
+    let up: Vec<f64> = find(&s, "nvsoak_target_up", &[("target", "broken")])
+        .iter()
+        .map(|x| x.value)
+        .collect();
+    assert_eq!(up, vec![0.0], "the target that failed to start is not down");
     // The checkpoint's plan is what runs: keep and later, not the target that failed.
     let mut running = nvsoak::config::load(Some(&cfg))
         .expect("the config is valid")
@@ -437,14 +443,20 @@ duration = "10s"
     assert!(!status.success(), "nvsoak exited 0:\n{err}");
     assert_eq!(status.code(), Some(1), "not a clean error exit:\n{err}");
     assert!(!err.contains("panicked"), "nvsoak panicked:\n{err}");
+    // Refused before the file is created (the filesystem's free space is checked first), so a
+    // refused start leaves no empty file behind on the full filesystem.
     for want in [
         "target big",
-        "preallocating",
+        "no room for the target file",
         &format!("{small_s}/big.dat"),
-        "No space left on device",
+        "needs 64.00 MiB more",
     ] {
         assert!(err.contains(want), "stderr lacks {want:?}:\n{err}");
     }
+    assert!(
+        !small.join("big.dat").exists(),
+        "the refused target's file was left behind"
+    );
 }
 
 /// A file whose 4 KiB blocks `bad` read back with EIO (a real block layer failure), on btrfs

@@ -56,6 +56,8 @@ mod ops;
 /// --archived, a checkpoint for another device; checkpoint saves off the event loop (slow and
 /// failing saves).
 mod records;
+/// A target a reload cannot start stays in /metrics as down, with the reason.
+mod reload_refused;
 /// `nvsoak report` on recorded and real sweeps; the report and status page in headless Chromium.
 mod report;
 /// Precondition and sweep phases resume where they stopped after kill -9.

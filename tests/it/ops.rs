@@ -1831,6 +1831,7 @@ mod replayed_health {
                     revision: "test",
                     uptime_secs: 1.0,
                     auth: None,
+                    refused: Vec::new(),
                 },
             ));
             nvsoak::metrics::encode_text(&families).unwrap_or_default()

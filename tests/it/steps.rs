@@ -53,6 +53,21 @@ fn run(dir: &Path, cfg: &str) -> (Option<i32>, String) {
     (st.code(), err)
 }
 
+/// `nvsoak check-config` on `cfg`, which must refuse it: its stderr.
+fn check_config(dir: &Path, cfg: &str) -> String {
+    let cfg_path = dir.join("check.toml");
+    std::fs::write(&cfg_path, cfg).expect("writing config");
+    let out = Command::new(bin())
+        .arg("check-config")
+        .arg(&cfg_path)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running check-config");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "check-config approved it: {err}");
+    err
+}
+
 fn steps(dir: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(dir.join("state/results/lp.json")).expect("results file");
     let v: serde_json::Value = serde_json::from_str(&text).expect("results JSON");
@@ -80,14 +95,22 @@ fn purge_and_self_test_on_a_device_that_is_not_nvme_are_refused_and_recorded() {
             p = lp.0
         )
     };
-    let (code, log) = run(
-        dir.path(),
-        &cfg(
-            "[[target.phase]]\nkind = \"purge\"\nmethod = \"format-crypto\"\n\
-              [[target.phase]]\nkind = \"soak\"\nprofile = \"4k-random-write\"\nduration = \"5s\"\n",
-        ),
+    let purge = cfg(
+        "[[target.phase]]\nkind = \"purge\"\nmethod = \"format-crypto\"\n\
+          [[target.phase]]\nkind = \"soak\"\nprofile = \"4k-random-write\"\nduration = \"5s\"\n",
     );
+    // check-config is run's dry run: it refuses the purge with the step's own reason.
+    let checked = check_config(dir.path(), &purge);
+    let (code, log) = run(dir.path(), &purge);
     assert!(code.is_some_and(|c| c != 0), "exit {code:?}: {log}");
+    let reason = checked
+        .split("purge refused: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("check-config did not refuse the purge: {checked}"));
+    assert!(
+        log.contains(reason.trim()),
+        "run: {log}\ncheck-config: {checked}"
+    );
     assert!(
         log.contains("purge refused") && log.contains("is not an NVMe namespace"),
         "{log}"
@@ -113,7 +136,13 @@ fn purge_and_self_test_on_a_device_that_is_not_nvme_are_refused_and_recorded() {
     // A self-test never stops the plan: recorded as refused, and the plan finishes. A refused
     // self-test leaves its gate not evaluated: the verdict is INCOMPLETE (exit 3), never PASS.
     std::fs::remove_dir_all(dir.path().join("state")).expect("clearing state");
-    let (code, log) = run(dir.path(), &cfg("[[target.phase]]\nkind = \"self-test\"\n"));
+    let self_test = cfg("[[target.phase]]\nkind = \"self-test\"\n");
+    let checked = check_config(dir.path(), &self_test);
+    assert!(
+        checked.contains("self-test refused: ") && checked.contains("not an NVMe namespace"),
+        "{checked}"
+    );
+    let (code, log) = run(dir.path(), &self_test);
     assert_eq!(code, Some(3), "{log}");
     assert!(
         log.contains("self_test: not evaluated (no self-test outcome"),

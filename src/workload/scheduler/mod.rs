@@ -6,6 +6,7 @@
 //! Architecture Invariant: the scheduler never touches the I/O hot path; it only sees worker
 //! reports, once per stats interval.
 
+mod dryrun;
 mod error;
 mod ocp_phases;
 mod open;

@@ -74,6 +74,8 @@ pub fn open_target_expecting(
             identity: Some(claimed.identity),
         });
     }
+    // Before the file is created: a run refused for want of room leaves no empty file.
+    super::dryrun::file_room(spec)?;
     let claimed = crate::safety::claim_file(
         &spec.name,
         &spec.path,
@@ -250,6 +252,7 @@ pub fn preflight(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
     passthru_target(spec, is_block)?;
     let r = if is_block {
         if !plan_writes(spec) {
+            super::dryrun::steps_device(spec, &node.path)?;
             return poll_preflight(spec, &node.path).map(|()| None);
         }
         crate::safety::check_writable(
@@ -259,10 +262,14 @@ pub fn preflight(spec: &TargetSpec) -> Result<Option<String>, TargetError> {
         )
         .map(|_| ())
     } else {
+        super::dryrun::file_room(spec)?;
         crate::safety::check_file_target(&spec.path, spec.allow_destroy.as_deref())
     };
     match r {
-        Ok(()) => poll_preflight(spec, &node.path).map(|()| None),
+        Ok(()) => {
+            super::dryrun::steps_device(spec, &node.path)?;
+            poll_preflight(spec, &node.path).map(|()| None)
+        }
         Err(SafetyError::Io { path, source })
             if source.kind() == std::io::ErrorKind::PermissionDenied =>
         {
