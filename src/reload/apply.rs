@@ -2,11 +2,14 @@
 //! running targets by the pure diff of the parent module. The daemon calls [`reload`] off the
 //! event loop (it opens files and joins threads).
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use crate::daemon::{RunFlags, Running};
+use crate::config::Settings;
+use crate::reload::Overrides;
 use crate::workload::scheduler::{self, RunOptions};
+use crate::workload::targets::{StartFrom, TargetSet};
 
 /// What a SIGHUP did.
 #[derive(Debug, Default)]
@@ -22,13 +25,19 @@ pub(crate) struct ReloadOutcome {
 /// SIGHUP: load and validate the config file again and apply it. An invalid file changes
 /// nothing. Unchanged targets keep running untouched; removed ones are stopped; changed and new
 /// ones are started from the start of their plan. Blocking (it opens files and joins threads).
+///
+/// `config_path` is the file to read again (`None`: the built-in default, nothing to reload),
+/// `overrides` the command line's settings applied over it; `settings` and `targets` are what
+/// runs now, and are changed in place when the new file is applied.
 pub(crate) fn reload(
-    run: &mut Running,
-    flags: &RunFlags,
+    config_path: Option<&Path>,
+    overrides: &Overrides,
+    settings: &mut Settings,
+    targets: &mut TargetSet,
     opts: &RunOptions,
     global_stop: &Arc<AtomicBool>,
 ) -> ReloadOutcome {
-    let Some(path) = flags.config_path.as_deref() else {
+    let Some(path) = config_path else {
         tracing::warn!(
             "SIGHUP: running the built-in default (no --config), so there is no file to reload"
         );
@@ -42,26 +51,26 @@ pub(crate) fn reload(
             return ReloadOutcome::default();
         }
     };
-    flags.overrides.apply(&mut new);
-    for key in crate::reload::needs_restart(&run.settings, &new) {
+    overrides.apply(&mut new);
+    for key in crate::reload::needs_restart(settings, &new) {
         tracing::warn!(config = %path.display(), key,
             "SIGHUP: {key} changed; it takes effect only after a restart, keeping the running value");
     }
-    let merged = crate::reload::merge_live(&run.settings, &new);
+    let merged = crate::reload::merge_live(settings, &new);
     if let Err(e) = scheduler::check_aliases(&merged.targets) {
         tracing::error!(config = %path.display(),
             "SIGHUP: config rejected, keeping the running config unchanged: {e}");
         return ReloadOutcome::default();
     }
-    let diff = crate::reload::diff_targets(&run.settings.targets, &merged.targets);
+    let diff = crate::reload::diff_targets(&settings.targets, &merged.targets);
     let checkpoint_interval_changed =
-        merged.state.checkpoint_interval != run.settings.state.checkpoint_interval;
+        merged.state.checkpoint_interval != settings.state.checkpoint_interval;
 
     // Gates are judgement, not plan: a target whose gates alone changed keeps running and is
     // judged again (its thread at its next interval; a target whose plan already ended, here).
     let mut rejudged = Vec::new();
     for spec in &diff.rejudged {
-        if let Some(h) = run.handles.iter().find(|h| h.name == spec.name) {
+        if let Some(h) = targets.get(&spec.name) {
             h.snapshot.set_gates(spec.gates.clone());
             if h.is_finished() {
                 scheduler::rejudge_ended(&opts.state_dir, &h.snapshot);
@@ -73,9 +82,7 @@ pub(crate) fn reload(
     }
     let mut stopped = Vec::new();
     for name in diff.to_stop() {
-        if let Some(i) = run.handles.iter().position(|h| h.name == name) {
-            let h = run.handles.remove(i);
-            h.join();
+        if targets.stop(&name) {
             tracing::info!(target_name = %name, "SIGHUP: target stopped");
             stopped.push(name);
         }
@@ -85,11 +92,9 @@ pub(crate) fn reload(
     let mut refused = Vec::new();
     for spec in diff.to_start() {
         // A changed target starts its plan over: its earlier results go aside first.
-        crate::state::results::archive(&opts.state_dir, &spec.name, "restart");
-        match scheduler::start(spec.clone(), opts.clone(), global_stop.clone(), None, None) {
-            Ok(h) => {
-                tracing::info!(target_name = %spec.name, path = %spec.path.display(), "target started");
-                run.handles.push(h);
+        let from = StartFrom::Fresh { why: "restart" };
+        match targets.start(&spec, from, opts, global_stop) {
+            Ok(()) => {
                 started.push(spec.name.clone());
             }
             Err(e) => {
@@ -106,16 +111,10 @@ pub(crate) fn reload(
     }
     // The running plan: the new config's targets, in its order, minus those that failed.
     let mut specs = merged.targets.clone();
-    specs.retain(|t| run.handles.iter().any(|h| h.name == t.name));
-    run.handles.sort_by_key(|h| {
-        specs
-            .iter()
-            .position(|t| t.name == h.name)
-            .unwrap_or(usize::MAX)
-    });
-    run.settings = merged;
-    run.settings.targets = specs;
-    run.plan_hash = crate::state::plan_hash(&run.settings.targets);
+    specs.retain(|t| targets.contains(&t.name));
+    targets.order_by(&specs);
+    *settings = merged;
+    settings.targets = specs;
     tracing::info!(config = %path.display(),
         unchanged = ?diff.unchanged, rejudged = ?rejudged, stopped = ?stopped, started = ?started, failed = ?failed,
         "SIGHUP: config reloaded");

@@ -9,5 +9,6 @@ pub mod odirect;
 pub mod pattern;
 pub mod scheduler;
 pub mod steady;
+pub mod targets;
 pub mod verify_log;
 pub mod worker;

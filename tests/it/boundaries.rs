@@ -72,11 +72,6 @@ const KNOWN: &[(&str, &str, &str)] = &[
         "workload",
         "state saves and loads the verification's GenMap (workload::pattern), which is not yet a record of model",
     ),
-    (
-        "reload",
-        "daemon",
-        "reload::apply reaches back into daemon::Running instead of taking explicit arguments",
-    ),
 ];
 
 /// One `crate::` path found in the code.
