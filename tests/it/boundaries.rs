@@ -66,13 +66,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
 
 /// Imports against the graph that are known and still to be removed, each with its reason. A
 /// listed import that no longer exists fails the test too, so the list only shrinks.
-const KNOWN: &[(&str, &str, &str)] = &[
-    (
-        "state",
-        "workload",
-        "state saves and loads the verification's GenMap (workload::pattern), which is not yet a record of model",
-    ),
-];
+const KNOWN: &[(&str, &str, &str)] = &[(
+    "state",
+    "workload",
+    "state saves and loads the verification's GenMap (workload::pattern), which is not yet a record of model",
+)];
 
 /// One `crate::` path found in the code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -556,4 +554,58 @@ mod tests {
     );
     let (_, files) = without_tests(&code_only("#[cfg(test)]\nmod tests;\n"));
     assert_eq!(files, vec!["tests".to_string()]);
+}
+
+/// Where `unsafe` may appear in the library's code (test code aside): a folder (`engine/`) or
+/// one file. ARCHITECTURE.md's invariant names the same places.
+const UNSAFE_ALLOWED: &[&str] = &[
+    "engine/",
+    "nvme/ioctl.rs",
+    "ata/transport.rs",
+    "safety/probe.rs",
+    "safety/inuse.rs",
+    "safety/mark.rs",
+    "workload/worker/alloc_count.rs",
+];
+
+#[test]
+fn unsafe_lives_only_where_architecture_md_says() {
+    let root = src_dir();
+    let mut stack = vec![root.clone()];
+    let mut found = Vec::new();
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read src/").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            if p.extension().is_none_or(|x| x != "rs") {
+                continue;
+            }
+            let rel = p
+                .strip_prefix(&root)
+                .expect("under src/")
+                .to_string_lossy()
+                .into_owned();
+            let text = std::fs::read_to_string(&p).expect("read a source file");
+            let (code, _) = without_tests(&code_only(&text));
+            // Test modules in their own files are `tests.rs` or under `tests/` by convention.
+            if rel.ends_with("/tests.rs") || rel.contains("/tests/") {
+                continue;
+            }
+            for (n, line) in code.lines().enumerate() {
+                let has = line
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .any(|w| w == "unsafe");
+                if has && !UNSAFE_ALLOWED.iter().any(|a| rel.starts_with(a)) {
+                    found.push(format!("src/{rel}:{}", n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "unsafe outside the places ARCHITECTURE.md allows (move it there, or change both): {found:?}"
+    );
 }
