@@ -564,6 +564,47 @@ fn identity_names(id: &DeviceIdentity) -> Option<String> {
     )
 }
 
+/// What an `allow_destroy` path names, resolved once.
+enum AllowedNode {
+    /// A block device, by number.
+    Device(libc::dev_t),
+    /// A symbolic link somewhere on the path: names nothing.
+    Symlink,
+    /// Not a block device, or not there.
+    Other,
+}
+
+/// Resolve an `allow_destroy` path once: opened `O_PATH` without following a symlink anywhere
+/// on the way (`RESOLVE_NO_SYMLINKS`; the last component `O_NOFOLLOW` on kernels before 5.6),
+/// then `fstat` on that descriptor.
+fn allowed_node(allow: &str) -> AllowedNode {
+    use nix::errno::Errno;
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+    let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+    let how = OpenHow::new()
+        .flags(flags)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+    let fd = match openat2(nix::fcntl::AT_FDCWD, allow, how) {
+        Ok(fd) => fd,
+        Err(Errno::ELOOP) => return AllowedNode::Symlink,
+        Err(Errno::ENOSYS) => match nix::fcntl::openat(
+            nix::fcntl::AT_FDCWD,
+            allow,
+            flags | OFlag::O_NOFOLLOW,
+            nix::sys::stat::Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(_) => return AllowedNode::Other,
+        },
+        Err(_) => return AllowedNode::Other,
+    };
+    match nix::sys::stat::fstat(&fd) {
+        Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => AllowedNode::Symlink,
+        Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFBLK => AllowedNode::Device(st.st_rdev),
+        _ => AllowedNode::Other,
+    }
+}
+
 /// Check (a).
 pub(crate) fn check_allowed(id: &DeviceIdentity, allow: Option<&str>) -> Result<(), SafetyError> {
     let path = id.path.clone();
@@ -603,14 +644,21 @@ pub(crate) fn check_allowed(id: &DeviceIdentity, allow: Option<&str>) -> Result<
         }
         None => {
             // By device number: `allow_destroy = "/dev/loop3"` allows that device under any
-            // name, and no other device, whatever a symlink pointed to when it was opened.
-            let same = match fs::metadata(allow) {
-                Ok(m) => {
-                    m.file_type().is_block_device() && m.rdev() == libc::makedev(id.major, id.minor)
+            // name, and no other device. The name is resolved once, through a descriptor,
+            // and never through a symlink: a symlink could name one device when it is checked
+            // and another when it is next resolved, so it names nothing.
+            let same = match allowed_node(allow) {
+                AllowedNode::Device(rdev) => rdev == libc::makedev(id.major, id.minor),
+                AllowedNode::Symlink => {
+                    return Err(SafetyError::NotAllowed {
+                        path,
+                        reason: format!(
+                            "allow_destroy (\"{allow}\") goes through a symbolic link, and what a link names can change between the check and the write; name the device node itself (\"{}\")",
+                            id.path.display()
+                        ),
+                    });
                 }
-                Err(_) => {
-                    fs::canonicalize(allow).unwrap_or_else(|_| PathBuf::from(allow)) == id.path
-                }
+                AllowedNode::Other => Path::new(allow) == id.path,
             };
             if allow.starts_with('/') && same {
                 Ok(())
