@@ -213,8 +213,8 @@ pub fn callouts(d: &DriveSoak, a: &AtaSoak) -> Vec<String> {
 }
 
 /// The batch view's flag for a SATA drive whose SMART status failed at the latest poll.
-pub fn batch_flag(s: &super::compute::SoakFigures) -> Option<&'static str> {
-    let a = s.drive.as_ref()?.ata.as_ref()?;
+pub fn batch_flag(d: Option<&DriveSoak>) -> Option<&'static str> {
+    let a = d?.ata.as_ref()?;
     (a.smart_passed_latest == Some(false)).then_some("SMART status failed")
 }
 
@@ -384,20 +384,20 @@ mod tests {
             }
         };
         let f = figures(failed);
-        assert_eq!(batch_flag(&f), Some("SMART status failed"));
+        assert_eq!(batch_flag(f.drive.as_ref()), Some("SMART status failed"));
         assert_eq!(f.media_errors_rose, Some(true), "uncorrectable +1");
         let ok = figures(AtaSoak {
             smart_passed_latest: Some(true),
             uncorrectable: Some(0),
             ..Default::default()
         });
-        assert_eq!(batch_flag(&ok), None);
+        assert_eq!(batch_flag(ok.drive.as_ref()), None);
         assert_eq!(ok.media_errors_rose, Some(false));
         // An NVMe drive's figures have no ATA part: no flag.
         let nvme = crate::report::compute::SoakFigures {
             drive: Some(DriveSoak::default()),
             ..Default::default()
         };
-        assert_eq!(batch_flag(&nvme), None);
+        assert_eq!(batch_flag(nvme.drive.as_ref()), None);
     }
 }

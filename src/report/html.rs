@@ -259,17 +259,6 @@ pub fn rated_text(s: &SweepReport) -> String {
     }
 }
 
-/// What a target without NVMe identity is, from its path: a block device (a loop or SATA
-/// disk, under /dev but not /dev/shm) or a file. The report may be made on another host, so the path is all
-/// there is to go by.
-pub fn target_kind(path: &str) -> &'static str {
-    if path.starts_with("/dev/") && !path.starts_with("/dev/shm/") {
-        "a block device (not an NVMe namespace)"
-    } else {
-        "a file (not an NVMe namespace)"
-    }
-}
-
 fn identity_table(d: &DriveReport) -> String {
     let mut t = String::from("<table class=\"identity\">\n");
     let mut kv = |k: &str, v: String| t.push_str(&row(&[format!("<th>{}</th>", esc(k)), td(&v)]));
@@ -284,7 +273,7 @@ fn identity_table(d: &DriveReport) -> String {
             kv("Capacity", fmt_bytes(dev.capacity_bytes as f64));
             kv("Controller", dev.controller.clone());
         }
-        None => kv("Device", target_kind(&d.path).into()),
+        None => kv("Device", super::target_kind(&d.path).into()),
     }
     kv("Host", d.host.clone());
     kv("Target", format!("{} ({})", d.target, d.path));
@@ -698,19 +687,19 @@ mod tests {
     #[test]
     fn a_loop_device_is_a_block_device_not_a_file() {
         assert_eq!(
-            target_kind("/dev/loop3"),
+            crate::report::target_kind("/dev/loop3"),
             "a block device (not an NVMe namespace)"
         );
         assert_eq!(
-            target_kind("/dev/sda"),
+            crate::report::target_kind("/dev/sda"),
             "a block device (not an NVMe namespace)"
         );
         assert_eq!(
-            target_kind("/dev/shm/t.img"),
+            crate::report::target_kind("/dev/shm/t.img"),
             "a file (not an NVMe namespace)"
         );
         assert_eq!(
-            target_kind("/var/tmp/t.img"),
+            crate::report::target_kind("/var/tmp/t.img"),
             "a file (not an NVMe namespace)"
         );
     }

@@ -287,6 +287,17 @@ pub struct DriveReport {
     pub ocp_phases: Vec<crate::model::ocp_phases::OcpPhaseCounts>,
 }
 
+/// What a target without NVMe identity is, from its path: a block device (a loop or SATA
+/// disk, under /dev but not /dev/shm) or a file. The report may be made on another host, so the path is all
+/// there is to go by.
+pub fn target_kind(path: &str) -> &'static str {
+    if path.starts_with("/dev/") && !path.starts_with("/dev/shm/") {
+        "a block device (not an NVMe namespace)"
+    } else {
+        "a file (not an NVMe namespace)"
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SweepReport {
     pub profile: String,
