@@ -532,7 +532,7 @@ fn drive_section(d: &DriveReport) -> String {
         h.push_str(&format!("<p class=\"bad callout\">{}</p>\n", esc(c)));
     }
     h.push_str("<table class=\"drive-soak\">\n");
-    for (k, v, bad) in super::compute::drive_rows(dr) {
+    for (k, v, bad) in super::drive::rows(dr) {
         h.push_str(&row(&[
             format!("<th>{}</th>", esc(k)),
             format!(
