@@ -414,6 +414,39 @@ fn steady_table(d: &DriveReport) -> String {
     t
 }
 
+/// The soak table's thermal throttling figure: time throttled and the IOPS it cost.
+fn throttling_text(s: &compute::SoakFigures) -> String {
+    match s.throttled_secs {
+        Some(t) => format!(
+            "{} ({} of the soak), IOPS {} throttled vs {} unthrottled: {} lost",
+            fmt_elapsed(t),
+            opt(s.throttled_ratio, fmt_pct),
+            opt(s.iops_throttled, fmt_count),
+            opt(s.iops_unthrottled, fmt_count),
+            opt(s.throttle_iops_cost_ratio, fmt_pct)
+        ),
+        None => "-".into(),
+    }
+}
+
+/// The soak table's accounting check: the drive's bytes written (SMART) beside nvsoak's.
+fn accounting_text(s: &compute::SoakFigures) -> String {
+    match (s.smart_written_bytes_delta, s.accounting_ratio) {
+        (Some(d), Some(r)) => format!(
+            "{} by SMART vs {} by nvsoak: ratio {r:.3}",
+            fmt_bytes(d as f64),
+            // Over the same period when the drive figures pair them, else the soak's total.
+            fmt_bytes(
+                s.drive
+                    .as_ref()
+                    .and_then(|x| x.nvsoak_written_bytes)
+                    .unwrap_or(s.written_bytes) as f64
+            )
+        ),
+        _ => "-".into(),
+    }
+}
+
 fn soak_table(d: &DriveReport) -> String {
     let Some(s) = &d.soak else {
         return "<p class=\"muted\">No soak recorded.</p>\n".into();
@@ -474,21 +507,7 @@ fn soak_table(d: &DriveReport) -> String {
         }),
         false,
     );
-    kv(
-        "Thermal throttling",
-        match s.throttled_secs {
-            Some(t) => format!(
-                "{} ({} of the soak), IOPS {} throttled vs {} unthrottled: {} lost",
-                fmt_elapsed(t),
-                opt(s.throttled_ratio, fmt_pct),
-                opt(s.iops_throttled, fmt_count),
-                opt(s.iops_unthrottled, fmt_count),
-                opt(s.throttle_iops_cost_ratio, fmt_pct)
-            ),
-            None => "-".into(),
-        },
-        false,
-    );
+    kv("Thermal throttling", throttling_text(s), false);
     kv("I/O errors", s.errors.to_string(), s.errors > 0);
     kv(
         "Verify errors",
@@ -497,20 +516,7 @@ fn soak_table(d: &DriveReport) -> String {
     );
     kv(
         "Accounting check (drive / host written)",
-        match (s.smart_written_bytes_delta, s.accounting_ratio) {
-            (Some(d), Some(r)) => format!(
-                "{} by SMART vs {} by nvsoak: ratio {r:.3}",
-                fmt_bytes(d as f64),
-                // Over the same period when the drive figures pair them, else the soak's total.
-                fmt_bytes(
-                    s.drive
-                        .as_ref()
-                        .and_then(|x| x.nvsoak_written_bytes)
-                        .unwrap_or(s.written_bytes) as f64
-                )
-            ),
-            _ => "-".into(),
-        },
+        accounting_text(s),
         s.accounting_off == Some(true),
     );
     t.push_str("</table>\n");
