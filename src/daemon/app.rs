@@ -119,7 +119,7 @@ impl DaemonApp {
     pub fn render_status(&self) -> String {
         let snaps = self.target_snapshots();
         let drives = match &self.health {
-            Some(h) => drives_from_health(&h.snapshot()),
+            Some(h) => crate::report::status::drives_from_health(&h.snapshot()),
             None => Vec::new(),
         };
         let why = crate::report::nodrives::no_drives_reason(
@@ -136,7 +136,7 @@ impl DaemonApp {
         let mut h = crate::util::lock(&self.history);
         h.push(now, &snaps);
         if let Some(hh) = &self.health {
-            for d in drives_from_health(&hh.snapshot()) {
+            for d in crate::report::status::drives_from_health(&hh.snapshot()) {
                 if let Some(t) = d.temperature_c {
                     h.push_device(now, &d.device, t);
                 }
@@ -158,41 +158,6 @@ impl crate::http::App for DaemonApp {
             body: crate::report::report_page_html(&self.state_dir),
         })
     }
-}
-
-/// What the status page shows of each drive, from the latest health poll.
-pub fn drives_from_health(
-    snap: &crate::health::HealthSnapshot,
-) -> Vec<crate::report::status::DriveStatus> {
-    // 0 K: the drive reports no value.
-    let k2c = |k: u16| (k != 0).then(|| crate::nvme::log::smart::SmartLog::kelvin_to_celsius(k));
-    snap.devices
-        .iter()
-        .map(|d| {
-            let smart = d.smart.as_ref();
-            crate::report::status::DriveStatus {
-                device: d.name.clone(),
-                model: d.model.clone(),
-                serial: d.serial.clone(),
-                up: d.up,
-                temperature_c: smart.and_then(|s| k2c(s.temperature)),
-                warning_temp_c: d.id.as_ref().and_then(|i| k2c(i.wctemp)),
-                critical_temp_c: d.id.as_ref().and_then(|i| k2c(i.cctemp)),
-                percentage_used: smart.map(|s| s.percent_used as f64 / 100.0),
-                available_spare: smart.map(|s| s.avail_spare as f64 / 100.0),
-                data_written_bytes: smart.map(|s| s.data_written_bytes() as f64),
-                rated_endurance_bytes: d.derived.rated.as_ref().and_then(|r| r.bytes),
-                throttling: Some(d.derived.throttle.throttling),
-                throttle_events: Some(d.derived.throttle.events),
-                media_errors: smart.map(|s| u64::try_from(s.media_errors).unwrap_or(u64::MAX)),
-                error_log_entries: smart
-                    .map(|s| u64::try_from(s.num_err_log_entries).unwrap_or(u64::MAX)),
-                critical_warning: smart.map(|s| s.critical_warning),
-                ..Default::default()
-            }
-        })
-        .chain(snap.ata.iter().map(crate::report::status_ata::drive_status))
-        .collect()
 }
 
 /// The snapshots of the running targets, shared by the HTTP server, the health poller's

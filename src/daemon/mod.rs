@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-pub use app::{DaemonApp, TargetList, drives_from_health};
+pub use app::{DaemonApp, TargetList};
 pub use checkpoint::TEST_SLOW_CHECKPOINT_ENV;
 
 use app::status_line;

@@ -15,9 +15,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::drive_common::{opt_bytes, opt_count};
 use crate::model::curve::{CurvePoint, RatedFigures};
-use crate::model::fmt::{count_of, fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us};
-use crate::model::results::{ACCOUNTING_TOLERANCE_BYTES, DriveSoak, SoakSummary};
+use crate::model::fmt::{fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us};
+use crate::model::results::{DriveSoak, SoakSummary};
 
 /// The soak figures the report shows, derived from the results file's summary.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -69,64 +70,6 @@ pub struct SoakFigures {
     /// The soak over time (IOPS, latency, events), when the results file has it (version 3).
     #[serde(default)]
     pub history: Option<crate::model::soakhist::SoakHistory>,
-}
-
-/// The plain sentences the report puts above a drive's soak figures.
-pub fn drive_callouts(d: &DriveSoak) -> Vec<String> {
-    if let Some(a) = &d.ata {
-        return super::drive_ata::callouts(d, a);
-    }
-    let mut v = Vec::new();
-    let n = |x: Option<u64>| x.unwrap_or(0);
-    if d.media_errors_rose() {
-        v.push(format!(
-            "Media errors rose during the soak: +{} (error log entries +{}).",
-            n(d.media_errors),
-            n(d.error_log_entries)
-        ));
-    }
-    if d.accounting_off() {
-        v.push(format!(
-            "Accounting disagrees: the drive counted {} written while nvsoak wrote {} over the same period (ratio {}), more than the {} that rounding to data units allows.",
-            opt_bytes(d.data_written_bytes),
-            opt_bytes(d.nvsoak_written_bytes),
-            d.accounting_ratio
-                .map(|r| format!("{r:.3}"))
-                .unwrap_or_else(|| "-".into()),
-            fmt_bytes(ACCOUNTING_TOLERANCE_BYTES as f64)
-        ));
-    }
-    if d.throttled() {
-        v.push(format!(
-            "The drive throttled: {} seen by nvsoak; thermal management T1 {} for {}, T2 {} for {}.",
-            count_of(n(d.throttle_episodes), "episode"),
-            count_of(n(d.tmt1_transitions), "transition"),
-            fmt_elapsed(n(d.tmt1_secs) as f64),
-            n(d.tmt2_transitions),
-            fmt_elapsed(n(d.tmt2_secs) as f64)
-        ));
-    }
-    if d.critical_warning_latest != 0 {
-        v.push(format!(
-            "The drive reports a critical warning (0x{:02x}) at the latest poll.",
-            d.critical_warning_latest
-        ));
-    }
-    if d.counter_went_backwards {
-        v.push(
-            "Some drive counters went backwards during the soak (drive reset or replaced?): their deltas are left out."
-                .into(),
-        );
-    }
-    v
-}
-
-fn opt_bytes(b: Option<u64>) -> String {
-    b.map(|b| fmt_bytes(b as f64)).unwrap_or_else(|| "-".into())
-}
-
-fn opt_count(c: Option<u64>) -> String {
-    c.map(|c| fmt_count(c as f64)).unwrap_or_else(|| "-".into())
 }
 
 /// One line of the cross-drive soak comparison.
@@ -241,151 +184,6 @@ pub fn drive_comparison<'a>(
         .collect()
 }
 
-/// The rows of a drive's "Drive during the soak" table: (figure, value, whether it is bad).
-pub fn drive_rows(d: &DriveSoak) -> Vec<(&'static str, String, bool)> {
-    if let Some(a) = &d.ata {
-        return super::drive_ata::rows(d, a);
-    }
-    let mut rows = traffic_rows(d);
-    rows.extend(health_rows(d));
-    rows
-}
-
-/// Period, data and commands, the drive's counts beside nvsoak's.
-fn traffic_rows(d: &DriveSoak) -> Vec<(&'static str, String, bool)> {
-    vec![
-        (
-            "Period",
-            format!(
-                "{} (controller {})",
-                fmt_elapsed(d.latest_time - d.start_time),
-                if d.device.is_empty() { "-" } else { &d.device }
-            ),
-            false,
-        ),
-        (
-            "Data written (drive / nvsoak)",
-            format!(
-                "{} / {}",
-                opt_bytes(d.data_written_bytes),
-                opt_bytes(d.nvsoak_written_bytes)
-            ),
-            d.accounting_off(),
-        ),
-        (
-            "Accounting ratio (drive / nvsoak)",
-            match (d.accounting_ratio, d.accounting_agrees) {
-                (Some(r), Some(true)) => format!("{r:.4}: agrees within rounding"),
-                (Some(r), Some(false)) => format!("{r:.4}: disagrees"),
-                (None, Some(false)) => "nvsoak wrote nothing; the drive did".into(),
-                _ => "-".into(),
-            },
-            d.accounting_off(),
-        ),
-        (
-            "Data read (drive / nvsoak)",
-            format!(
-                "{} / {}",
-                opt_bytes(d.data_read_bytes),
-                opt_bytes(d.nvsoak_read_bytes)
-            ),
-            false,
-        ),
-        (
-            "Host write commands (drive / nvsoak writes)",
-            format!(
-                "{} / {}",
-                opt_count(d.host_write_commands),
-                opt_count(d.nvsoak_write_ops)
-            ),
-            false,
-        ),
-        (
-            "Host read commands (drive / nvsoak reads)",
-            format!(
-                "{} / {}",
-                opt_count(d.host_read_commands),
-                opt_count(d.nvsoak_read_ops)
-            ),
-            false,
-        ),
-    ]
-}
-
-/// Errors, wear, spare, temperature, throttling and DWPD.
-fn health_rows(d: &DriveSoak) -> Vec<(&'static str, String, bool)> {
-    let secs = |s: Option<u64>| {
-        s.map(|s| fmt_elapsed(s as f64))
-            .unwrap_or_else(|| "-".into())
-    };
-    let plus = |c: Option<u64>| {
-        c.map(|c| format!("+{}", fmt_count(c as f64)))
-            .unwrap_or_else(|| "-".into())
-    };
-    vec![
-        ("Media errors", plus(d.media_errors), d.media_errors_rose()),
-        (
-            "Error log entries",
-            plus(d.error_log_entries),
-            d.error_log_entries.is_some_and(|n| n > 0),
-        ),
-        (
-            "Unsafe shutdowns",
-            plus(d.unsafe_shutdowns),
-            d.unsafe_shutdowns.is_some_and(|n| n > 0),
-        ),
-        (
-            "Percentage used (start / latest)",
-            format!(
-                "{} % / {} %",
-                d.percentage_used_start, d.percentage_used_latest
-            ),
-            d.percentage_used_latest >= 100,
-        ),
-        (
-            "Available spare (start / latest, threshold)",
-            format!(
-                "{} % / {} % ({} %)",
-                d.available_spare_start, d.available_spare_latest, d.available_spare_threshold
-            ),
-            d.available_spare_latest < d.available_spare_threshold,
-        ),
-        (
-            "Warning / critical temperature time",
-            format!(
-                "{} / {}",
-                secs(d.warning_temp_secs),
-                secs(d.critical_temp_secs)
-            ),
-            d.critical_temp_secs.is_some_and(|n| n > 0),
-        ),
-        (
-            "Thermal management T1 (transitions, time)",
-            format!("{}, {}", plus(d.tmt1_transitions), secs(d.tmt1_secs)),
-            d.tmt1_transitions.is_some_and(|n| n > 0) || d.tmt1_secs.is_some_and(|n| n > 0),
-        ),
-        (
-            "Thermal management T2 (transitions, time)",
-            format!("{}, {}", plus(d.tmt2_transitions), secs(d.tmt2_secs)),
-            d.tmt2_transitions.is_some_and(|n| n > 0) || d.tmt2_secs.is_some_and(|n| n > 0),
-        ),
-        (
-            "Throttle episodes seen by nvsoak",
-            opt_count(d.throttle_episodes),
-            d.throttle_episodes.is_some_and(|n| n > 0),
-        ),
-        (
-            "Observed DWPD (drive bytes)",
-            match (d.observed_dwpd, d.rated_dwpd) {
-                (Some(o), Some(r)) => format!("{o:.2} (rated {r})"),
-                (Some(o), None) => format!("{o:.2}"),
-                _ => "-".into(),
-            },
-            false,
-        ),
-    ]
-}
-
 pub fn soak_figures(
     s: &SoakSummary,
     capacity_bytes: Option<u64>,
@@ -452,7 +250,10 @@ pub fn soak_figures_with(
         media_errors_rose: drive.as_ref().map(|d| d.media_errors_rose()),
         accounting_off: drive.as_ref().map(|d| d.accounting_off()),
         throttled: drive.as_ref().map(|d| d.throttled()),
-        callouts: drive.as_ref().map(drive_callouts).unwrap_or_default(),
+        callouts: drive
+            .as_ref()
+            .map(super::drive::callouts)
+            .unwrap_or_default(),
         drive,
         phases: s.phases.clone(),
         history: s.history.clone(),

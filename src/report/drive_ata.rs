@@ -1,11 +1,13 @@
-//! "Drive during the soak" for a SATA drive: the rows and call-outs the report shows when a
-//! [`DriveSoak`] carries ATA figures ([`AtaSoak`]). Pure; `compute::drive_rows` and
-//! `compute::drive_callouts` hand over to it, so the HTML and Markdown renderers need nothing
-//! of their own. Every figure names its source; what the drive does not report is said so,
-//! never shown as a zero.
+//! "Drive during the soak" for a SATA drive: what is particular to it in the rows and
+//! call-outs the report shows when a [`DriveSoak`] carries ATA figures ([`AtaSoak`]). Pure;
+//! [`super::drive::rows`] and [`super::drive::callouts`] hand over to it, and the rows every
+//! drive has come from [`super::drive_common`], so only the SATA drive's own figures are here. Every
+//! figure names its source; what the drive does not report is said so, never shown as a
+//! zero.
 
+use super::drive_common::{self as drive, Reporting, Row, plus};
 use crate::ata::vendor::WritesSource;
-use crate::model::fmt::{fmt_bytes, fmt_count, fmt_elapsed};
+use crate::model::fmt::{fmt_bytes, fmt_elapsed};
 use crate::model::results::AtaSoak;
 use crate::model::results::DriveSoak;
 
@@ -23,46 +25,23 @@ pub fn source_text(a: &AtaSoak) -> String {
     }
 }
 
-fn opt_bytes(b: Option<u64>) -> String {
-    b.map(|b| fmt_bytes(b as f64)).unwrap_or_else(|| "-".into())
+/// How a SATA drive reports: a figure it lacks is "not reported"; it may count no bytes
+/// written, or count them in a vendor unit the accounting ratio calibrates.
+fn reporting(a: &AtaSoak) -> Reporting {
+    Reporting {
+        kind: "SATA disk",
+        missing: "not reported",
+        counts_writes: a.written_source.is_some(),
+        assumed_unit_tolerance: a.unit_uncertain().then_some(a.accounting_tolerance_bytes),
+    }
 }
 
-fn plus(c: Option<u64>) -> String {
-    c.map(|c| format!("+{}", fmt_count(c as f64)))
-        .unwrap_or_else(|| "not reported".into())
-}
-
-fn pct(p: Option<u8>) -> String {
-    p.map(|p| format!("{p} %"))
-        .unwrap_or_else(|| "not reported".into())
-}
-
-/// The rows of a SATA drive's "Drive during the soak" table: (figure, value, whether it is
-/// bad).
-pub fn rows(d: &DriveSoak, a: &AtaSoak) -> Vec<(&'static str, String, bool)> {
-    let written = match (a.written_source, d.data_written_bytes) {
-        (None, _) => format!(
-            "no drive-side bytes written / {}",
-            opt_bytes(d.nvsoak_written_bytes)
-        ),
-        (Some(_), w) => format!("{} / {}", opt_bytes(w), opt_bytes(d.nvsoak_written_bytes)),
-    };
-    let ratio = match (d.accounting_ratio, d.accounting_agrees) {
-        (Some(r), Some(true)) if a.unit_uncertain() => format!(
-            "{r:.4}: agrees within two counter steps ({}); the counter's unit is {:.4} × the assumed one",
-            fmt_bytes(a.accounting_tolerance_bytes as f64),
-            r
-        ),
-        (Some(r), Some(true)) => format!("{r:.4}: agrees within rounding"),
-        (Some(r), Some(false)) if a.unit_uncertain() => format!(
-            "{r:.4}: disagrees; if nvsoak was the only writer, the counter's unit is {:.4} × the assumed one",
-            r
-        ),
-        (Some(r), Some(false)) => format!("{r:.4}: disagrees"),
-        (None, Some(false)) => "nvsoak wrote nothing; the drive did".into(),
-        _ if a.written_source.is_none() => "no check: the drive counts no bytes written".into(),
-        _ => "-".into(),
-    };
+/// The rows of a SATA drive's "Drive during the soak" table: the rows every drive has
+/// ([`super::drive_common`]), with the written counter's source, power-on time, reallocated sectors,
+/// CRC errors, temperature and SMART status.
+pub fn rows(d: &DriveSoak, a: &AtaSoak) -> Vec<Row> {
+    let r = &reporting(a);
+    let rose = |c: Option<u64>| c.is_some_and(|n| n > 0);
     let temp = match (a.temperature_max_c, a.temperature_latest_c) {
         (None, None) => "not reported".to_string(),
         (m, l) => format!(
@@ -71,97 +50,49 @@ pub fn rows(d: &DriveSoak, a: &AtaSoak) -> Vec<(&'static str, String, bool)> {
             l.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
         ),
     };
-    let rose = |c: Option<u64>| c.is_some_and(|n| n > 0);
     vec![
-        (
-            "Period",
-            format!(
-                "{} (SATA disk {})",
-                fmt_elapsed(d.latest_time - d.start_time),
-                if d.device.is_empty() { "-" } else { &d.device }
-            ),
-            false,
-        ),
+        drive::period(d, r),
         ("Bytes written: drive's source", source_text(a), false),
-        ("Data written (drive / nvsoak)", written, d.accounting_off()),
-        (
-            "Accounting ratio (drive / nvsoak)",
-            ratio,
-            d.accounting_off(),
-        ),
-        (
-            "Data read (drive / nvsoak)",
-            format!(
-                "{} / {}",
-                d.data_read_bytes
-                    .map(|b| fmt_bytes(b as f64))
-                    .unwrap_or_else(|| "not reported".into()),
-                opt_bytes(d.nvsoak_read_bytes)
-            ),
-            false,
-        ),
+        drive::written(d, r),
+        drive::accounting_ratio(d, r),
+        drive::read(d, r),
         (
             "Power-on time",
             a.power_on_secs
                 .map(|s| fmt_elapsed(s as f64))
-                .unwrap_or_else(|| "not reported".into()),
+                .unwrap_or_else(|| r.missing.into()),
             false,
         ),
-        (
-            "Reported uncorrectable errors",
-            plus(a.uncorrectable),
-            rose(a.uncorrectable),
-        ),
+        drive::media_errors("Reported uncorrectable errors", a.uncorrectable, r),
         (
             "Reallocated sectors",
-            plus(a.reallocated),
+            plus(a.reallocated, r.missing),
             rose(a.reallocated),
         ),
         (
             "Interface CRC errors",
-            plus(a.crc_errors),
+            plus(a.crc_errors, r.missing),
             rose(a.crc_errors),
         ),
         ("Temperature (highest seen / latest)", temp, false),
-        (
-            "Percentage used (start / latest)",
-            format!(
-                "{} / {}",
-                pct(a.percentage_used_start),
-                pct(a.percentage_used_latest)
-            ),
-            a.percentage_used_latest.is_some_and(|p| p >= 100),
-        ),
+        drive::wear(a.percentage_used_start, a.percentage_used_latest, r),
         (
             "SMART status (latest)",
             match a.smart_passed_latest {
                 Some(true) => "passed".into(),
                 Some(false) => "FAILED: a pre-failure attribute at or below its threshold".into(),
-                None => "not reported".into(),
+                None => r.missing.into(),
             },
             a.smart_passed_latest == Some(false),
         ),
-        (
-            "Throttle episodes seen by nvsoak",
-            d.throttle_episodes
-                .map(|n| fmt_count(n as f64))
-                .unwrap_or_else(|| "-".into()),
-            d.throttle_episodes.is_some_and(|n| n > 0),
-        ),
-        (
-            "Observed DWPD (drive bytes)",
-            match (d.observed_dwpd, d.rated_dwpd) {
-                (Some(o), Some(r)) => format!("{o:.2} (rated {r})"),
-                (Some(o), None) => format!("{o:.2}"),
-                _ if a.written_source.is_none() => "- (no drive-side bytes written)".into(),
-                _ => "-".into(),
-            },
-            false,
-        ),
+        drive::throttle_episodes(d),
+        drive::dwpd(d, r),
     ]
 }
 
-/// The plain sentences above a SATA drive's soak figures.
+/// The plain sentences above a SATA drive's soak figures: SMART status, the errors that
+/// rose, CRC errors, then the sentences every drive may get ([`super::drive_common`]), and that the
+/// drive counts no bytes written when it does not.
 pub fn callouts(d: &DriveSoak, a: &AtaSoak) -> Vec<String> {
     let mut v = Vec::new();
     let n = |x: Option<u64>| x.unwrap_or(0);
@@ -181,40 +112,26 @@ pub fn callouts(d: &DriveSoak, a: &AtaSoak) -> Vec<String> {
             n(a.crc_errors)
         ));
     }
-    if d.accounting_off() {
-        v.push(format!(
-            "Accounting disagrees: the drive counted {} written ({}) while nvsoak wrote {} over the same period (ratio {}), more than the {} the counter's steps allow.",
-            opt_bytes(d.data_written_bytes),
-            source_text(a),
-            opt_bytes(d.nvsoak_written_bytes),
-            d.accounting_ratio
-                .map(|r| format!("{r:.3}"))
-                .unwrap_or_else(|| "-".into()),
-            fmt_bytes(a.accounting_tolerance_bytes as f64)
-        ));
-    }
+    v.extend(drive::accounting_callout(
+        d,
+        Some(&source_text(a)),
+        a.accounting_tolerance_bytes,
+        "the counter's steps allow",
+    ));
     if a.written_source.is_none() {
         // Not a fault, but the report must not read "accounting agrees" when there was none.
         v.push("The drive counts no bytes written (no Device Statistics, no attribute 241): no accounting check against nvsoak's writes.".into());
     }
     if d.throttle_episodes.is_some_and(|e| e > 0) {
-        v.push(format!(
-            "The drive throttled: {} seen by nvsoak.",
-            crate::model::fmt::count_of(n(d.throttle_episodes), "episode")
-        ));
+        v.push(drive::throttle_callout(d, ""));
     }
-    if d.counter_went_backwards {
-        v.push(
-            "Some drive counters went backwards during the soak (drive reset or replaced?): their deltas are left out."
-                .into(),
-        );
-    }
+    v.extend(drive::backwards_callout(d));
     v
 }
 
 /// The batch view's flag for a SATA drive whose SMART status failed at the latest poll.
-pub fn batch_flag(s: &super::compute::SoakFigures) -> Option<&'static str> {
-    let a = s.drive.as_ref()?.ata.as_ref()?;
+pub fn batch_flag(d: Option<&DriveSoak>) -> Option<&'static str> {
+    let a = d?.ata.as_ref()?;
     (a.smart_passed_latest == Some(false)).then_some("SMART status failed")
 }
 
@@ -384,20 +301,20 @@ mod tests {
             }
         };
         let f = figures(failed);
-        assert_eq!(batch_flag(&f), Some("SMART status failed"));
+        assert_eq!(batch_flag(f.drive.as_ref()), Some("SMART status failed"));
         assert_eq!(f.media_errors_rose, Some(true), "uncorrectable +1");
         let ok = figures(AtaSoak {
             smart_passed_latest: Some(true),
             uncorrectable: Some(0),
             ..Default::default()
         });
-        assert_eq!(batch_flag(&ok), None);
+        assert_eq!(batch_flag(ok.drive.as_ref()), None);
         assert_eq!(ok.media_errors_rose, Some(false));
         // An NVMe drive's figures have no ATA part: no flag.
         let nvme = crate::report::compute::SoakFigures {
             drive: Some(DriveSoak::default()),
             ..Default::default()
         };
-        assert_eq!(batch_flag(&nvme), None);
+        assert_eq!(batch_flag(nvme.drive.as_ref()), None);
     }
 }

@@ -259,17 +259,6 @@ pub fn rated_text(s: &SweepReport) -> String {
     }
 }
 
-/// What a target without NVMe identity is, from its path: a block device (a loop or SATA
-/// disk, under /dev but not /dev/shm) or a file. The report may be made on another host, so the path is all
-/// there is to go by.
-pub fn target_kind(path: &str) -> &'static str {
-    if path.starts_with("/dev/") && !path.starts_with("/dev/shm/") {
-        "a block device (not an NVMe namespace)"
-    } else {
-        "a file (not an NVMe namespace)"
-    }
-}
-
 fn identity_table(d: &DriveReport) -> String {
     let mut t = String::from("<table class=\"identity\">\n");
     let mut kv = |k: &str, v: String| t.push_str(&row(&[format!("<th>{}</th>", esc(k)), td(&v)]));
@@ -284,7 +273,7 @@ fn identity_table(d: &DriveReport) -> String {
             kv("Capacity", fmt_bytes(dev.capacity_bytes as f64));
             kv("Controller", dev.controller.clone());
         }
-        None => kv("Device", target_kind(&d.path).into()),
+        None => kv("Device", super::target_kind(&d.path).into()),
     }
     kv("Host", d.host.clone());
     kv("Target", format!("{} ({})", d.target, d.path));
@@ -425,6 +414,39 @@ fn steady_table(d: &DriveReport) -> String {
     t
 }
 
+/// The soak table's thermal throttling figure: time throttled and the IOPS it cost.
+fn throttling_text(s: &compute::SoakFigures) -> String {
+    match s.throttled_secs {
+        Some(t) => format!(
+            "{} ({} of the soak), IOPS {} throttled vs {} unthrottled: {} lost",
+            fmt_elapsed(t),
+            opt(s.throttled_ratio, fmt_pct),
+            opt(s.iops_throttled, fmt_count),
+            opt(s.iops_unthrottled, fmt_count),
+            opt(s.throttle_iops_cost_ratio, fmt_pct)
+        ),
+        None => "-".into(),
+    }
+}
+
+/// The soak table's accounting check: the drive's bytes written (SMART) beside nvsoak's.
+fn accounting_text(s: &compute::SoakFigures) -> String {
+    match (s.smart_written_bytes_delta, s.accounting_ratio) {
+        (Some(d), Some(r)) => format!(
+            "{} by SMART vs {} by nvsoak: ratio {r:.3}",
+            fmt_bytes(d as f64),
+            // Over the same period when the drive figures pair them, else the soak's total.
+            fmt_bytes(
+                s.drive
+                    .as_ref()
+                    .and_then(|x| x.nvsoak_written_bytes)
+                    .unwrap_or(s.written_bytes) as f64
+            )
+        ),
+        _ => "-".into(),
+    }
+}
+
 fn soak_table(d: &DriveReport) -> String {
     let Some(s) = &d.soak else {
         return "<p class=\"muted\">No soak recorded.</p>\n".into();
@@ -485,21 +507,7 @@ fn soak_table(d: &DriveReport) -> String {
         }),
         false,
     );
-    kv(
-        "Thermal throttling",
-        match s.throttled_secs {
-            Some(t) => format!(
-                "{} ({} of the soak), IOPS {} throttled vs {} unthrottled: {} lost",
-                fmt_elapsed(t),
-                opt(s.throttled_ratio, fmt_pct),
-                opt(s.iops_throttled, fmt_count),
-                opt(s.iops_unthrottled, fmt_count),
-                opt(s.throttle_iops_cost_ratio, fmt_pct)
-            ),
-            None => "-".into(),
-        },
-        false,
-    );
+    kv("Thermal throttling", throttling_text(s), false);
     kv("I/O errors", s.errors.to_string(), s.errors > 0);
     kv(
         "Verify errors",
@@ -508,20 +516,7 @@ fn soak_table(d: &DriveReport) -> String {
     );
     kv(
         "Accounting check (drive / host written)",
-        match (s.smart_written_bytes_delta, s.accounting_ratio) {
-            (Some(d), Some(r)) => format!(
-                "{} by SMART vs {} by nvsoak: ratio {r:.3}",
-                fmt_bytes(d as f64),
-                // Over the same period when the drive figures pair them, else the soak's total.
-                fmt_bytes(
-                    s.drive
-                        .as_ref()
-                        .and_then(|x| x.nvsoak_written_bytes)
-                        .unwrap_or(s.written_bytes) as f64
-                )
-            ),
-            _ => "-".into(),
-        },
+        accounting_text(s),
         s.accounting_off == Some(true),
     );
     t.push_str("</table>\n");
@@ -543,7 +538,7 @@ fn drive_section(d: &DriveReport) -> String {
         h.push_str(&format!("<p class=\"bad callout\">{}</p>\n", esc(c)));
     }
     h.push_str("<table class=\"drive-soak\">\n");
-    for (k, v, bad) in super::compute::drive_rows(dr) {
+    for (k, v, bad) in super::drive::rows(dr) {
         h.push_str(&row(&[
             format!("<th>{}</th>", esc(k)),
             format!(
@@ -698,19 +693,19 @@ mod tests {
     #[test]
     fn a_loop_device_is_a_block_device_not_a_file() {
         assert_eq!(
-            target_kind("/dev/loop3"),
+            crate::report::target_kind("/dev/loop3"),
             "a block device (not an NVMe namespace)"
         );
         assert_eq!(
-            target_kind("/dev/sda"),
+            crate::report::target_kind("/dev/sda"),
             "a block device (not an NVMe namespace)"
         );
         assert_eq!(
-            target_kind("/dev/shm/t.img"),
+            crate::report::target_kind("/dev/shm/t.img"),
             "a file (not an NVMe namespace)"
         );
         assert_eq!(
-            target_kind("/var/tmp/t.img"),
+            crate::report::target_kind("/var/tmp/t.img"),
             "a file (not an NVMe namespace)"
         );
     }

@@ -279,7 +279,7 @@ fn soak_section(md: &mut String, s: &SoakFigures) {
                 md.push_str(&format!("**{}**\n\n", cell(c)));
             }
             md.push_str("| Figure | Over the soak |\n|---|---|\n");
-            for (k, v, bad) in super::compute::drive_rows(dr) {
+            for (k, v, bad) in super::drive::rows(dr) {
                 let v = cell(&v);
                 md.push_str(&format!(
                     "| {k} | {} |\n",

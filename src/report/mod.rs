@@ -18,7 +18,10 @@ pub mod batch;
 pub mod charts;
 pub mod checked;
 pub mod compute;
+pub mod drive;
 pub mod drive_ata;
+pub mod drive_common;
+pub mod drive_status;
 pub mod history;
 pub mod html;
 pub mod markdown;
@@ -285,6 +288,17 @@ pub struct DriveReport {
     /// The drive's C3h latency-outlier counts per phase (`ocp_phases.rs`).
     #[serde(default)]
     pub ocp_phases: Vec<crate::model::ocp_phases::OcpPhaseCounts>,
+}
+
+/// What a target without NVMe identity is, from its path: a block device (a loop or SATA
+/// disk, under /dev but not /dev/shm) or a file. The report may be made on another host, so the path is all
+/// there is to go by.
+pub fn target_kind(path: &str) -> &'static str {
+    if path.starts_with("/dev/") && !path.starts_with("/dev/shm/") {
+        "a block device (not an NVMe namespace)"
+    } else {
+        "a file (not an NVMe namespace)"
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -1,11 +1,12 @@
 //! The daemon's `/` page: server-rendered HTML with inline SVG, refreshed by a `<meta>` tag (no
 //! script, no external asset), so it works on an air-gapped rack.
 //!
-//! Drives are passed as [`DriveStatus`] rows, a flat view of the health poller's snapshot
-//! (the daemon builds them with `daemon::drives_from_health`), so the page does not depend on
-//! the poller's internals.
+//! Drives are passed as [`DriveStatus`] rows, one flat, protocol-neutral view per drive of
+//! the health poller's snapshot ([`drives_from_health`] builds them, `drive_status.rs` and
+//! `status_ata.rs` per protocol), so the drive table does not depend on the poller's internals.
 
 use super::charts::{self, LineChart, RefLine, Series, esc};
+pub use super::drive_status::DriveStatus;
 use super::history::{History, TargetSample};
 use crate::model::fmt::{count_of, fmt_bytes, fmt_count, fmt_latency_us, fmt_pct, fmt_rate};
 use crate::workload::scheduler::TargetSnapshot;
@@ -13,31 +14,14 @@ use crate::workload::scheduler::TargetSnapshot;
 /// Seconds between automatic reloads of the page.
 pub const REFRESH_SECS: u32 = 10;
 
-/// One drive as the status page shows it. `None` fields are shown as "-".
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DriveStatus {
-    /// Controller name, e.g. `nvme0`.
-    pub device: String,
-    pub model: String,
-    pub serial: String,
-    /// The last poll succeeded.
-    pub up: bool,
-    pub temperature_c: Option<f64>,
-    pub warning_temp_c: Option<f64>,
-    pub critical_temp_c: Option<f64>,
-    /// Percentage used as a ratio (1.0 = 100 %, may exceed 1).
-    pub percentage_used: Option<f64>,
-    pub available_spare: Option<f64>,
-    pub data_written_bytes: Option<f64>,
-    pub rated_endurance_bytes: Option<f64>,
-    pub throttling: Option<bool>,
-    pub throttle_events: Option<u64>,
-    pub media_errors: Option<u64>,
-    pub error_log_entries: Option<u64>,
-    pub critical_warning: Option<u8>,
-    /// SATA disks: SMART RETURN STATUS passed, and attribute 5 (reallocated sectors).
-    pub smart_passed: Option<bool>,
-    pub reallocated_sectors: Option<u64>,
+/// What the status page shows of each drive, from the latest health poll: the NVMe
+/// controllers, then the SATA disks, each as the one [`DriveStatus`] shape.
+pub fn drives_from_health(snap: &crate::health::HealthSnapshot) -> Vec<DriveStatus> {
+    snap.devices
+        .iter()
+        .map(super::drive_status::nvme)
+        .chain(snap.ata.iter().map(super::status_ata::drive_status))
+        .collect()
 }
 
 const CSS: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1em auto;max-width:1300px;padding:0 1em;color:#222}\

@@ -1,9 +1,10 @@
 //! The status page's rows for SATA disks: a [`DriveStatus`] from the ATA poller's state (the
-//! same [`AtaCounters`] the soak figures use, so every figure has one source), and the
-//! "SMART status / reallocated" cell, which NVMe drives leave as "-".
+//! same [`AtaCounters`] the soak figures use, so every figure has one source; what every drive
+//! has comes from `drive_status::base`), and the "SMART status / reallocated" cell, which NVMe
+//! drives leave as "-".
 
 use super::charts::esc;
-use super::status::DriveStatus;
+use super::drive_status::{DriveStatus, base};
 use crate::health::collect::ata::AtaHealth;
 use crate::health::collect::ata::sample::AtaCounters;
 
@@ -13,10 +14,6 @@ pub fn drive_status(d: &AtaHealth) -> DriveStatus {
     let c = AtaCounters::of(d);
     let ds = d.devstat.as_ref();
     DriveStatus {
-        device: d.name.clone(),
-        model: d.model.clone(),
-        serial: d.serial.clone(),
-        up: d.up,
         temperature_c: c.temperature_c.map(f64::from),
         // Device Statistics' specified maximum operating temperature.
         warning_temp_c: ds.and_then(|s| s.specified_max_temperature).map(f64::from),
@@ -24,15 +21,13 @@ pub fn drive_status(d: &AtaHealth) -> DriveStatus {
         percentage_used: ds.and_then(|s| s.percentage_used_ratio()),
         available_spare: None,
         data_written_bytes: d.lifetime_written.map(|(b, _)| b as f64),
-        rated_endurance_bytes: d.derived.rated.as_ref().and_then(|r| r.bytes),
-        throttling: Some(d.derived.throttle.throttling),
-        throttle_events: Some(d.derived.throttle.events),
         // Reported uncorrectable errors stand in the media errors column.
         media_errors: c.uncorrectable,
         error_log_entries: None,
         critical_warning: None,
         smart_passed: c.smart_passed,
         reallocated_sectors: c.reallocated,
+        ..base(&d.name, &d.model, &d.serial, d.up, &d.derived)
     }
 }
 

@@ -61,7 +61,7 @@ fn outcome(v: Option<&Verdict>) -> (bool, bool) {
 /// The yield group of a target without drive identity: a loop or SATA block device is a
 /// block device, not a file.
 fn no_identity_label(path: &str) -> &'static str {
-    if super::html::target_kind(path).starts_with("a block device") {
+    if super::target_kind(path).starts_with("a block device") {
         "(block device without drive identity)"
     } else {
         "(file target)"

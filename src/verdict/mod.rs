@@ -236,7 +236,37 @@ pub fn evaluate(
         if drive.is_some() { backwards } else { NO_DRIVE },
     ));
     gates.push(critical_warning(g, drive));
-    gates.push(if g.self_test && !subject.self_test_planned {
+    gates.push(self_test(g, &subject, ext));
+    gates.push(temperature(g, drive));
+    gates.push(spare(g, drive));
+    gates.push(percentage_used(g, drive));
+    gates.push(accounting(g, drive));
+    gates.push(link(g, drive, ext));
+    gates.push(ocp_panics(g, drive, ext));
+    gates.push(rated_iops(g, r, rated));
+    gates.push(sub_1ms(g, r));
+    // Drive gates do not apply to a target without a drive of its own.
+    if !subject.kind.has_drive() {
+        for x in gates.iter_mut() {
+            if x.gate.is_drive_gate() && x.state != GateState::Off {
+                *x = not_applicable(x.gate, subject.kind.describe());
+            }
+        }
+    }
+    let status = Verdict::status_of(&gates, plan);
+    Verdict {
+        status,
+        passed: status == VerdictStatus::Pass,
+        plan,
+        stop_reason,
+        evaluated_at: now,
+        gates,
+    }
+}
+
+/// The self-test gate: the drive's self-test outcome, when the plan has a self-test phase.
+fn self_test(g: &GateSettings, subject: &Subject, ext: &ExternalInputs) -> GateResult {
+    if g.self_test && !subject.self_test_planned {
         not_applicable(Gate::SelfTest, "the plan has no self-test phase")
     } else {
         outcome_gate(
@@ -246,12 +276,12 @@ pub fn evaluate(
             false,
             "no self-test outcome: the self-test was refused or has not run yet",
         )
-    });
-    gates.push(temperature(g, drive));
-    gates.push(spare(g, drive));
-    gates.push(percentage_used(g, drive));
-    gates.push(accounting(g, drive));
-    gates.push(match drive {
+    }
+}
+
+/// The PCIe link gate: the drive's link (or a port on its path) never ran degraded.
+fn link(g: &GateSettings, drive: Option<&DriveSoak>, ext: &ExternalInputs) -> GateResult {
+    match drive {
         _ if !g.link => off(Gate::Link),
         None => unknown(Gate::Link, "not degraded".into(), NO_DRIVE),
         Some(d) => match DriveCondition::of(d).pcie_link {
@@ -260,10 +290,16 @@ pub fn evaluate(
                 Gate::Link,
                 "no PCIe link on the drive's path (sysfs gives no link speed or width: not a PCIe device)",
             ),
-            Figure::Reported(()) => outcome_gate(Gate::Link, true, ext.link_degraded.as_ref(), true, ""),
+            Figure::Reported(()) => {
+                outcome_gate(Gate::Link, true, ext.link_degraded.as_ref(), true, "")
+            }
         },
-    });
-    gates.push(if !g.ocp_panics {
+    }
+}
+
+/// The OCP panics gate: the drive's panic count (OCP C1h) did not change.
+fn ocp_panics(g: &GateSettings, drive: Option<&DriveSoak>, ext: &ExternalInputs) -> GateResult {
+    if !g.ocp_panics {
         off(Gate::OcpPanics)
     } else {
         match (drive, ext.ocp_panic_count_change) {
@@ -283,25 +319,6 @@ pub fn evaluate(
                 0.0,
             ),
         }
-    });
-    gates.push(rated_iops(g, r, rated));
-    gates.push(sub_1ms(g, r));
-    // Drive gates do not apply to a target without a drive of its own.
-    if !subject.kind.has_drive() {
-        for x in gates.iter_mut() {
-            if x.gate.is_drive_gate() && x.state != GateState::Off {
-                *x = not_applicable(x.gate, subject.kind.describe());
-            }
-        }
-    }
-    let status = Verdict::status_of(&gates, plan);
-    Verdict {
-        status,
-        passed: status == VerdictStatus::Pass,
-        plan,
-        stop_reason,
-        evaluated_at: now,
-        gates,
     }
 }
 
