@@ -1,7 +1,7 @@
 //! Checkpoint load/save for multi-day runs.
 //!
 //! The state directory holds `checkpoint.json` plus one binary generation-map sidecar per
-//! verified target (`genmap-<n>-<target>-<stamp>.bin`, see [`crate::workload::pattern::GenMap`]).
+//! verified target (`genmap-<n>-<target>-<stamp>.bin`, see [`crate::model::genmap::GenMap`]).
 //!
 //! Saving is atomic and crash-safe: each sidecar is written under a new name (temporary file,
 //! fsync, rename), then the checkpoint, which names each sidecar with its length and crc32c, is
@@ -30,7 +30,7 @@ use thiserror::Error;
 
 use crate::model::checkpoint::{CHECKPOINT_VERSION, Checkpoint, GenMapRef};
 
-use crate::workload::pattern::GenMap;
+use crate::model::genmap::GenMap;
 
 mod lock;
 pub mod results;
