@@ -1,9 +1,9 @@
 //! ATA drive health families: `ata_*` (what the drive says: IDENTIFY, the SMART attribute
-//! table and status, Device Statistics in base units) and, through `health::derived`, the same
+//! table and status, Device Statistics in base units) and, through `metrics::derived`, the same
 //! derived `nvsoak_*` endurance and thermal figures NVMe drives get. Every value reflects the
 //! latest background poll, not the scrape.
 
-use super::health::{F, derived};
+use super::family::{self, F};
 use crate::ata::devstat::DeviceStats;
 use crate::ata::smart::Attribute;
 use crate::ata::vendor;
@@ -33,22 +33,7 @@ pub(super) fn disk(f: &mut F, d: &AtaHealth) {
         &l,
         if d.up && d.present { 1.0 } else { 0.0 },
     );
-    for p in page::ALL {
-        f.counter(
-            "nvsoak_health_poll_errors_total",
-            super::health::POLL_ERRORS_HELP,
-            &[("device", dev), ("log", p)],
-            d.poll_errors.get(p).copied().unwrap_or(0) as f64,
-        );
-    }
-    if let Some(secs) = d.poll_duration_seconds {
-        f.gauge(
-            "nvsoak_health_device_poll_duration_seconds",
-            super::health::DEVICE_POLL_DURATION_HELP,
-            &l,
-            secs,
-        );
-    }
+    family::poll(f, dev, &page::ALL, &d.poll_errors, d.poll_duration_seconds);
     for what in [feature::SMART, feature::SMART_STATUS, feature::DEVSTAT] {
         f.gauge(
             "ata_feature_supported",
@@ -96,7 +81,7 @@ pub(super) fn disk(f: &mut F, d: &AtaHealth) {
             bytes as f64,
         );
     }
-    derived(f, dev, &d.derived, d.attributes.is_some());
+    super::derived::drive(f, dev, &d.derived, d.attributes.is_some());
 }
 
 fn attributes(f: &mut F, dev: &str, table: &[Attribute]) {

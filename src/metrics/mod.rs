@@ -5,7 +5,10 @@
 //! Architecture Invariant: no other module knows a metric name.
 
 mod ata;
+mod derived;
+mod family;
 pub mod health;
+mod nvme;
 mod ocp;
 pub(crate) mod pcie;
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! cardinality budget (README), C3h's thresholds, timestamps and measured latencies are not
 //! exported; they are in the health snapshot and the bucket counts in the results file.
 
-use super::health::F;
+use super::family::F;
 use crate::health::DeviceHealth;
 use crate::health::collect::nvme::pages::{DrivePages, Support, page};
 use crate::nvme::log::ocp_latency::BucketSet;

@@ -4,7 +4,7 @@
 //! upstream port or in one slot). Series are keyed by PCI `address`, `drive` or `card`;
 //! `nvme_pcie_path_info` and `nvme_info` join them to controllers.
 
-use super::health::F;
+use super::family::F;
 use crate::health::HealthSnapshot;
 use crate::health::endurance;
 use crate::pcie::PcieSnapshot;
