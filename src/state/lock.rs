@@ -26,7 +26,8 @@ use nix::errno::Errno;
 use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::Mode;
 
-use super::{CHECKPOINT_FILE, StateError, io_err, is_sidecar, parse_aside_name};
+use super::sidecar::is_sidecar;
+use super::{CHECKPOINT_FILE, StateError, io_err, parse_aside_name};
 
 /// The lock's file name in the state directory.
 pub const LOCK_FILE: &str = "lock";
