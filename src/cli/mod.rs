@@ -1,7 +1,6 @@
 //! Subcommand implementations. `main.rs` parses arguments and calls into here.
 
 pub mod health;
-pub mod health_ata;
 pub mod metrics;
 pub mod profiles;
 pub mod report;

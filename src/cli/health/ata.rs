@@ -1,5 +1,5 @@
 //! `nvsoak health` for SATA disks: which disks the arguments name, one poll each, and the
-//! output. `--json` uses `smartctl -j -a` keys (`model_name`, `serial_number`,
+//! output: IDENTIFY, the SMART attributes and status, Device Statistics. `--json` uses `smartctl -j -a` keys (`model_name`, `serial_number`,
 //! `firmware_version`, `wwn`, `smart_status.passed`, `ata_smart_attributes.table[]`,
 //! `ata_device_statistics.pages[]`), so the output diffs field by field against smartctl.
 
@@ -8,6 +8,9 @@ use std::path::Path;
 
 use anyhow::{Result, bail};
 use serde_json::{Map, Value, json};
+
+use super::{Drive, Polled, kv, n128, write_endurance};
+use crate::health::collect::RatingContext;
 
 use crate::ata::devstat::DeviceStats;
 use crate::ata::discover::{self, AtaDisk};
@@ -18,7 +21,7 @@ use crate::health::collect::ata::{AtaHealth, feature};
 pub type AtaOpenFn<'a> = &'a dyn Fn(&AtaDisk) -> Result<Box<dyn AtaTransport>, AtaError>;
 
 /// Whether a command-line name means a SATA disk: `sda`, `/dev/sdb`.
-pub fn names_ata(d: &str) -> bool {
+pub(super) fn names_ata(d: &str) -> bool {
     let base = d.rsplit('/').next().unwrap_or(d);
     base.strip_prefix("sd")
         .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_lowercase()))
@@ -27,7 +30,7 @@ pub fn names_ata(d: &str) -> bool {
 /// The ATA disks `devices` names (those [`names_ata`] accepts), or every one sysfs lists when
 /// `all`. A `/dev/sdX` that sysfs does not list as ATA (a USB bridge, a SAS HBA) is tried
 /// directly.
-pub fn select(sysfs_root: &Path, devices: &[String], all: bool) -> Result<Vec<AtaDisk>> {
+pub(super) fn select(sysfs_root: &Path, devices: &[String], all: bool) -> Result<Vec<AtaDisk>> {
     let found = discover::discover(sysfs_root).unwrap_or_default();
     if all {
         return Ok(found);
@@ -50,6 +53,35 @@ pub fn select(sysfs_root: &Path, devices: &[String], all: bool) -> Result<Vec<At
         }
     }
     Ok(out)
+}
+
+/// One poll of each disk into `polled`.
+pub(super) fn poll(
+    polled: &mut Polled,
+    disks: &[AtaDisk],
+    open: AtaOpenFn<'_>,
+    ratings: &RatingContext,
+) {
+    for disk in disks {
+        match open(disk) {
+            Ok(t) => {
+                let d = crate::health::collect::ata::poll_once(
+                    t.as_ref(),
+                    disk,
+                    ratings,
+                    &crate::health::NoHostIo,
+                );
+                let e = d.last_error.clone();
+                polled.add(Drive::Ata(Box::new(d)), e.as_ref(), || {
+                    format!(
+                        "{}: the SMART data could not be read",
+                        disk.dev_path.display()
+                    )
+                });
+            }
+            Err(e) => polled.failures.push(e.to_string()),
+        }
+    }
 }
 
 fn devstat_page(number: u8, name: &str, entries: Vec<(u32, &str, Option<u64>)>) -> Value {
@@ -133,14 +165,8 @@ pub fn devstat_json(s: &DeviceStats, logical_sector_size: u32) -> Value {
     json!({"pages": pages})
 }
 
-fn opt(v: Option<f64>) -> Value {
-    v.filter(|x| x.is_finite())
-        .map(Value::from)
-        .unwrap_or(Value::Null)
-}
-
 /// One disk's JSON object with smartctl's keys, plus nvsoak's `derived`.
-pub fn to_json(d: &AtaHealth) -> Value {
+pub(super) fn to_json(d: &AtaHealth) -> Value {
     let mut m = Map::new();
     m.insert("device".into(), json!(d.name));
     m.insert("path".into(), json!(d.dev_path.display().to_string()));
@@ -156,7 +182,7 @@ pub fn to_json(d: &AtaHealth) -> Value {
         }
         m.insert(
             "user_capacity".into(),
-            json!({"blocks": id.sectors, "bytes": crate::cli::health::n128(id.capacity_bytes())}),
+            json!({"blocks": id.sectors, "bytes": n128(id.capacity_bytes())}),
         );
         m.insert("logical_block_size".into(), json!(id.logical_sector_size));
         m.insert("physical_block_size".into(), json!(id.physical_sector_size));
@@ -193,24 +219,18 @@ pub fn to_json(d: &AtaHealth) -> Value {
         .iter()
         .map(|(k, v)| ((*k).to_string(), json!(v)))
         .collect();
-    let x = &d.derived;
-    let r = x.rated.as_ref();
-    m.insert(
-        "derived".into(),
-        json!({
-            "lifetime_written_bytes": d.lifetime_written.map(|(b, _)| crate::cli::health::n128(b)),
-            "lifetime_written_source": d.lifetime_written.map(|(_, s)| s.label()),
-            "rated_series": r.and_then(|r| r.series.clone()),
-            "rated_source": r.map(|r| r.source),
-            "rated_endurance_bytes": opt(r.and_then(|r| r.bytes)),
-            "rated_dwpd": opt(r.and_then(|r| r.dwpd)),
-            "rated_warranty_years": opt(r.and_then(|r| r.warranty_years)),
-            "endurance_consumed_ratio": opt(x.endurance_consumed_ratio),
-            "percentage_used_ratio": opt(d.devstat.as_ref().and_then(|s| s.percentage_used_ratio())),
-            "write_amplification_ratio": opt(x.write_amplification),
-            "unsupported": unsupported,
-        }),
+    let pct = d.devstat.as_ref().and_then(|s| s.percentage_used_ratio());
+    let mut dv = super::derived_json(&d.derived, pct);
+    dv.insert(
+        "lifetime_written_bytes".into(),
+        json!(d.lifetime_written.map(|(b, _)| n128(b))),
     );
+    dv.insert(
+        "lifetime_written_source".into(),
+        json!(d.lifetime_written.map(|(_, s)| s.label())),
+    );
+    dv.insert("unsupported".into(), Value::Object(unsupported));
+    m.insert("derived".into(), Value::Object(dv));
     if let Some(e) = &d.last_error {
         m.insert("error".into(), json!(e));
     }
@@ -218,12 +238,13 @@ pub fn to_json(d: &AtaHealth) -> Value {
 }
 
 /// The text report of one disk.
-pub fn write_text(out: &mut dyn Write, d: &AtaHealth) -> Result<()> {
-    use crate::cli::health::kv;
-    writeln!(out, "{} ({})", d.name, d.dev_path.display())?;
-    writeln!(out, "  model        {}", d.model)?;
-    writeln!(out, "  serial       {}", d.serial)?;
-    writeln!(out, "  firmware     {}", d.firmware)?;
+pub(super) fn write_text(out: &mut dyn Write, d: &AtaHealth) -> Result<()> {
+    super::write_header(
+        out,
+        &d.name,
+        &d.dev_path,
+        [&d.model, &d.serial, &d.firmware],
+    )?;
     if !d.wwn.is_empty() {
         writeln!(out, "  wwn          {}", d.wwn)?;
     }
@@ -268,6 +289,23 @@ pub fn write_text(out: &mut dyn Write, d: &AtaHealth) -> Result<()> {
             a.id, a.name, a.value, a.worst, th, a.raw
         )?;
     }
+    write_devstat(out, d)?;
+    if let Some((b, src)) = d.lifetime_written {
+        kv(
+            out,
+            "lifetime_written",
+            format!("{b} bytes (from {})", src.label()),
+        )?;
+    }
+    write_endurance(out, &d.derived)?;
+    if let Some(e) = &d.last_error {
+        writeln!(out, "  (some commands failed; last: {e})")?;
+    }
+    Ok(())
+}
+
+/// Device Statistics as the text report shows them, or why the drive has none.
+fn write_devstat(out: &mut dyn Write, d: &AtaHealth) -> Result<()> {
     match &d.devstat {
         Some(s) => {
             writeln!(out, "Device Statistics (log 04h)")?;
@@ -311,17 +349,6 @@ pub fn write_text(out: &mut dyn Write, d: &AtaHealth) -> Result<()> {
             }
         }
     }
-    if let Some((b, src)) = d.lifetime_written {
-        kv(
-            out,
-            "lifetime_written",
-            format!("{b} bytes (from {})", src.label()),
-        )?;
-    }
-    crate::cli::health::write_endurance(out, &d.derived)?;
-    if let Some(e) = &d.last_error {
-        writeln!(out, "  (some commands failed; last: {e})")?;
-    }
     Ok(())
 }
 
@@ -349,7 +376,7 @@ mod tests {
         let root = tree();
         let t = std::sync::Arc::new(t);
         let mut out = Vec::new();
-        let code = crate::cli::health::run_with(
+        let code = super::super::run_with(
             json,
             devices,
             root.path(),

@@ -1,41 +1,64 @@
-//! `nvsoak health [--json] [DEVICE...]`: the identify summary and SMART log of each
-//! controller, once. `--json` uses nvme-cli's `smart-log -o json` keys (and `sn`, `mn`, `fr`
-//! from `id-ctrl -o json`) so the output diffs field by field against nvme-cli. SATA disks
-//! (`sdX`) are listed too, with smartctl's keys (`cli::health_ata`).
+//! `nvsoak health` for NVMe controllers: which controllers the arguments name, one poll each,
+//! and the output: Identify, the SMART log (02h) and the OCP SMART extended log (C0h); `--json`
+//! with nvme-cli's keys.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use serde_json::{Map, Value, json};
 
-use super::health_ata;
+use super::{Drive, Polled, kv, n128, write_endurance};
 use crate::health::collect::RatingContext;
 use crate::health::collect::nvme::{DeviceHealth, poll_once};
 use crate::nvme::discover::{self, Controller, Filter};
-use crate::nvme::ioctl::IoctlTransport;
 use crate::nvme::log::smart::{CRITICAL_WARNING_BITS, SmartLog};
-use crate::nvme::ratings::RatingsTable;
 use crate::nvme::{AdminTransport, NvmeError};
 
-/// `NVSOAK_SYSFS_ROOT` replaces `/sys` (a test hook: integration tests point it at a fake
-/// tree).
-pub fn main(json: bool, devices: &[String]) -> Result<ExitCode> {
-    let root = std::env::var_os("NVSOAK_SYSFS_ROOT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/sys"));
-    run_with(
-        json,
-        devices,
-        &root,
-        &mut std::io::stdout().lock(),
-        &|c| IoctlTransport::open(&c.dev_path).map(|t| Box::new(t) as Box<dyn AdminTransport>),
-        &|d| {
-            crate::ata::transport::SgIo::open(&d.dev_path)
-                .map(|t| Box::new(t) as Box<dyn crate::ata::AtaTransport>)
-        },
-    )
+/// Opens a transport for a controller (tests: the replay transport).
+pub type OpenFn<'a> = &'a dyn Fn(&Controller) -> Result<Box<dyn AdminTransport>, NvmeError>;
+
+/// The controllers to poll: those `devices` names that are not SATA disks, or every one sysfs
+/// lists when `devices` is empty (then none found is an error only when there are no SATA
+/// disks either, `any_disks`).
+pub(super) fn select_named(
+    sysfs_root: &Path,
+    devices: &[String],
+    any_disks: bool,
+) -> Result<Vec<Controller>> {
+    let names: Vec<String> = devices
+        .iter()
+        .filter(|d| !super::ata::names_ata(d))
+        .cloned()
+        .collect();
+    if devices.is_empty() && any_disks {
+        Ok(discover::discover(sysfs_root)?)
+    } else if devices.is_empty() || !names.is_empty() {
+        select(sysfs_root, &names)
+    } else {
+        Ok(Vec::new())
+    }
+}
+
+/// One poll of each controller into `polled`.
+pub(super) fn poll(
+    polled: &mut Polled,
+    ctrls: &[Controller],
+    open: OpenFn<'_>,
+    ratings: &RatingContext,
+) {
+    for c in ctrls {
+        match open(c) {
+            Ok(t) => {
+                let d = poll_once(t.as_ref(), c, ratings, &crate::health::NoHostIo);
+                let e = d.last_error.clone();
+                polled.add(Drive::Nvme(Box::new(d)), e.as_ref(), || {
+                    format!("{}: the SMART log could not be read", c.dev_path.display())
+                });
+            }
+            Err(e) => polled.failures.push(e.to_string()),
+        }
+    }
 }
 
 /// Which controllers `devices` names: all discovered when empty. A `/dev/nvmeX` path that
@@ -113,143 +136,6 @@ fn direct_controller(d: &str) -> Option<Controller> {
     })
 }
 
-type OpenFn<'a> = &'a dyn Fn(&Controller) -> Result<Box<dyn AdminTransport>, NvmeError>;
-
-/// The command with its inputs injectable (tests use a fake sysfs and the replay transport);
-/// SATA disks are opened with `SG_IO`.
-pub fn run(
-    json: bool,
-    devices: &[String],
-    sysfs_root: &Path,
-    out: &mut dyn Write,
-    open: OpenFn<'_>,
-) -> Result<ExitCode> {
-    run_with(json, devices, sysfs_root, out, open, &|d| {
-        crate::ata::transport::SgIo::open(&d.dev_path)
-            .map(|t| Box::new(t) as Box<dyn crate::ata::AtaTransport>)
-    })
-}
-
-/// [`run`] with the SATA disks' transport injectable too. With no `devices`, every NVMe
-/// controller and SATA disk; `sdX` names a SATA disk, anything else an NVMe controller.
-pub fn run_with(
-    json: bool,
-    devices: &[String],
-    sysfs_root: &Path,
-    out: &mut dyn Write,
-    open: OpenFn<'_>,
-    ata_open: health_ata::AtaOpenFn<'_>,
-) -> Result<ExitCode> {
-    let disks = health_ata::select(sysfs_root, devices, devices.is_empty())?;
-    let nvme_names: Vec<String> = devices
-        .iter()
-        .filter(|d| !health_ata::names_ata(d))
-        .cloned()
-        .collect();
-    let ctrls = if devices.is_empty() && !disks.is_empty() {
-        discover::discover(sysfs_root)?
-    } else if devices.is_empty() || !nvme_names.is_empty() {
-        select(sysfs_root, &nvme_names)?
-    } else {
-        Vec::new()
-    };
-    let settings = crate::config::builtin_default().health;
-    let ratings = RatingContext {
-        table: RatingsTable::load(settings.ratings_file.as_deref())?,
-        overrides: settings.devices.clone(),
-        // `nvsoak health` only reads: it never enables the latency monitor.
-        latency_monitor: None,
-    };
-    let mut results = Vec::new();
-    let mut failures = Vec::new();
-    for c in &ctrls {
-        match open(c) {
-            Ok(t) => {
-                let d = poll_once(t.as_ref(), c, &ratings, &crate::health::NoHostIo);
-                if !d.up {
-                    failures.push(d.last_error.clone().unwrap_or_else(|| {
-                        format!("{}: the SMART log could not be read", c.dev_path.display())
-                    }));
-                }
-                results.push(d);
-            }
-            Err(e) => failures.push(e.to_string()),
-        }
-    }
-    let mut ata = Vec::new();
-    for disk in &disks {
-        match ata_open(disk) {
-            Ok(t) => {
-                let d = crate::health::collect::ata::poll_once(
-                    t.as_ref(),
-                    disk,
-                    &ratings,
-                    &crate::health::NoHostIo,
-                );
-                if !d.up {
-                    failures.push(d.last_error.clone().unwrap_or_else(|| {
-                        format!(
-                            "{}: the SMART data could not be read",
-                            disk.dev_path.display()
-                        )
-                    }));
-                }
-                ata.push(d);
-            }
-            Err(e) => failures.push(e.to_string()),
-        }
-    }
-    if json {
-        let mut objs: Vec<Value> = results.iter().map(to_json).collect();
-        objs.extend(ata.iter().map(health_ata::to_json));
-        let v = if objs.len() == 1 && ctrls.len() + disks.len() == 1 {
-            objs.into_iter().next().unwrap_or(Value::Null)
-        } else {
-            Value::Array(objs)
-        };
-        writeln!(out, "{}", serde_json::to_string_pretty(&v)?).context("writing to stdout")?;
-    } else {
-        for (i, d) in results.iter().enumerate() {
-            if i > 0 {
-                writeln!(out)?;
-            }
-            write_text(out, d)?;
-        }
-        for (i, d) in ata.iter().enumerate() {
-            if i > 0 || !results.is_empty() {
-                writeln!(out)?;
-            }
-            health_ata::write_text(out, d)?;
-        }
-    }
-    if failures.is_empty() {
-        return Ok(ExitCode::SUCCESS);
-    }
-    if results.iter().all(|d| !d.up) && ata.iter().all(|d| !d.up) {
-        // Nothing useful printed: make the one plain message the error.
-        bail!("{}", failures.join("\nnvsoak: "));
-    }
-    for f in &failures {
-        eprintln!("nvsoak: {f}");
-    }
-    Ok(ExitCode::FAILURE)
-}
-
-/// 128-bit counters as JSON numbers when they fit in u64, else as decimal strings (nvme-cli
-/// 2.x prints both forms, depending on its version).
-pub(crate) fn n128(v: u128) -> Value {
-    match u64::try_from(v) {
-        Ok(x) => json!(x),
-        Err(_) => json!(v.to_string()),
-    }
-}
-
-fn opt(v: Option<f64>) -> Value {
-    v.filter(|x| x.is_finite())
-        .map(Value::from)
-        .unwrap_or(Value::Null)
-}
-
 /// nvme-cli's `smart-log -o json` object for a SMART log.
 pub fn smart_json(s: &SmartLog) -> Map<String, Value> {
     let mut m = Map::new();
@@ -325,8 +211,8 @@ pub fn to_json(d: &DeviceHealth) -> Value {
         .collect();
     m.insert("namespaces".into(), Value::Array(ns));
     let x = &d.derived;
-    let r = x.rated.as_ref();
-    let mut dv = Map::new();
+    let pct = d.smart.as_ref().map(|s| f64::from(s.percent_used) / 100.0);
+    let mut dv = super::derived_json(x, pct);
     dv.insert(
         "data_written_bytes".into(),
         d.smart
@@ -342,33 +228,12 @@ pub fn to_json(d: &DeviceHealth) -> Value {
             .unwrap_or(Value::Null),
     );
     dv.insert(
-        "rated_series".into(),
-        json!(r.and_then(|r| r.series.clone())),
-    );
-    dv.insert("rated_source".into(), json!(r.map(|r| r.source)));
-    dv.insert("rated_endurance_bytes".into(), opt(r.and_then(|r| r.bytes)));
-    dv.insert("rated_dwpd".into(), opt(r.and_then(|r| r.dwpd)));
-    dv.insert(
-        "rated_warranty_years".into(),
-        opt(r.and_then(|r| r.warranty_years)),
-    );
-    dv.insert(
         "rated_performance".into(),
-        r.and_then(|r| r.perf.as_ref())
+        x.rated
+            .as_ref()
+            .and_then(|r| r.perf.as_ref())
             .and_then(|p| serde_json::to_value(p).ok())
             .unwrap_or(Value::Null),
-    );
-    dv.insert(
-        "endurance_consumed_ratio".into(),
-        opt(x.endurance_consumed_ratio),
-    );
-    dv.insert(
-        "percentage_used_ratio".into(),
-        opt(d.smart.as_ref().map(|s| f64::from(s.percent_used) / 100.0)),
-    );
-    dv.insert(
-        "write_amplification_ratio".into(),
-        opt(x.write_amplification),
     );
     dv.insert("thermal_throttling".into(), json!(x.throttle.throttling));
     m.insert("derived".into(), Value::Object(dv));
@@ -394,12 +259,8 @@ fn human(b: u128) -> String {
     }
 }
 
-/// `  key<padded to 40> value`, the line every section uses.
-pub(crate) fn kv(out: &mut dyn Write, k: &str, v: String) -> std::io::Result<()> {
-    writeln!(out, "  {k:<40} {v}")
-}
-
-fn write_text(out: &mut dyn Write, d: &DeviceHealth) -> Result<()> {
+/// The text report of one controller.
+pub(super) fn write_text(out: &mut dyn Write, d: &DeviceHealth) -> Result<()> {
     write_identity(out, d)?;
     let Some(s) = &d.smart else {
         if let Some(e) = &d.last_error {
@@ -420,10 +281,12 @@ fn write_text(out: &mut dyn Write, d: &DeviceHealth) -> Result<()> {
 
 /// Name, Identify Controller and the namespaces.
 fn write_identity(out: &mut dyn Write, d: &DeviceHealth) -> Result<()> {
-    writeln!(out, "{} ({})", d.name, d.dev_path.display())?;
-    writeln!(out, "  model        {}", d.model)?;
-    writeln!(out, "  serial       {}", d.serial)?;
-    writeln!(out, "  firmware     {}", d.firmware)?;
+    super::write_header(
+        out,
+        &d.name,
+        &d.dev_path,
+        [&d.model, &d.serial, &d.firmware],
+    )?;
     if let Some(id) = &d.id {
         if id.tnvmcap > 0 {
             writeln!(
@@ -510,6 +373,11 @@ fn write_smart(out: &mut dyn Write, s: &SmartLog) -> Result<()> {
             s.data_written_bytes()
         ),
     )?;
+    write_smart_counters(out, s)
+}
+
+/// The SMART log's counters and thermal times (bytes 64..231).
+fn write_smart_counters(out: &mut dyn Write, s: &SmartLog) -> Result<()> {
     kv(out, "host_read_commands", s.host_read_commands.to_string())?;
     kv(
         out,
@@ -570,42 +438,6 @@ fn write_smart(out: &mut dyn Write, s: &SmartLog) -> Result<()> {
     Ok(())
 }
 
-/// The rated endurance and how much of it is consumed (NVMe and ATA drives alike).
-pub(crate) fn write_endurance(
-    out: &mut dyn Write,
-    x: &crate::health::collect::Derived,
-) -> Result<()> {
-    writeln!(out, "Endurance")?;
-    match &x.rated {
-        Some(r) => {
-            kv(
-                out,
-                "rated",
-                format!(
-                    "{}{}{} ({})",
-                    r.bytes
-                        .map(|b| format!("{:.3} PB written", b / 1e15))
-                        .unwrap_or_else(|| "bytes unknown".into()),
-                    r.dwpd.map(|w| format!(", {w} DWPD")).unwrap_or_default(),
-                    r.warranty_years
-                        .map(|y| format!(" for {y} years"))
-                        .unwrap_or_default(),
-                    r.series.clone().unwrap_or_else(|| "from config".into())
-                ),
-            )?;
-            if let Some(c) = x.endurance_consumed_ratio {
-                kv(out, "consumed", format!("{:.4}%", c * 100.0))?;
-            }
-        }
-        None => kv(
-            out,
-            "rated",
-            "unknown (add the drive to config/drives.toml or add a [[health.device]] entry to the config)".into(),
-        )?,
-    }
-    Ok(())
-}
-
 fn write_ocp(out: &mut dyn Write, o: &crate::nvme::log::ocp::OcpSmartLog) -> Result<()> {
     writeln!(out, "OCP SMART extended log (C0h)")?;
     kv(
@@ -629,12 +461,14 @@ fn write_ocp(out: &mut dyn Write, o: &crate::nvme::log::ocp::OcpSmartLog) -> Res
 
 #[cfg(test)]
 mod tests {
+    use super::super::run;
     use super::*;
     use crate::nvme::cmd::{OPC_GET_FEATURES, OPC_GET_LOG_PAGE, OPC_IDENTIFY};
     use crate::nvme::discover::fake;
     use crate::nvme::identify::testdata as idt;
     use crate::nvme::log::smart::testdata as smt;
     use crate::nvme::replay::{ReplayTransport, Reply};
+    use std::process::ExitCode;
 
     fn replay(smart: Reply) -> ReplayTransport {
         let t = ReplayTransport::new("/dev/nvme0");
@@ -712,12 +546,12 @@ mod tests {
         let dir = "tests/fixtures/nvme/qemu-7.2";
         for (bin, js) in [
             (
-                &include_bytes!("../../tests/fixtures/nvme/qemu-7.2/smart.bin")[..],
-                include_str!("../../tests/fixtures/nvme/qemu-7.2/smart.json"),
+                &include_bytes!("../../../tests/fixtures/nvme/qemu-7.2/smart.bin")[..],
+                include_str!("../../../tests/fixtures/nvme/qemu-7.2/smart.json"),
             ),
             (
-                &include_bytes!("../../tests/fixtures/nvme/qemu-7.2/smart-warn.bin")[..],
-                include_str!("../../tests/fixtures/nvme/qemu-7.2/smart-warn.json"),
+                &include_bytes!("../../../tests/fixtures/nvme/qemu-7.2/smart-warn.bin")[..],
+                include_str!("../../../tests/fixtures/nvme/qemu-7.2/smart-warn.json"),
             ),
         ] {
             let ours = smart_json(&crate::nvme::log::smart::parse(bin).expect("parse"));
