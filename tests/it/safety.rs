@@ -187,10 +187,13 @@ fn blank_device_named_by_path_passes() {
     );
     assert_eq!((id.serial.as_deref(), id.wwn.as_deref()), (None, None));
     assert!(id.signatures.is_empty());
-    // A symlink to the device is resolved, both as the target and in allow_destroy.
+    // A symlink to the device is resolved as the target; in allow_destroy it allows nothing.
     let link = s.dir.path().join("by-id-link");
     std::os::unix::fs::symlink(&dev, &link).unwrap();
-    let id = safety::check_writable(&link, Some(p(&link)), false).expect("via a symlink");
+    let err = safety::check_writable(&link, Some(p(&link)), false)
+        .expect_err("allow_destroy naming a symlink");
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    let id = safety::check_writable(&link, Some(p(&dev)), false).expect("target via a symlink");
     assert_eq!(id.path, dev);
     let id2 = safety::identify(&dev).unwrap();
     assert!(id.same_device(&id2));
