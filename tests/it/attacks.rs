@@ -110,6 +110,49 @@ fn rdev(path: &Path) -> u64 {
     fs::metadata(path).expect("stat").rdev()
 }
 
+/// A thread that re-points `link` between `a` and `b` as fast as it can, atomically (a new
+/// link renamed over it), until [`LinkFlipper::stop`], which says how often it moved.
+struct LinkFlipper {
+    stop: Arc<AtomicBool>,
+    flips: Arc<AtomicU64>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl LinkFlipper {
+    fn start(link: &Path, a: &Path, b: &Path, tmp: PathBuf) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flips = Arc::new(AtomicU64::new(0));
+        let thread = {
+            let (stop, flips) = (stop.clone(), flips.clone());
+            let (a, b, link) = (a.to_path_buf(), b.to_path_buf(), link.to_path_buf());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let to = if n.is_multiple_of(2) { &b } else { &a };
+                    let _ = fs::remove_file(&tmp);
+                    if std::os::unix::fs::symlink(to, &tmp).is_ok()
+                        && fs::rename(&tmp, &link).is_ok()
+                    {
+                        n += 1;
+                        flips.store(n, Ordering::Relaxed);
+                    }
+                }
+            })
+        };
+        LinkFlipper {
+            stop,
+            flips,
+            thread,
+        }
+    }
+
+    fn stop(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().expect("link flipper");
+        self.flips.load(Ordering::Relaxed)
+    }
+}
+
 #[test]
 fn symlink_swapped_while_opening_never_reaches_the_other_device() {
     let Some(mut s) = Scratch::new("symlink swap") else {
@@ -136,24 +179,7 @@ fn symlink_swapped_while_opening_never_reaches_the_other_device() {
     let spec = settings.targets[0].clone();
 
     // Re-point the link as fast as possible, atomically (rename over it).
-    let stop = Arc::new(AtomicBool::new(false));
-    let flips = Arc::new(AtomicU64::new(0));
-    let swapper = {
-        let (stop, flips) = (stop.clone(), flips.clone());
-        let (a, b, link) = (allowed.clone(), other.clone(), link.clone());
-        let tmp = s.dir.path().join("target.new");
-        std::thread::spawn(move || {
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let to = if n.is_multiple_of(2) { &b } else { &a };
-                let _ = fs::remove_file(&tmp);
-                if std::os::unix::fs::symlink(to, &tmp).is_ok() && fs::rename(&tmp, &link).is_ok() {
-                    n += 1;
-                    flips.store(n, Ordering::Relaxed);
-                }
-            }
-        })
-    };
+    let swapper = LinkFlipper::start(&link, &allowed, &other, s.dir.path().join("target.new"));
     let (want, mut opened, mut refused) = (rdev(&allowed), 0, 0);
     for _ in 0..400 {
         match nvsoak::workload::scheduler::open_target(&spec, true) {
@@ -186,9 +212,7 @@ fn symlink_swapped_while_opening_never_reaches_the_other_device() {
             }
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    swapper.join().expect("swapper");
-    assert!(flips.load(Ordering::Relaxed) > 100, "the link hardly moved");
+    assert!(swapper.stop() > 100, "the link hardly moved");
     assert!(
         opened > 0 && refused > 0,
         "opened {opened}, refused {refused}: no race happened"
@@ -229,24 +253,7 @@ fn a_flipping_symlink_named_by_allow_destroy_allows_nothing() {
     fs::write(&cfg_path, &cfg).expect("plan");
     let settings = nvsoak::config::load(Some(&cfg_path)).expect("the plan loads");
     let spec = settings.targets[0].clone();
-    let stop = Arc::new(AtomicBool::new(false));
-    let flips = Arc::new(AtomicU64::new(0));
-    let swapper = {
-        let (stop, flips) = (stop.clone(), flips.clone());
-        let (a, b, link) = (blank.clone(), other.clone(), link.clone());
-        let tmp = s.dir.path().join("disk.new");
-        std::thread::spawn(move || {
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let to = if n.is_multiple_of(2) { &b } else { &a };
-                let _ = fs::remove_file(&tmp);
-                if std::os::unix::fs::symlink(to, &tmp).is_ok() && fs::rename(&tmp, &link).is_ok() {
-                    n += 1;
-                    flips.store(n, Ordering::Relaxed);
-                }
-            }
-        })
-    };
+    let swapper = LinkFlipper::start(&link, &blank, &other, s.dir.path().join("disk.new"));
     let mut refused = 0;
     for _ in 0..200 {
         match nvsoak::workload::scheduler::open_target(&spec, true) {
@@ -268,9 +275,7 @@ fn a_flipping_symlink_named_by_allow_destroy_allows_nothing() {
             }
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    swapper.join().expect("swapper");
-    assert!(flips.load(Ordering::Relaxed) > 50, "the link hardly moved");
+    assert!(swapper.stop() > 50, "the link hardly moved");
     assert_eq!(refused, 200);
     assert_eq!(snapshot(&other), before, "the ext4 device's bytes changed");
     assert_fs_intact(&other);
