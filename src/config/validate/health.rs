@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use super::super::raw::{RawDevice, RawHealth, Scalar};
 use super::super::{DeviceRatingOverride, HealthSettings};
-use super::scalar::{duration_in, float, matcher, size};
-use super::settings::existing_file;
+use super::scalar::{duration_in, existing_file, float, matcher, size};
 use super::{R, bad, join};
 
 pub(super) fn health(raw: &RawHealth) -> R<HealthSettings> {

@@ -1,6 +1,8 @@
 //! Scalar config values: durations, sizes, whole numbers, floats, percentages, strings, choices
-//! from a fixed list, label-safe names and device matchers. Each names the key when it fails.
+//! from a fixed list, label-safe names, device matchers and files that must exist. Each names the
+//! key when it fails.
 
+use std::path::Path;
 use std::time::Duration;
 
 use super::super::ConfigError;
@@ -176,4 +178,13 @@ pub(super) fn matcher(key: &str, s: &str) -> R<()> {
             .map_err(|e| ConfigError::invalid(key, format!("bad regular expression: {e}")))?;
     }
     Ok(())
+}
+
+/// A file the config names must exist and be a regular file.
+pub(super) fn existing_file(key: &str, p: &Path) -> R<()> {
+    match std::fs::metadata(p) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(_) => bad(key, format!("{} is not a regular file", p.display())),
+        Err(e) => bad(key, format!("{}: {e}", p.display())),
+    }
 }

@@ -13,7 +13,7 @@ use super::super::{
 };
 use super::gates::gates;
 use super::health::health;
-use super::scalar::{duration_in, integer, string};
+use super::scalar::{duration_in, existing_file, integer, string};
 use super::target::{normalise, target};
 use super::{R, bad};
 use crate::model::spec::TargetSpec;
@@ -45,14 +45,6 @@ fn listen(key: &str, v: &Scalar) -> R<SocketAddr> {
             format!("\"{s}\" is not an address like \"127.0.0.1:9757\", \"[::1]:9757\" or \":9757\" (all interfaces)"),
         )
     })
-}
-
-pub(super) fn existing_file(key: &str, p: &Path) -> R<()> {
-    match std::fs::metadata(p) {
-        Ok(m) if m.is_file() => Ok(()),
-        Ok(_) => bad(key, format!("{} is not a regular file", p.display())),
-        Err(e) => bad(key, format!("{}: {e}", p.display())),
-    }
 }
 
 pub fn settings(raw: &RawConfig) -> R<Settings> {

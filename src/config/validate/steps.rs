@@ -149,13 +149,29 @@ mod tests {
             .map_err(|e| e.to_string())
     }
 
-    #[test]
-    fn purge_and_self_test_keys() {
+    /// A loop device and its `allow_destroy` line, or `None` (the test is skipped) without one.
+    fn allowed_loop() -> Option<(Loop, String)> {
         let Some(l) = Loop::new() else {
             eprintln!("skipping: no loop device (needs root and losetup)");
-            return;
+            return None;
         };
         let allowed = format!("allow_destroy = \"{}\"", l.0);
+        Some((l, allowed))
+    }
+
+    /// `load` must fail with an error naming every one of `parts`.
+    fn refused(l: &Loop, extra: &str, phases: &str, parts: &[&str]) {
+        let e = load(&l.0, extra, phases).expect_err("must be refused");
+        for part in parts {
+            assert!(e.contains(part), "{part:?} missing from: {e}");
+        }
+    }
+
+    #[test]
+    fn purge_and_self_test_keys() {
+        let Some((l, allowed)) = allowed_loop() else {
+            return;
+        };
         let p = load(
             &l.0,
             &allowed,
@@ -199,74 +215,65 @@ mod tests {
                 timeout: Duration::from_secs(48 * 3600)
             }
         );
-        // Errors name the key and the reason.
-        let e = load(&l.0, &allowed, "[[target.phase]]\nkind = \"purge\"\n").unwrap_err();
-        assert!(
-            e.contains("target[0].phase[0].method") && e.contains("missing"),
-            "{e}"
+    }
+
+    #[test]
+    fn purge_and_self_test_errors_name_the_key_and_the_reason() {
+        let Some((l, allowed)) = allowed_loop() else {
+            return;
+        };
+        let purge = "[[target.phase]]\nkind = \"purge\"\n";
+        refused(
+            &l,
+            &allowed,
+            purge,
+            &["target[0].phase[0].method", "missing"],
         );
-        let e = load(
-            &l.0,
+        refused(
+            &l,
             &allowed,
-            "[[target.phase]]\nkind = \"purge\"\nmethod = \"shred\"\n",
-        )
-        .unwrap_err();
-        assert!(e.contains("target[0].phase[0].method"), "{e}");
-        assert!(e.contains("format-user-data"), "{e}");
-        let e = load(
-            &l.0,
-            &allowed,
-            "[[target.phase]]\nkind = \"self-test\"\ntest = \"long\"\n",
-        )
-        .unwrap_err();
-        assert!(e.contains("target[0].phase[0].test"), "{e}");
-        let e = load(
-            &l.0,
-            &allowed,
-            "[[target.phase]]\nkind = \"self-test\"\nmethod = \"format-crypto\"\n",
-        )
-        .unwrap_err();
-        assert!(
-            e.contains("target[0].phase[0].method") && e.contains("only applies to purge"),
-            "{e}"
+            &format!("{purge}method = \"shred\"\n"),
+            &["target[0].phase[0].method", "format-user-data"],
         );
-        let e = load(
-            &l.0,
+        let self_test = "[[target.phase]]\nkind = \"self-test\"\n";
+        refused(
+            &l,
+            &allowed,
+            &format!("{self_test}test = \"long\"\n"),
+            &["target[0].phase[0].test"],
+        );
+        refused(
+            &l,
+            &allowed,
+            &format!("{self_test}method = \"format-crypto\"\n"),
+            &["target[0].phase[0].method", "only applies to purge"],
+        );
+        refused(
+            &l,
             &allowed,
             "[[target.phase]]\nkind = \"soak\"\nprofile = \"sql\"\nduration = \"1s\"\ntimeout = \"1m\"\n",
-        )
-        .unwrap_err();
-        assert!(e.contains("target[0].phase[0].timeout"), "{e}");
-        // A purge needs allow_destroy.
-        let e = load(
-            &l.0,
-            "",
-            "[[target.phase]]\nkind = \"purge\"\nmethod = \"format-user-data\"\n",
-        )
-        .unwrap_err();
-        assert!(
-            e.contains("target[0].phase[0].kind") && e.contains("allow_destroy"),
-            "{e}"
+            &["target[0].phase[0].timeout"],
         );
+    }
+
+    #[test]
+    fn a_purge_needs_allow_destroy_and_comes_before_verified_writes() {
+        let Some((l, allowed)) = allowed_loop() else {
+            return;
+        };
+        let purge = "[[target.phase]]\nkind = \"purge\"\nmethod = \"format-user-data\"\n";
+        let precondition = "[[target.phase]]\nkind = \"precondition\"\npasses = 1\n";
+        refused(&l, "", purge, &["target[0].phase[0].kind", "allow_destroy"]);
         // With verify on, a purge after a write (or in a loop) is refused.
-        let e = load(
-            &l.0,
-            &format!("{allowed}\nverify = \"inline\""),
-            "[[target.phase]]\nkind = \"precondition\"\npasses = 1\n\
-             [[target.phase]]\nkind = \"purge\"\nmethod = \"format-user-data\"\n",
-        )
-        .unwrap_err();
-        assert!(
-            e.contains("target[0].phase[1].kind") && e.contains("verify"),
-            "{e}"
+        let verified = format!("{allowed}\nverify = \"inline\"");
+        refused(
+            &l,
+            &verified,
+            &format!("{precondition}{purge}"),
+            &["target[0].phase[1].kind", "verify"],
         );
-        load(
-            &l.0,
-            &format!("{allowed}\nverify = \"inline\""),
-            "[[target.phase]]\nkind = \"purge\"\nmethod = \"format-user-data\"\n\
-             [[target.phase]]\nkind = \"precondition\"\npasses = 1\n",
-        )
-        .expect("a purge first is fine with verify");
+        load(&l.0, &verified, &format!("{purge}{precondition}"))
+            .expect("a purge first is fine with verify");
     }
 
     #[test]
