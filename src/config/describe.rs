@@ -4,7 +4,7 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use super::Settings;
+use super::{HealthSettings, Settings};
 use crate::model::profiles::describe_access;
 use crate::model::spec::*;
 use crate::model::units::{format_duration, format_size};
@@ -279,7 +279,14 @@ fn list(v: &[String], empty: &str) -> String {
 /// The whole resolved plan.
 pub fn plan(s: &Settings) -> String {
     let mut out = String::new();
-    let w = &mut out;
+    daemon_sections(&mut out, s);
+    health_section(&mut out, &s.health);
+    targets_section(&mut out, s);
+    out
+}
+
+/// `[exporter]`, `[state]`, `[stats]` and `[log]`.
+fn daemon_sections(w: &mut String, s: &Settings) {
     let _ = writeln!(w, "exporter");
     let _ = writeln!(w, "  {:<20} {}", "listen", s.exporter.listen);
     let _ = writeln!(
@@ -309,7 +316,10 @@ pub fn plan(s: &Settings) -> String {
     let _ = writeln!(w, "  {:<20} {}", "interval", dur(s.stats.interval));
     let _ = writeln!(w, "log");
     let _ = writeln!(w, "  {:<20} {}", "level", s.log.level);
-    let h = &s.health;
+}
+
+/// `[health]` with its per-device overrides.
+fn health_section(w: &mut String, h: &HealthSettings) {
     let _ = writeln!(w, "health");
     let _ = writeln!(w, "  {:<20} {}", "enabled", yes(h.enabled));
     let _ = writeln!(w, "  {:<20} {}", "poll_interval", dur(h.poll_interval));
@@ -364,6 +374,10 @@ pub fn plan(s: &Settings) -> String {
         }
         let _ = writeln!(w, "  device {:<13} {}", d.matcher, parts.join(", "));
     }
+}
+
+/// The targets, each with its plan.
+fn targets_section(w: &mut String, s: &Settings) {
     if s.targets.is_empty() {
         let _ = writeln!(
             w,
@@ -375,5 +389,4 @@ pub fn plan(s: &Settings) -> String {
     for t in &s.targets {
         target(w, t);
     }
-    out
 }
