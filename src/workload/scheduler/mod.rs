@@ -17,6 +17,7 @@ mod segment;
 mod snapshot;
 mod soaksample;
 
+pub use crate::workload::hooks::PrecondLive;
 pub(crate) use crate::workload::hooks::{HookMode, ProgressHook, StampOnly};
 pub use error::RunError;
 pub use open::{
@@ -27,8 +28,8 @@ pub(crate) use phase::precondition::precondition_job;
 pub(crate) use segment::{Segment, SegmentOutcome};
 pub(crate) use snapshot::STEADY_HISTORY_MAX;
 pub use snapshot::{
-    JobStats, PrecondLive, SharedSnapshot, TargetFixed, TargetShared, TargetSnapshot, TargetView,
-    TargetsHostIo, VerifyCtx,
+    JobStats, SharedSnapshot, TargetFixed, TargetShared, TargetSnapshot, TargetView, TargetsHostIo,
+    VerifyCtx,
 };
 
 use std::collections::BTreeMap;
