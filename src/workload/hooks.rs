@@ -1,13 +1,47 @@
 //! Hot-path hooks the scheduler hands to workers: inline verification ([`VerifyHook`], over the
-//! generation map of `pattern`), precondition progress ([`ProgressHook`]) and stamp-only
-//! verification ([`StampOnly`]). Called per I/O: no lock, no allocation after construction.
+//! generation map of `pattern`), precondition progress ([`ProgressHook`], publishing to
+//! [`PrecondLive`], which the scheduler's snapshot holds) and stamp-only verification
+//! ([`StampOnly`]). Called per I/O: no lock, no allocation after construction.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::model::checkpoint::{PreconditionProgress, StripeProgress};
 use crate::workload::pattern::{GenMap, Mismatch, VERIFY_UNIT, VerifyCounters};
-use crate::workload::scheduler::PrecondLive;
 use crate::workload::worker::BlockHook;
+
+/// Live progress of a precondition phase: per worker stripe, the bytes of its sequential walk
+/// (all passes, earlier runs included) whose writes completed, in walk order. Written by each
+/// worker's [`ProgressHook`], read by checkpoints
+/// ([`TargetShared::to_state`](crate::workload::scheduler::TargetShared::to_state)).
+#[derive(Debug)]
+pub struct PrecondLive {
+    pub passes: u32,
+    pub block_size: u32,
+    /// `(start, len)` of each worker's stripe.
+    pub stripes: Vec<(u64, u64)>,
+    pub done: Vec<AtomicU64>,
+}
+
+impl PrecondLive {
+    /// The checkpoint record: only writes that completed, as a prefix of each walk.
+    pub fn progress(&self) -> PreconditionProgress {
+        PreconditionProgress {
+            passes: self.passes,
+            block_size: self.block_size,
+            stripes: self
+                .stripes
+                .iter()
+                .zip(&self.done)
+                .map(|(&(start, len), d)| StripeProgress {
+                    start,
+                    len,
+                    done_bytes: d.load(Ordering::Acquire),
+                })
+                .collect(),
+        }
+    }
+}
 
 /// Tracks how far one precondition worker's sequential walk has completed, in walk order, and
 /// publishes it to [`PrecondLive::done`]. Writes complete out of order, so it keeps the
@@ -311,10 +345,7 @@ impl crate::workload::worker::BlockHook for VerifyHook {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::scheduler::precondition_job;
-    use crate::workload::worker;
-    use crate::workload::worker::{BsPicker, OffsetGen, Rng};
-    use std::sync::atomic::AtomicU64;
+    use crate::workload::worker::Rng;
 
     fn live(stripes: Vec<(u64, u64)>, passes: u32, bs: u32) -> Arc<PrecondLive> {
         Arc::new(PrecondLive {
@@ -442,90 +473,5 @@ mod tests {
             l.progress().stripes[0].resume_point(3, 4096),
             (4096, 6 << 10)
         );
-    }
-
-    /// Run 1 walks each stripe with `depth` writes in flight, completing out of order, and is
-    /// killed with its last writes still in flight; run 2 resumes from what the hook recorded,
-    /// as the scheduler does. Every byte is written at least `passes` times, and at most the
-    /// writes in flight at the kill are redone.
-    #[test]
-    fn a_resumed_precondition_writes_every_byte_passes_times() {
-        let region: u64 = (1 << 20) + (24 << 10);
-        let (bs, passes, depth, workers) = (8192u32, 3u32, 4usize, 3u32);
-        let job = precondition_job(passes, bs, depth as u32, workers);
-        let picker = BsPicker::new(&job.bs.entries);
-        let align = worker::job_align(&job);
-        let stripes: Vec<(u64, u64)> = (0..workers as usize)
-            .map(|i| worker::stripe_bounds(0, region, workers, i, align))
-            .collect();
-        assert_ne!(stripes[0].1, stripes[2].1, "stripes of unequal length");
-        // Where run 1 is killed, in I/Os: mid pass 1, exactly a pass boundary, mid pass 3.
-        let blocks = |len: u64| len.div_ceil(bs as u64) as usize;
-        let kill_at = [
-            blocks(stripes[0].1) / 3,
-            blocks(stripes[1].1),
-            2 * blocks(stripes[2].1) + 7,
-        ];
-        let l = live(stripes.clone(), passes, bs);
-        let mut rng = Rng::new(1);
-        for (i, &(start, len)) in stripes.iter().enumerate() {
-            let mut counts = vec![0u32; (len / 512) as usize];
-            let mut mark = |off: u64, n: u32| {
-                for b in (off - start) / 512..(off - start + n as u64) / 512 {
-                    counts[b as usize] += 1;
-                }
-            };
-            // Run 1.
-            let mut g = OffsetGen::new(&job, picker.sizes(), 0, region, i).unwrap();
-            let mut h = ProgressHook::new(None, l.clone(), i, 0, depth as u32);
-            let mut inflight: Vec<(u64, u32)> = Vec::new();
-            for _ in 0..kill_at[i] {
-                let (off, n) = g.next(&mut rng, 0, bs);
-                write(&mut h, off, n as usize);
-                inflight.push((off, n));
-                if inflight.len() == depth {
-                    // Complete the newest half first, then the rest.
-                    let mut batch = inflight.split_off(depth / 2);
-                    batch.append(&mut inflight);
-                    for (off, n) in batch {
-                        h.after_write(off, n as usize, true);
-                        mark(off, n);
-                    }
-                }
-            }
-            // Killed: the newest write of the batch in flight completed, the others never did.
-            if let Some(&(off, n)) = inflight.last() {
-                h.after_write(off, n as usize, true);
-                mark(off, n);
-            }
-            let sp = l.progress().stripes[i].clone();
-            assert_eq!((sp.start, sp.len), (start, len));
-            let (pos, left) = sp.resume_point(passes, bs);
-            assert_eq!(
-                pos % bs as u64,
-                0,
-                "worker {i}: resume position on a block boundary"
-            );
-            // Run 2: the worker's walk from `pos` with `left` bytes, trimmed at the limit.
-            let mut g = OffsetGen::new(&job, picker.sizes(), 0, region, i).unwrap();
-            g.start_at(pos);
-            let limit = left.div_ceil(align) * align;
-            assert_eq!(limit, left);
-            let mut submitted = 0u64;
-            while submitted < limit {
-                let (off, n) = g.next(&mut rng, 0, bs);
-                let n = n.min((limit - submitted) as u32);
-                mark(off, n);
-                submitted += n as u64;
-            }
-            let min = counts.iter().copied().min().unwrap();
-            let sum: u64 = counts.iter().map(|&c| c as u64).sum::<u64>() * 512;
-            assert!(min >= passes, "worker {i}: a byte written only {min} times");
-            let redone = sum - len * passes as u64;
-            assert!(
-                redone <= depth as u64 * bs as u64,
-                "worker {i}: {redone} bytes written more than {passes} times"
-            );
-        }
     }
 }

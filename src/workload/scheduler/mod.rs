@@ -5,6 +5,10 @@
 //!
 //! Architecture Invariant: the scheduler never touches the I/O hot path; it only sees worker
 //! reports, once per stats interval.
+//!
+//! `start` opens the target and builds the state it starts with, `run` is the plan loop on its
+//! thread, `phase` one file per phase kind, `segment` one run of a job's workers; this file holds
+//! the `Runner`, its results writes and live verdict, and the rejudging of ended targets.
 
 mod dryrun;
 mod error;
@@ -13,10 +17,13 @@ mod open;
 mod phase;
 mod phaselog;
 mod recover;
+mod run;
 mod segment;
 mod snapshot;
 mod soaksample;
+mod start;
 
+pub use crate::workload::hooks::PrecondLive;
 pub(crate) use crate::workload::hooks::{HookMode, ProgressHook, StampOnly};
 pub use error::RunError;
 pub use open::{
@@ -27,9 +34,10 @@ pub(crate) use phase::precondition::precondition_job;
 pub(crate) use segment::{Segment, SegmentOutcome};
 pub(crate) use snapshot::STEADY_HISTORY_MAX;
 pub use snapshot::{
-    JobStats, PrecondLive, SharedSnapshot, TargetFixed, TargetShared, TargetSnapshot, TargetView,
-    TargetsHostIo, VerifyCtx,
+    JobStats, SharedSnapshot, TargetFixed, TargetShared, TargetSnapshot, TargetView, TargetsHostIo,
+    VerifyCtx,
 };
+pub use start::start;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -122,455 +130,6 @@ pub struct RunOptions {
 }
 
 pub use crate::util::unix_now as now_unix;
-
-/// The part of the target the plan exercises: `region` of its size, in whole MiB (whole
-/// 4 KiB units when smaller).
-fn region_of(spec: &TargetSpec, size: u64) -> Result<u64, TargetError> {
-    let align: u64 = 1 << 20;
-    let mut region_len = ((size as f64 * spec.region.0) as u64).min(size);
-    if region_len >= align {
-        region_len -= region_len % align;
-    } else {
-        region_len -= region_len % 4096;
-    }
-    if region_len == 0 {
-        return Err(TargetError::EmptyRegion {
-            target: spec.name.clone(),
-            path: spec.path.clone(),
-            size,
-        });
-    }
-    Ok(region_len)
-}
-
-/// The verification state a target starts with: the checkpoint's generation map when it fits
-/// this target (same writer seed, covering the region), else a new one (saying why the
-/// checkpoint's does not fit), and the checkpoint's mismatch counts.
-fn verify_ctx(
-    spec: &TargetSpec,
-    resume: Option<&crate::model::checkpoint::TargetState>,
-    resume_genmap: Option<GenMap>,
-    region_len: u64,
-) -> VerifyCtx {
-    let counters = Arc::new(VerifyCounters::default());
-    let seed = resume.and_then(|r| r.verify_seed);
-    let map = match (resume_genmap, seed) {
-        (Some(m), Some(seed)) if m.seed() == seed && m.covers(0, region_len as usize) => {
-            tracing::info!(target_name = %spec.name, written_units = m.written_units(),
-                "verification resumes with the checkpoint's generation map");
-            m
-        }
-        (Some(m), seed) => {
-            let why = match seed {
-                Some(s) if s != m.seed() => format!(
-                    "its writer seed {:#x} is not the checkpoint's {s:#x}",
-                    m.seed()
-                ),
-                None => "the checkpoint records no writer seed".to_string(),
-                Some(_) => format!(
-                    "it covers {} units, not this target's region of {region_len} bytes",
-                    m.units()
-                ),
-            };
-            let file = resume
-                .and_then(|r| r.genmap.as_ref())
-                .map(|g| g.file.clone());
-            tracing::warn!(target_name = %spec.name, sidecar = ?file,
-                "the checkpoint's generation map does not match this target ({why}); not using it: verification starts over and blocks written before are not checked");
-            GenMap::new(0, region_len, crate::workload::pattern::new_seed())
-        }
-        _ => GenMap::new(0, region_len, crate::workload::pattern::new_seed()),
-    };
-    if let Some(r) = resume {
-        counters.restore(&r.totals.verify_errors_by_kind);
-        counters.restore_checked(r.totals.verified_bytes);
-    }
-    tracing::info!(target_name = %spec.name, mode = ?spec.verify,
-        map_bytes = map.memory_bytes(), "data verification on");
-    VerifyCtx {
-        map: Arc::new(map),
-        counters,
-    }
-}
-
-/// What the target is and what its plan checks, for which gates apply to it.
-fn subject_of(
-    spec: &TargetSpec,
-    is_block: bool,
-    identity: Option<&crate::safety::DeviceIdentity>,
-) -> crate::model::verdict::Subject {
-    use crate::model::verdict::SubjectKind;
-    let kind = if spec.is_spanning() {
-        SubjectKind::Span
-    } else if !is_block {
-        SubjectKind::File
-    } else if identity.is_some_and(|i| i.has_drive) {
-        SubjectKind::Drive
-    } else {
-        SubjectKind::BlockDevice
-    };
-    let verify = spec.verify != VerifyMode::Off;
-    let verify_note = (!verify).then(|| {
-        if spec.is_spanning() {
-            "a spanning target cannot verify data; turn the gate off with verify_errors = false".to_string()
-        } else {
-            "verify is off: set verify = \"inline\" or \"pass\" on the target, or turn the gate off with verify_errors = false".to_string()
-        }
-    });
-    crate::model::verdict::Subject {
-        kind,
-        verify,
-        verify_note,
-        self_test_planned: spec
-            .phases
-            .iter()
-            .any(|p| matches!(p, PhaseSpec::SelfTest { .. })),
-    }
-}
-
-/// The results file a target starts with, and the maxima its earlier runs found.
-fn resumed_results(
-    spec: &TargetSpec,
-    opts: &RunOptions,
-    resumed: bool,
-) -> (TargetResults, BTreeMap<String, f64>) {
-    let mut results = TargetResults {
-        version: crate::model::results::RESULTS_VERSION,
-        host: crate::util::host::hostname(),
-        target: spec.name.clone(),
-        path: spec.path.display().to_string(),
-        ..Default::default()
-    };
-    let mut max_iops = BTreeMap::new();
-    if !resumed {
-        // A run that starts over never overwrites an earlier record. The daemon has normally
-        // moved it aside already, naming why; this catches any other way here.
-        crate::state::results::archive(&opts.state_dir, &spec.name, "orphan");
-    } else if let Some(prev) = crate::state::results::load(&opts.state_dir, &spec.name) {
-        // A resumed plan keeps what its earlier runs measured (sweeps, steady state), and the
-        // maxima they found, as a run without the restart would have.
-        for sw in prev.sweeps.iter().filter(|sw| !sw.points.is_empty()) {
-            max_iops.insert(sw.profile.clone(), sw.max_iops);
-        }
-        results = TargetResults {
-            version: results.version,
-            host: results.host,
-            path: results.path,
-            ..prev
-        };
-    }
-    (results, max_iops)
-}
-
-/// Records only go forward: a resumed run carries, per counter, the larger of the checkpoint's
-/// totals and the results file's. Both are records of the same plan on the same device (the
-/// daemon moves both aside together when the plan or the device changed), and the results file
-/// is written more often than the checkpoint (every sweep point, phase end, steady-state round
-/// and minute of soak), so after `kill -9` it is often ahead: the I/O it recorded happened and
-/// wore the drive. Positions (phase, elapsed time in it, precondition stripes, sweep points) and
-/// the verification state still come from the checkpoint alone, with the generation map they
-/// belong to.
-fn carry_recorded_totals(name: &str, snapshot: &TargetShared, results: &TargetResults) {
-    snapshot.update(|v| {
-        let (plan_before, soak_before) = (v.carried.clone(), v.soak.carried.clone());
-        if let Some(p) = results.soak.as_ref().and_then(|s| s.plan.as_ref()) {
-            v.carried.max_each(&p.to_totals());
-        }
-        if let Some(s) = &results.soak {
-            v.soak.carried.max_each(&s.to_totals());
-            if v.soak_started.is_none() && s.started > 0.0 {
-                v.soak_started = Some(s.started);
-            }
-        }
-        if v.carried != plan_before || v.soak.carried != soak_before {
-            tracing::info!(target_name = %name,
-                soak_written = v.soak.carried.write_bytes,
-                checkpoint_soak_written = soak_before.write_bytes,
-                plan_written = v.carried.write_bytes,
-                checkpoint_plan_written = plan_before.write_bytes,
-                "the results file recorded more I/O than the checkpoint (saved later); carrying its totals");
-        }
-    });
-}
-
-/// Start a target: opens it on the calling thread (so refusals surface at start), then runs its
-/// plan on a new thread.
-pub fn start(
-    mut spec: TargetSpec,
-    opts: RunOptions,
-    global_stop: Arc<AtomicBool>,
-    resume: Option<crate::model::checkpoint::TargetState>,
-    resume_genmap: Option<GenMap>,
-) -> Result<TargetHandle, TargetError> {
-    let (
-        OpenedTarget {
-            fd,
-            size,
-            is_block,
-            identity,
-        },
-        member_fds,
-        members,
-    ) = if spec.is_spanning() {
-        open_spanning(&mut spec)?
-    } else {
-        (
-            open_target(&spec, plan_writes(&spec))?,
-            Vec::new(),
-            Vec::new(),
-        )
-    };
-    let region_len = region_of(&spec, size)?;
-    let now = now_unix();
-    let mut view = TargetView {
-        up: true,
-        running: true,
-        started_at: now,
-        run_since: Some(now),
-        phase_started_unix: now,
-        ..Default::default()
-    };
-    let mut drive = crate::workload::drive::DriveTracking {
-        controller: identity
-            .as_ref()
-            .and_then(|i| crate::nvme::controller_of_node(&i.path.to_string_lossy())),
-        ..Default::default()
-    };
-    let mut resume_at = None;
-    if let Some(r) = &resume {
-        view.carried = r.totals.clone();
-        // A checkpoint from before soak-only totals has the plan's as the soak's: carried as
-        // they are, so no soak figure goes backwards.
-        view.soak.carried = r.soak.clone().unwrap_or_else(|| r.totals.clone());
-        view.loop_count = r.loop_count;
-        view.soak_started = r.soak_started;
-        view.steady_history = r.steady_history.clone();
-        view.phase_index = r.phase_index;
-        view.phase_elapsed_base = r.phase_elapsed_secs;
-        // A spanning target keeps its members' figures when the checkpoint's are of the same
-        // devices, in the same order.
-        if r.members.len() == members.len()
-            && r.members
-                .iter()
-                .zip(&members)
-                .all(|(a, b)| a.path == b.path && a.device_key == b.device_key)
-        {
-            view.members = r.members.clone();
-        }
-        drive.restore(&spec.name, r);
-        resume_at = Some((r.phase_index, r.phase_elapsed_secs));
-        tracing::info!(target_name = %spec.name, phase = r.phase_index + 1,
-            phase_index = r.phase_index, elapsed_secs = r.phase_elapsed_secs, written = r.totals.write_bytes,
-            "resuming from the checkpoint");
-    }
-    if view.members.len() != members.len() {
-        view.members = members;
-    }
-    view.member_rates = vec![[0.0; 4]; view.members.len()];
-    // Named from the start, so a scrape between the thread's start and its first phase set-up
-    // already sees which phase runs.
-    view.phase = spec
-        .phases
-        .get(view.phase_index)
-        .map(|p| p.kind().to_string())
-        .unwrap_or_default();
-    let mut fixed = TargetFixed {
-        name: spec.name.clone(),
-        path: spec.path.display().to_string(),
-        is_block,
-        // A spanning target's is its members', in order (what the daemon compares on resume).
-        device_key: if view.members.is_empty() {
-            identity.as_ref().map(crate::state::device_key)
-        } else {
-            view.members
-                .iter()
-                .map(|m| m.device_key.clone())
-                .collect::<Option<Vec<String>>>()
-                .map(|k| k.join(" + "))
-        },
-        gates: Arc::new(std::sync::RwLock::new(spec.gates.clone())),
-        members: spec
-            .members
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect(),
-        ..Default::default()
-    };
-    if spec.verify != VerifyMode::Off {
-        check_verify_block_sizes(&spec)?;
-        fixed.verify = Some(verify_ctx(
-            &spec,
-            resume.as_ref(),
-            resume_genmap,
-            region_len,
-        ));
-    }
-    let live = fixed.live.clone();
-    let snapshot: SharedSnapshot = Arc::new(TargetShared::new(fixed, view, drive));
-    let stop = Arc::new(AtomicBool::new(false));
-    let (mut results, max_iops) = resumed_results(&spec, &opts, resume.is_some());
-    if resume.is_some() {
-        carry_recorded_totals(&spec.name, &snapshot, &results);
-    }
-    results.subject = Some(subject_of(&spec, is_block, identity.as_ref()));
-    results.device_key = snapshot.fixed.device_key.clone();
-    // A resumed soak continues the history its results file kept.
-    let soak_history = results
-        .soak
-        .as_ref()
-        .and_then(|s| s.history.clone())
-        .unwrap_or_default();
-    if !soak_history.is_empty() {
-        let h = Arc::new(soak_history.clone());
-        snapshot.update(|v| v.soak_history = Some(h));
-    }
-    let mut runner = Runner {
-        spec: spec.clone(),
-        fd: Arc::new(fd),
-        member_fds,
-        region_len,
-        opts,
-        snapshot: snapshot.clone(),
-        stop: stop.clone(),
-        global_stop,
-        results,
-        max_iops,
-        segment_counter: 0,
-        resume_at,
-        resume_precondition: resume.as_ref().and_then(|r| r.precondition.clone()),
-        resume_sweep: resume.as_ref().and_then(|r| r.sweep.clone()),
-        identity,
-        in_verify_pass: false,
-        last_results_save: Instant::now(),
-        plan_state: crate::model::verdict::PlanState::Running,
-        last_live_judged: Instant::now(),
-        warned_gates: Default::default(),
-        live,
-        soak_history,
-        soak_entry: None,
-    };
-    let thread = std::thread::Builder::new()
-        .name(format!("sched-{}", spec.name))
-        .spawn(move || runner.run())
-        .map_err(|error| TargetError::Open {
-            target: spec.name.clone(),
-            path: spec.path.clone(),
-            error,
-        })?;
-    Ok(TargetHandle {
-        name: spec.name,
-        snapshot,
-        stop,
-        thread: Some(thread),
-    })
-}
-
-/// A spanning target's members, every one claimed before any is written (see
-/// [`open_members`]): the descriptor of the first (the target's `fd`, unused by workers), the
-/// smallest member's size (each member's region is `region` of it), every member's descriptor
-/// and its figures so far (zero). Raises each job's worker count to the number of members, so
-/// every member has a worker, saying so.
-type Spanning = (
-    OpenedTarget,
-    Vec<Arc<OwnedFd>>,
-    Vec<crate::model::results::MemberFigures>,
-);
-
-fn open_spanning(spec: &mut TargetSpec) -> Result<Spanning, TargetError> {
-    let opened = open_members(spec, plan_writes(spec))?;
-    let n = opened.len();
-    spread_workers(spec, n);
-    let size = opened.iter().map(|o| o.size).min().unwrap_or(0);
-    let members = opened
-        .iter()
-        .zip(&spec.members)
-        .map(|(o, p)| crate::model::results::MemberFigures {
-            path: p.display().to_string(),
-            device: o
-                .identity
-                .as_ref()
-                .and_then(|i| i.path.file_name())
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            controller: o
-                .identity
-                .as_ref()
-                .and_then(|i| crate::nvme::controller_of_node(&i.path.to_string_lossy())),
-            device_key: o.identity.as_ref().map(crate::state::device_key),
-            ..Default::default()
-        })
-        .collect();
-    let fds: Vec<Arc<OwnedFd>> = opened.into_iter().map(|o| Arc::new(o.fd)).collect();
-    let first = fds[0].try_clone().map_err(|error| TargetError::Open {
-        target: spec.name.clone(),
-        path: spec.path.clone(),
-        error,
-    })?;
-    Ok((
-        OpenedTarget {
-            fd: first,
-            size,
-            is_block: true,
-            identity: None,
-        },
-        fds,
-        members,
-    ))
-}
-
-/// A spanning target's jobs get at least one worker per member.
-fn spread_workers(spec: &mut TargetSpec, n: usize) {
-    let n = n as u32;
-    let name = spec.name.clone();
-    let raise = |job: &str, w: &mut u32| {
-        if *w < n {
-            tracing::info!(target_name = %name, job, workers = *w, members = n,
-                "raising the job's workers to the number of members, one worker per device at least");
-            *w = n;
-        }
-    };
-    for p in &mut spec.phases {
-        match p {
-            PhaseSpec::Precondition { workers, .. } => raise("precondition", workers),
-            PhaseSpec::Sweep { job, .. } => raise(&job.name, &mut job.workers),
-            PhaseSpec::Soak { jobs, .. } => {
-                for j in jobs {
-                    raise(&j.name, &mut j.workers);
-                }
-            }
-            PhaseSpec::Purge { .. } | PhaseSpec::SelfTest { .. } => {}
-        }
-    }
-}
-
-/// With verification on, every block size must be whole 4 KiB verify units.
-fn check_verify_block_sizes(spec: &TargetSpec) -> Result<(), TargetError> {
-    let mut sizes: Vec<u32> = Vec::new();
-    for p in &spec.phases {
-        match p {
-            PhaseSpec::Precondition { block_size, .. } => sizes.push(*block_size),
-            PhaseSpec::Sweep { job, .. } => sizes.extend(job.bs.entries.iter().map(|e| e.0)),
-            PhaseSpec::Soak { jobs, .. } => {
-                for j in jobs {
-                    sizes.extend(j.bs.entries.iter().map(|e| e.0));
-                }
-            }
-            PhaseSpec::Purge { .. } | PhaseSpec::SelfTest { .. } => {}
-        }
-    }
-    if let Some(bad) = sizes
-        .iter()
-        .find(|b| !(**b as usize).is_multiple_of(VERIFY_UNIT))
-    {
-        return Err(TargetError::Refused {
-            target: spec.name.clone(),
-            reason: format!(
-                "verify needs block sizes that are multiples of 4k, and a job uses {bad} bytes; change the job's bs or set verify = \"off\""
-            ),
-        });
-    }
-    Ok(())
-}
 
 /// Fold a stopped target's latest drive figures and identity into its results file. The daemon
 /// calls this after its final health poll at shutdown, once the target's thread (the file's
@@ -743,139 +302,6 @@ impl Runner {
         self.stop.load(Ordering::SeqCst) || self.global_stop.load(Ordering::SeqCst)
     }
 
-    fn run(&mut self) {
-        let mut loop_count = self.snapshot.view(|s| s.loop_count);
-        if let Some((ri, _)) = self.resume_at
-            && ri >= self.spec.phases.len()
-        {
-            self.resume_at = None;
-            if !self.spec.loop_phases {
-                tracing::info!(target_name = %self.spec.name,
-                        "the checkpoint says this plan already finished; nothing to run (nvsoak state reset starts over)");
-                // Its verdict is the finished plan's, judged again on what it recorded.
-                self.plan_state = crate::model::verdict::PlanState::Finished;
-                self.finish();
-                return;
-            }
-        }
-        let mut failed = false;
-        'plan: loop {
-            for (i, phase) in self.spec.phases.clone().iter().enumerate() {
-                if self.stopping() {
-                    break 'plan;
-                }
-                let mut resume = phase::Resume::default();
-                let mut resumed = false;
-                if let Some((ri, el)) = self.resume_at {
-                    if i < ri {
-                        continue;
-                    }
-                    // Every phase resumes where the checkpoint says it got to: a soak with the
-                    // time it has left, a precondition at each worker's position, a sweep at
-                    // its first point not completed.
-                    if i == ri {
-                        resumed = true;
-                        resume = phase::Resume {
-                            done_secs: el,
-                            precondition: self.resume_precondition.take(),
-                            sweep: self.resume_sweep.take(),
-                        };
-                    }
-                    self.resume_at = None;
-                }
-                let done_secs = resume.done_secs;
-                // Set up the phase's progress before the snapshot names the phase, so that no
-                // checkpoint sees the phase without it.
-                let mut runner = phase::for_spec(phase);
-                let published = runner.prepare(self, resume);
-                let is_soak = matches!(phase, PhaseSpec::Soak { .. });
-                self.snapshot.update(|s| {
-                    let now = now_unix();
-                    s.phase_index = i;
-                    s.phase = phase.kind().to_string();
-                    s.start_phase_clock(done_secs, now);
-                    if is_soak {
-                        // From here the soak's figures count (precondition and sweeps not).
-                        s.soak.begin(&s.jobs, now);
-                        s.soak_started.get_or_insert(now);
-                    }
-                    s.precondition = published.precondition;
-                    s.sweep_progress = published.sweep;
-                    if done_secs == 0.0 {
-                        s.steady_history.clear();
-                    }
-                });
-                let started = self.phase_started(i, phase, done_secs, resumed);
-                if is_soak {
-                    self.soak_entry_open(&started, phase);
-                }
-                self.ocp_phase_began(i, phase);
-                let r = runner.run(self);
-                if is_soak {
-                    self.snapshot.update(|s| s.soak.end(&s.jobs, now_unix()));
-                }
-                if let Err(reason) = r {
-                    tracing::error!(target_name = %self.spec.name, phase = i + 1, %reason,
-                        "target stopped in phase {} ({})", i + 1, phase.kind());
-                    self.phase_failed();
-                    self.snapshot.update(|s| {
-                        s.up = false;
-                        s.stop_reason = Some(reason.to_string());
-                    });
-                    failed = true;
-                    break 'plan;
-                }
-                if !self.stopping() {
-                    self.ocp_phase_refresh(true);
-                    self.phase_ended(&started, phase);
-                } else {
-                    self.ocp_phase_refresh(matches!(phase, PhaseSpec::Soak { .. }));
-                    // A phase stopped before its end (a soak without a duration only ever ends
-                    // this way) still gets its end line and its record, marked stopped.
-                    self.phase_stopped(&started, phase);
-                }
-            }
-            if self.stopping() {
-                break;
-            }
-            loop_count += 1;
-            self.snapshot.update(|s| s.loop_count = loop_count);
-            if !self.spec.loop_phases {
-                // Finished: a checkpoint now points past the last phase.
-                self.snapshot.update(|s| {
-                    s.phase_index = self.spec.phases.len();
-                    s.phase_elapsed_base = 0.0;
-                    s.phase_paused = true;
-                });
-                break;
-            }
-            tracing::info!(target_name = %self.spec.name, loop_count, "plan finished; looping");
-        }
-        let finished = !self.stopping() && !failed;
-        self.plan_ended(finished, failed);
-        self.plan_state = if failed {
-            crate::model::verdict::PlanState::Stopped
-        } else if finished {
-            crate::model::verdict::PlanState::Finished
-        } else {
-            crate::model::verdict::PlanState::Interrupted
-        };
-        self.finish();
-    }
-
-    fn finish(&mut self) {
-        self.snapshot.update(|s| {
-            s.running = false;
-            s.pause_clock(now_unix());
-            let names: Vec<String> = s.jobs.keys().cloned().collect();
-            for n in names {
-                s.deactivate_job(&n);
-            }
-        });
-        self.save_results();
-        tracing::debug!(target_name = %self.spec.name, "target runner exited");
-    }
-
     fn save_results(&mut self) {
         self.refresh_results(true);
         self.last_results_save = Instant::now();
@@ -964,6 +390,13 @@ impl Runner {
             self.plan_state,
             reason,
         );
+        self.warn_failed_gates();
+        let verdict = self.results.verdict.clone();
+        self.snapshot.update(|s| s.verdict = verdict);
+    }
+
+    /// One WARN line for each gate of the verdict that fails for the first time in this run.
+    fn warn_failed_gates(&mut self) {
         if let Some(v) = &self.results.verdict {
             for g in v.failed() {
                 if self.warned_gates.insert(g.gate) {
@@ -981,8 +414,6 @@ impl Runner {
                 }
             }
         }
-        let verdict = self.results.verdict.clone();
-        self.snapshot.update(|s| s.verdict = verdict);
     }
 }
 

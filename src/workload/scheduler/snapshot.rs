@@ -3,7 +3,8 @@
 //! runner updates every interval ([`TargetView`]), and the drive tracking the daemon writes
 //! from health polls ([`DriveTracking`], behind its own lock). [`TargetShared`] holds the three;
 //! [`TargetSnapshot`] is a full copy of them for the renderers that show everything (metrics,
-//! status page, history). Also per-job figures, precondition progress and verification state.
+//! status page, history). Also per-job figures and verification state; the precondition
+//! progress it holds ([`PrecondLive`]) is defined with the hook that writes it, in `hooks`.
 
 use super::*;
 use crate::model::totals::Totals;
@@ -161,38 +162,6 @@ pub struct TargetSnapshot {
     /// Each member's rates over the last interval (read IOPS, write IOPS, read and write bytes
     /// per second), while a segment runs.
     pub member_rates: Vec<[f64; 4]>,
-}
-
-/// Live progress of a precondition phase: per worker stripe, the bytes of its sequential walk
-/// (all passes, earlier runs included) whose writes completed, in walk order. Written by each
-/// worker's [`ProgressHook`], read by checkpoints ([`TargetShared::to_state`]).
-#[derive(Debug)]
-pub struct PrecondLive {
-    pub passes: u32,
-    pub block_size: u32,
-    /// `(start, len)` of each worker's stripe.
-    pub stripes: Vec<(u64, u64)>,
-    pub done: Vec<AtomicU64>,
-}
-
-impl PrecondLive {
-    /// The checkpoint record: only writes that completed, as a prefix of each walk.
-    pub fn progress(&self) -> PreconditionProgress {
-        PreconditionProgress {
-            passes: self.passes,
-            block_size: self.block_size,
-            stripes: self
-                .stripes
-                .iter()
-                .zip(&self.done)
-                .map(|(&(start, len), d)| StripeProgress {
-                    start,
-                    len,
-                    done_bytes: d.load(Ordering::Acquire),
-                })
-                .collect(),
-        }
-    }
 }
 
 /// A target's data-verification state: the generation map its workers stamp and check
