@@ -1,7 +1,10 @@
 //! I/O engines, modelled on fio's `ioengines.h` ops table: `queue`, `commit`, `reap`, with
 //! capability flags. `psync` completes inside `queue` (like fio's `engines/sync.c`); `null`
 //! completes everything immediately and exists to test the worker loop (`engines/null.c`);
-//! `uring` is one io_uring per worker with registered buffers and files.
+//! `uring` is one io_uring per worker with registered buffers and files; `passthru` sends NVMe
+//! commands through io_uring to the namespace's generic device. Both are built on `ring`, the
+//! ring, buffers, registrations and slots they share (and differ only in how they build an SQE
+//! and read a CQE); `pollcap` says whether a device can poll.
 //!
 //! The engine is chosen once, at setup ([`open`]); the hot loop never re-decides.
 //!
@@ -179,6 +182,10 @@ pub struct EngineSetup {
     pub buffers: u32,
     /// Largest block size the job uses; each buffer is this big.
     pub max_bs: u32,
+    /// The passthrough engines: the generic device of `fd`'s namespace, resolved once for
+    /// every engine opened on `fd` ([`passthru::SharedNode`]). `None`: the engine resolves it
+    /// itself. Other engines ignore it.
+    pub passthru: Option<passthru::SharedNode>,
 }
 
 /// Open the engine for `choice`. `Auto` tries io_uring and falls back to psync when the kernel

@@ -1,10 +1,13 @@
-//! io_uring engine: one ring per worker (created in the worker thread), the target fd
-//! registered as fixed file 0, the aligned buffers registered as fixed buffers, batched
-//! submission (`queue` only fills SQEs, `commit` or a waiting `reap` enters the kernel once).
+//! io_uring engine on the block path: one ring per worker (created in the worker thread), the
+//! target fd registered as fixed file 0, the aligned buffers registered as fixed buffers,
+//! batched submission (`queue` only fills SQEs, `commit` or a waiting `reap` enters the kernel
+//! once). The ring itself, its buffers, registrations, slots and teardown are
+//! [`super::ring::Ring`]'s, shared with the passthrough engine; this engine builds
+//! `Read`/`Write` (or `ReadFixed`/`WriteFixed`) SQEs and hands CQE results up as they are.
 //!
-//! Setup mirrors fio's `engines/io_uring.c`: optional flags first (single issuer, cooperative
-//! task running, a roomy CQ); on `EINVAL` they are dropped one step at a time until a plain
-//! ring is tried.
+//! Setup mirrors fio's `engines/io_uring.c` ([`build_ring_with`], the ladder both ring engines
+//! use): optional flags first (single issuer, cooperative task running, a roomy CQ); on
+//! `EINVAL` they are dropped one step at a time until a plain ring is tried.
 //!
 //! Set-up flags, measured (`scripts/bench-vm --device nvme --path interrupt --ring-flags ..`,
 //! QEMU 7.2 NVMe under TCG, 1 vCPU, 4K random read QD32, medians; nvsoak IOPS and IOPS per
@@ -19,10 +22,11 @@
 //! DEFER_TASKRUN did not help in either run and is dropped from the ladder (still measurable
 //! with `--ring-flags single_issuer+defer_taskrun`); single_issuer+coop_taskrun came out best
 //! in both and leads the ladder. The differences are within this host's noise, so a quieter
-//! machine (or real hardware) should re-measure before reading more into them. `EPERM`/`ENOSYS` (seccomp, `kernel.io_uring_disabled`) mean io_uring
-//! is refused here, which lets `engine::open(Auto)` fall back to psync. When registering the
-//! buffers fails (`ENOMEM` from `RLIMIT_MEMLOCK`) the engine keeps going with plain
-//! `Read`/`Write` opcodes on unregistered buffers.
+//! machine (or real hardware) should re-measure before reading more into them.
+//! `EPERM`/`ENOSYS` (seccomp, `kernel.io_uring_disabled`) mean io_uring is refused here, which
+//! lets `engine::open(Auto)` fall back to psync. When registering the buffers fails (`ENOMEM`
+//! from `RLIMIT_MEMLOCK`) the engine keeps going with plain `Read`/`Write` opcodes on
+//! unregistered buffers.
 //!
 //! Registered ring descriptor (`IORING_REGISTER_RING_FDS`, `IORING_ENTER_REGISTERED_RING`): not
 //! used. In io-uring 0.7.16 (Cargo.lock) `Submitter::register_ring_fd` records the registered
@@ -38,61 +42,29 @@
 //! caller's preallocated vector only.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use io_uring::{IoUring, opcode, squeue, types};
 
-use super::{Caps, Completion, EngineError, EngineSetup, IoEngine, IoReq, buf::AlignedBufs};
+use super::ring::Ring;
+use super::{Caps, Completion, EngineError, EngineSetup, IoEngine, IoReq};
 use crate::model::op::Op;
 
-/// How long `Drop` waits for in-flight I/O before it gives up (and leaks the buffers rather
-/// than free memory the kernel may still write into).
-const DROP_DRAIN: Duration = Duration::from_secs(30);
-
 pub struct UringEngine {
-    ring: IoUring,
-    /// `None` once leaked by `Drop` (I/O still in flight after `DROP_DRAIN`).
-    bufs: Option<AlignedBufs>,
-    buf_count: usize,
-    buf_size: usize,
-    /// Base pointer of buffer 0; buffers are contiguous, `buf_size` apart.
-    base: *mut u8,
+    // Declared first: it drains (or leaks its buffers) before the target's descriptor closes.
+    ring: Ring<squeue::Entry, io_uring::cqueue::Entry>,
     fd: Arc<OwnedFd>,
-    fixed_file: bool,
-    fixed_bufs: bool,
-    ext_arg: bool,
-    /// Setup flags that the kernel accepted, for logs and tests.
-    flags: &'static str,
-    /// SQEs handed to the kernel (or queued) whose CQE has not been reaped yet.
-    inflight: usize,
-    /// Polled completions: they appear only while an enter polls for them.
-    iopoll: bool,
 }
-
-// SAFETY: `base` points into `bufs`, which the engine owns; the ring is used from one thread at
-// a time (the engine moves with its worker and is never shared).
-unsafe impl Send for UringEngine {}
 
 fn is_refusal(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::ENOSYS))
 }
 
-/// Build the ring, dropping optional setup flags on `EINVAL`. Returns the ring and a label of
-/// the flags that stuck.
-fn build_ring(entries: u32, iopoll: bool) -> Result<(IoUring, &'static str), EngineError> {
-    build_ring_with(entries, |b, n| {
-        let mut b = b.clone();
-        if iopoll {
-            b.setup_iopoll();
-        }
-        b.build(n)
-    })
-}
-
-/// The flag-dropping loop, with the final `build` injectable so tests can play a kernel that
-/// rejects flags.
+/// The set-up ladder: build the ring, dropping optional setup flags on `EINVAL`, with the
+/// final `build` injectable (the engines add `IORING_SETUP_IOPOLL` there; tests play a kernel
+/// that rejects flags). Returns the ring and a label of the flags that stuck.
 pub(super) fn build_ring_with<S: squeue::EntryMarker, C: io_uring::cqueue::EntryMarker>(
     entries: u32,
     mut build: impl FnMut(&io_uring::Builder<S, C>, u32) -> io::Result<IoUring<S, C>>,
@@ -193,24 +165,35 @@ pub const BENCH_RING_FLAGS: &[(&str, Option<BenchFlags>)] = &[
     ),
 ];
 
+/// Why the knob's value is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BenchFlagsError {
+    /// Not one of [`BENCH_RING_FLAGS`] (the value as it was given).
+    #[error(
+        "NVSOAK_BENCH_RING_FLAGS = {0:?} is not one of {names} (a benchmark knob; unset it)",
+        names = knob_names()
+    )]
+    Unknown(String),
+}
+
+/// The knob's value names, comma-separated.
+fn knob_names() -> String {
+    let names: Vec<&str> = BENCH_RING_FLAGS.iter().map(|(n, _)| *n).collect();
+    names.join(", ")
+}
+
 /// The knob's value from `raw` (the environment variable's content, if set).
-pub fn parse_bench_flags(raw: Option<&str>) -> Result<Option<BenchFlags>, String> {
+pub fn parse_bench_flags(raw: Option<&str>) -> Result<Option<BenchFlags>, BenchFlagsError> {
     let Some(v) = raw else { return Ok(None) };
     BENCH_RING_FLAGS
         .iter()
         .find(|(n, _)| *n == v.trim())
         .map(|(_, f)| *f)
-        .ok_or_else(|| {
-            let names: Vec<&str> = BENCH_RING_FLAGS.iter().map(|(n, _)| *n).collect();
-            format!(
-                "NVSOAK_BENCH_RING_FLAGS = {v:?} is not one of {} (a benchmark knob; unset it)",
-                names.join(", ")
-            )
-        })
+        .ok_or_else(|| BenchFlagsError::Unknown(v.to_string()))
 }
 
 fn bench_ring_flags() -> io::Result<Option<BenchFlags>> {
-    static KNOB: std::sync::OnceLock<Result<Option<BenchFlags>, String>> =
+    static KNOB: std::sync::OnceLock<Result<Option<BenchFlags>, BenchFlagsError>> =
         std::sync::OnceLock::new();
     KNOB.get_or_init(|| parse_bench_flags(std::env::var("NVSOAK_BENCH_RING_FLAGS").ok().as_deref()))
         .clone()
@@ -238,152 +221,84 @@ impl Default for UringOptions {
     }
 }
 
+/// A block-path CQE's `res` is already the byte count or `-errno`.
+fn block_result(res: i32, _len: u32) -> i32 {
+    res
+}
+
 impl UringEngine {
     pub fn new(s: EngineSetup) -> Result<Self, EngineError> {
         Self::with_options(s, UringOptions::default())
     }
 
     pub fn with_options(s: EngineSetup, opts: UringOptions) -> Result<Self, EngineError> {
-        // 2 disables io_uring for everyone; setup would fail with EPERM anyway, but this names
-        // the reason.
-        let disabled = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled");
-        if disabled.is_ok_and(|v| v.trim() == "2") {
-            return Err(EngineError::UringRefused(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                "kernel.io_uring_disabled = 2",
-            )));
+        super::ring::refuse_if_disabled()?;
+        let mut ring = Ring::new(
+            &s,
+            opts.iopoll,
+            "io_uring: I/O still in flight at teardown; leaking its buffers",
+        )?;
+        if opts.register_file
+            && let Err(e) = ring.register_file(s.fd.as_fd())
+        {
+            tracing::info!(error = %e, "io_uring: registering the target fd failed; using it unregistered");
         }
-        let depth = s.iodepth.max(1);
-        let entries = depth.next_power_of_two().min(32768);
-        let (ring, flags) = build_ring(entries, opts.iopoll)?;
-        let count = s.buffers.max(depth) as usize;
-        if count > u16::MAX as usize {
-            return Err(EngineError::UringSetup(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{count} buffers exceed io_uring's buffer index range; lower iodepth"),
-            )));
+        if opts.register_buffers
+            && let Err(e) = ring.register_buffers()
+        {
+            let bytes = ring.buf_size() * s.buffers.max(s.iodepth.max(1)) as usize;
+            tracing::info!(error = %e, bytes,
+                "io_uring: registering I/O buffers failed (RLIMIT_MEMLOCK?); using plain read/write");
         }
-        let mut bufs = AlignedBufs::new(count, s.max_bs as usize)?;
-        let base = bufs.slice_mut(0).as_mut_ptr();
-        let buf_size = bufs.size();
-
-        let fixed_file = opts.register_file
-            && match ring.submitter().register_files(&[s.fd.as_raw_fd()]) {
-                Ok(()) => true,
-                Err(e) => {
-                    tracing::info!(error = %e, "io_uring: registering the target fd failed; using it unregistered");
-                    false
-                }
-            };
-        let iovecs: Vec<libc::iovec> = (0..count)
-            .map(|i| libc::iovec {
-                iov_base: bufs.ptr(i).cast(),
-                iov_len: buf_size,
-            })
-            .collect();
-        // SAFETY: every iovec points into `bufs`, which lives as long as the ring: `Drop`
-        // tears the ring down (or leaks the buffers) before the memory is released.
-        let fixed_bufs = opts.register_buffers
-            && match unsafe { ring.submitter().register_buffers(&iovecs) } {
-                Ok(()) => true,
-                Err(e) => {
-                    tracing::info!(error = %e, bytes = count * buf_size,
-                    "io_uring: registering I/O buffers failed (RLIMIT_MEMLOCK?); using plain read/write");
-                    false
-                }
-            };
-        let ext_arg = ring.params().is_feature_ext_arg();
-        Ok(UringEngine {
-            ring,
-            bufs: Some(bufs),
-            buf_count: count,
-            buf_size,
-            base,
-            fd: s.fd,
-            fixed_file,
-            fixed_bufs,
-            ext_arg,
-            flags,
-            inflight: 0,
-            iopoll: opts.iopoll,
-        })
+        Ok(UringEngine { ring, fd: s.fd })
     }
 
-    /// Setup flags the kernel accepted (e.g. `single_issuer,defer_taskrun,cqsize`).
+    /// Setup flags the kernel accepted (e.g. `single_issuer,coop_taskrun,cqsize`).
     pub fn setup_flags(&self) -> &'static str {
-        self.flags
+        self.ring.setup_flags()
     }
     /// Whether buffers are registered (`ReadFixed`/`WriteFixed`).
     pub fn fixed_buffers(&self) -> bool {
-        self.fixed_bufs
+        self.ring.fixed_buffers()
     }
     /// Whether the fd is registered (`types::Fixed(0)`).
     pub fn fixed_file(&self) -> bool {
-        self.fixed_file
+        self.ring.fixed_file()
     }
+}
 
-    fn sqe(&self, req: &IoReq) -> squeue::Entry {
-        // `queue` checked the index, so this stays inside the allocation.
-        let p = self.base.wrapping_add(req.buf as usize * self.buf_size);
-        let (len, off, idx) = (req.len, req.offset, req.buf);
-        macro_rules! build {
-            ($fd:expr) => {
-                match (req.op, self.fixed_bufs) {
-                    (Op::Read, true) => {
-                        opcode::ReadFixed::new($fd, p, len, idx).offset(off).build()
-                    }
-                    (Op::Write, true) => opcode::WriteFixed::new($fd, p, len, idx)
-                        .offset(off)
-                        .build(),
-                    (Op::Read, false) => opcode::Read::new($fd, p, len).offset(off).build(),
-                    (Op::Write, false) => opcode::Write::new($fd, p, len).offset(off).build(),
-                }
-            };
-        }
-        let e = if self.fixed_file {
-            build!(types::Fixed(0))
-        } else {
-            build!(types::Fd(self.fd.as_raw_fd()))
-        };
-        e.user_data(req.user_data)
-    }
-
-    fn mode(&self) -> super::ring::RingMode {
-        super::ring::RingMode {
-            ext_arg: self.ext_arg,
-            iopoll: self.iopoll,
-        }
-    }
-
-    fn enter(&mut self, want: usize) -> Result<(), EngineError> {
-        super::ring::enter(&self.ring, self.mode(), want)
-    }
-
-    fn drain(&mut self, out: &mut Vec<Completion>) -> usize {
-        let room = out.capacity() - out.len();
-        let mut n = 0;
-        let mut cq = self.ring.completion();
-        while n < room {
-            match cq.next() {
-                Some(c) => {
-                    out.push(Completion {
-                        user_data: c.user_data(),
-                        result: c.result(),
-                    });
-                    n += 1;
-                }
-                None => break,
+/// The SQE for `req` with its buffer at `p`: `ReadFixed`/`WriteFixed` on registered buffers,
+/// `Read`/`Write` otherwise, on fixed file 0 or the raw descriptor `fd`.
+fn block_sqe(
+    req: &IoReq,
+    p: *mut u8,
+    fixed_bufs: bool,
+    fixed_file: bool,
+    fd: i32,
+) -> squeue::Entry {
+    let (len, off, idx) = (req.len, req.offset, req.buf);
+    macro_rules! build {
+        ($fd:expr) => {
+            match (req.op, fixed_bufs) {
+                (Op::Read, true) => opcode::ReadFixed::new($fd, p, len, idx).offset(off).build(),
+                (Op::Write, true) => opcode::WriteFixed::new($fd, p, len, idx)
+                    .offset(off)
+                    .build(),
+                (Op::Read, false) => opcode::Read::new($fd, p, len).offset(off).build(),
+                (Op::Write, false) => opcode::Write::new($fd, p, len).offset(off).build(),
             }
-        }
-        drop(cq);
-        self.inflight = self.inflight.saturating_sub(n);
-        n
+        };
+    }
+    if fixed_file {
+        build!(types::Fixed(0))
+    } else {
+        build!(types::Fd(fd))
     }
 }
 
 impl IoEngine for UringEngine {
     fn name(&self) -> &'static str {
-        if self.iopoll {
+        if self.ring.iopoll() {
             "io_uring_poll"
         } else {
             "io_uring"
@@ -392,80 +307,30 @@ impl IoEngine for UringEngine {
     fn caps(&self) -> Caps {
         Caps {
             sync: false,
-            fixed: self.fixed_bufs && self.fixed_file,
+            fixed: self.ring.fixed_buffers() && self.ring.fixed_file(),
         }
     }
     fn buffer(&mut self, idx: u16) -> &mut [u8] {
-        match self.bufs.as_mut() {
-            Some(b) => b.slice_mut(idx as usize),
-            None => &mut [],
-        }
+        self.ring.buffer(idx)
     }
     fn queue(&mut self, req: IoReq) -> Result<(), EngineError> {
-        if req.buf as usize >= self.buf_count || req.len as usize > self.buf_size {
-            return Err(EngineError::Submit(io::Error::from_raw_os_error(
-                libc::EINVAL,
-            )));
-        }
-        let entry = self.sqe(&req);
-        if self.ring.submission().is_full() {
-            self.enter(0)?;
-        }
-        // SAFETY: the SQE names a buffer inside `bufs` (checked above) that stays allocated
-        // until its CQE is reaped (Drop drains or leaks), and an fd the caller keeps open for
-        // the engine's lifetime.
-        let pushed = unsafe { self.ring.submission().push(&entry) };
-        if pushed.is_err() {
-            return Err(EngineError::QueueFull(self.ring.params().sq_entries()));
-        }
-        self.inflight += 1;
-        Ok(())
+        let (fixed_bufs, fixed_file) = (self.ring.fixed_buffers(), self.ring.fixed_file());
+        let fd = self.fd.as_raw_fd();
+        self.ring
+            .queue(&req, |p| Ok(block_sqe(&req, p, fixed_bufs, fixed_file, fd)))
     }
     fn commit(&mut self) -> Result<(), EngineError> {
-        if self.ring.submission().is_empty() {
-            return Ok(());
-        }
-        self.enter(0)
+        self.ring.commit()
     }
     fn reap(&mut self, min: usize, out: &mut Vec<Completion>) -> Result<usize, EngineError> {
-        let mode = self.mode();
-        super::ring::before_reap(&mut self.ring, mode, self.inflight, min)?;
-        Ok(self.drain(out))
+        self.ring.reap(min, out, block_result)
     }
     fn reap_timeout(
         &mut self,
         timeout: Duration,
         out: &mut Vec<Completion>,
     ) -> Result<usize, EngineError> {
-        let mode = self.mode();
-        super::ring::before_reap_timeout(&mut self.ring, mode, self.inflight, timeout)?;
-        Ok(self.drain(out))
-    }
-}
-
-impl Drop for UringEngine {
-    fn drop(&mut self) {
-        if self.inflight == 0 {
-            return;
-        }
-        let deadline = Instant::now() + DROP_DRAIN;
-        let mut scratch = Vec::with_capacity(self.buf_count.max(1) * 2);
-        while self.inflight > 0 && Instant::now() < deadline {
-            scratch.clear();
-            if self
-                .reap_timeout(Duration::from_millis(100), &mut scratch)
-                .is_err()
-            {
-                break;
-            }
-        }
-        if self.inflight > 0 {
-            tracing::error!(
-                inflight = self.inflight,
-                "io_uring: I/O still in flight at teardown; leaking its buffers"
-            );
-            std::mem::forget(self.bufs.take());
-        }
+        self.ring.reap_timeout(timeout, out, block_result)
     }
 }
 
@@ -473,6 +338,7 @@ impl Drop for UringEngine {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::time::Instant;
 
     /// A shared descriptor of `f` for an [`EngineSetup`].
     fn fd_of(f: &std::fs::File) -> Arc<OwnedFd> {
@@ -503,6 +369,7 @@ mod tests {
             iodepth: 2,
             buffers: 2,
             max_bs: 4096,
+            passthru: None,
         };
         let can = crate::engine::pollcap::check(std::path::Path::new("/sys"), &f);
         match (
@@ -529,6 +396,7 @@ mod tests {
             iodepth: 4,
             buffers: 4,
             max_bs: 4096,
+            passthru: None,
         })
         .expect("io_uring engine");
         assert!(e.fixed_file());
@@ -583,6 +451,7 @@ mod tests {
                 iodepth: 2,
                 buffers: 2,
                 max_bs: 4096,
+                passthru: None,
             },
             UringOptions {
                 register_file: false,
@@ -629,6 +498,7 @@ mod tests {
             iodepth: 2,
             buffers: 2,
             max_bs: 4096,
+            passthru: None,
         })
         .unwrap();
         e.queue(IoReq {
@@ -652,6 +522,7 @@ mod tests {
             iodepth: 2,
             buffers: 2,
             max_bs: 4096,
+            passthru: None,
         })
         .unwrap();
         let mut out = Vec::with_capacity(4);
@@ -699,7 +570,13 @@ mod tests {
             Ok(Some(BenchFlags::SingleIssuerDefer))
         );
         assert_eq!(parse_bench_flags(Some("none")), Ok(Some(BenchFlags::None)));
-        let e = parse_bench_flags(Some("defer")).expect_err("unknown");
+        let e = parse_bench_flags(Some("defer"))
+            .expect_err("unknown")
+            .to_string();
+        assert_eq!(
+            e,
+            "NVSOAK_BENCH_RING_FLAGS = \"defer\" is not one of default, none, single_issuer, coop_taskrun, single_issuer+coop_taskrun, single_issuer+defer_taskrun (a benchmark knob; unset it)"
+        );
         assert!(
             e.contains("NVSOAK_BENCH_RING_FLAGS") && e.contains("single_issuer+coop_taskrun"),
             "{e}"
@@ -737,6 +614,7 @@ mod tests {
             iodepth: 32,
             buffers: 32,
             max_bs: 4096,
+            passthru: None,
         })
         .unwrap();
         assert!(e.fixed_buffers() && e.fixed_file());
@@ -755,6 +633,7 @@ mod tests {
             iodepth: 2,
             buffers: 2,
             max_bs: 4096,
+            passthru: None,
         })
         .unwrap();
         let r = e.queue(IoReq {

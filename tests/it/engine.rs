@@ -862,6 +862,7 @@ fn auto_falls_back_to_psync_when_io_uring_is_refused() {
             iodepth: 4,
             buffers: 4,
             max_bs: 4096,
+            passthru: None,
         };
         // Explicit io_uring: an error that says what to do.
         let e = engine::open(EngineChoice::IoUring, setup.clone())

@@ -188,6 +188,10 @@ pub(crate) struct Runner {
     /// A target spanning several block devices: each member's descriptor (claimed, held
     /// `O_EXCL`), in the order of `paths`; worker `i` uses member `i mod n`. Empty otherwise.
     member_fds: Vec<Arc<OwnedFd>>,
+    /// The passthrough engines' generic device of each descriptor the workers use (`fd`'s, or
+    /// each member's in order), resolved once by the first engine opened on it; replaced with
+    /// the descriptors (`wait_for_device`). Empty for the other engines.
+    passthru: Vec<crate::engine::passthru::SharedNode>,
     region_len: u64,
     opts: RunOptions,
     snapshot: SharedSnapshot,

@@ -28,6 +28,9 @@ impl Runner {
                 j.write_bw = 0.0;
             }
         });
+        // The generic devices resolved for the old descriptors go with them.
+        self.passthru =
+            crate::engine::passthru::SharedNode::for_target(self.spec.engine, self.passthru.len());
         // Let go of the vanished device: the kernel frees an NVMe controller's instance (its
         // `nvmeN` name) only when the last open file of it closes, so holding the old fd would
         // make a returning drive come back under a new name, away from the configured path.

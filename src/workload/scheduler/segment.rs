@@ -439,6 +439,8 @@ impl Runner {
         let mut wopts = WorkerOptions {
             live: Some(self.live.register()),
             recycle: Some(back_rx),
+            // One per descriptor, in the order of `member_fds` (or just `fd`'s): as `fd` above.
+            passthru: self.passthru.get(i % self.passthru.len().max(1)).cloned(),
             ..WorkerOptions::default()
         };
         if !self.member_fds.is_empty() {

@@ -51,6 +51,10 @@ pub fn start(
     let mut runner = Runner {
         spec: spec.clone(),
         fd: Arc::new(fd),
+        passthru: crate::engine::passthru::SharedNode::for_target(
+            spec.engine,
+            member_fds.len().max(1),
+        ),
         member_fds,
         region_len,
         opts,

@@ -163,6 +163,9 @@ pub struct WorkerOptions {
     /// Sequential access: bytes into this worker's stripe where its walk starts (a resumed
     /// precondition); see [`OffsetGen::start_at`]. 0: the stripe's start.
     pub seq_start: u64,
+    /// The passthrough engines' generic device of `plan.fd`, shared by every worker on that
+    /// descriptor and resolved once (`EngineSetup::passthru`); `None`: the engine resolves it.
+    pub passthru: Option<engine::passthru::SharedNode>,
 }
 
 /// Spawn the worker thread. It sends a [`WorkerReport`] every `report_interval` and a final
@@ -484,6 +487,7 @@ impl Worker {
             iodepth: job.iodepth,
             buffers: nbufs as u32,
             max_bs,
+            passthru: opts.passthru,
         };
         let mut engine = open_engine(&plan, opts.engine_factory, setup)?;
         let engine_name = engine.name();
