@@ -10,6 +10,7 @@ use crate::health::{HealthSnapshot, HostIo, SmartSample};
 use crate::model::results::{DeviceIdentity, DriveReading, DriveSoak, HostAtSmart, drive_soak};
 use crate::model::totals::Totals;
 use crate::nvme::log::smart::SmartLog;
+use crate::workload::drive_ocp::{self, OcpTracking};
 
 /// A block target's drive-side soak bookkeeping: the soak-start baseline (SMART log and host
 /// figures, checkpointed), episode counts (checkpointed), the latest figures, which the
@@ -52,12 +53,15 @@ pub struct DriveTracking {
     /// up to the root) was seen degraded since this run of the target started: `None` when
     /// sysfs does not say (`pcie::link_degraded_during`), for a verdict gate.
     pub link_degraded: Option<bool>,
-    /// The drive's OCP C3h static bucket counters at the first C3h read of this run.
-    pub ocp_latency_start: Option<crate::model::events::LatencyCounts>,
-    /// The drive's OCP C1h panic ID and count at the first C1h read of the soak (or the
-    /// checkpoint's), and the drive events of earlier runs (`workload::drive_ocp`).
-    pub ocp_panic_start: Option<crate::workload::drive_ocp::PanicMark>,
-    pub ocp_events_carried: Vec<crate::model::events::DriveEvent>,
+    /// The drive's own view of an OCP drive (C1h panics, C3h counters, drive events): its
+    /// soak-start marks and the events of earlier runs (`workload::drive_ocp`).
+    pub ocp: OcpTracking,
+}
+
+impl AsRef<OcpTracking> for DriveTracking {
+    fn as_ref(&self) -> &OcpTracking {
+        &self.ocp
+    }
 }
 
 /// What the drive bookkeeping needs to know of its target.
@@ -102,7 +106,7 @@ impl DriveTracking {
         });
         self.ata_at_soak_start = ata.as_ref().map(|a| a.counters.clone());
         self.temperature_max_c = ata.and_then(|a| a.temperature_max_c);
-        crate::workload::drive_ocp::restore_json(self, target, st.ocp_at_soak_start.as_ref());
+        drive_ocp::restore_json(&mut self.ocp, target, st.ocp_at_soak_start.as_ref());
     }
 
     /// The soak-start ATA counters as the checkpoint stores them.
@@ -213,7 +217,7 @@ impl DriveTracking {
         f.iops_throttled = d.derived.throttle.throttled_iops;
         f.iops_unthrottled = d.derived.throttle.unthrottled_iops;
         crate::health::collect::nvme::pages::soak_figures(&mut f, &d.pages, start_time);
-        crate::workload::drive_ocp::update(self, &mut f, &d.pages);
+        drive_ocp::update(&mut self.ocp, &mut f, &d.pages);
         self.figures = Some(f);
     }
 

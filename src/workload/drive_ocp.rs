@@ -2,6 +2,9 @@
 //! ID and count, the soak-start C3h bucket counters and the drive events seen so far are
 //! checkpointed (`TargetState::ocp_at_soak_start`), so a resumed plan still judges "a panic
 //! during the plan" and the C3h deltas from the original baseline.
+//!
+//! [`OcpTracking`] is this part of a target's drive bookkeeping (`workload::drive` holds one
+//! in `DriveTracking::ocp`); it knows nothing else of the target.
 
 use serde::{Deserialize, Serialize};
 
@@ -9,7 +12,20 @@ use crate::health::collect::nvme::pages::DrivePages;
 use crate::model::events::{DriveEvent, LatencyCounts};
 use crate::model::results::DriveSoak;
 use crate::nvme::log::ocp_recovery::ErrorRecoveryLog;
-use crate::workload::drive::DriveTracking;
+
+/// The OCP side of a target's drive bookkeeping.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OcpTracking {
+    /// The drive's OCP C3h static bucket counters at the first C3h read of this run.
+    pub latency_start: Option<LatencyCounts>,
+    /// The drive's OCP C1h panic ID and count at the first C1h read of the soak (or the
+    /// checkpoint's).
+    pub panic_start: Option<PanicMark>,
+    /// The drive events of earlier runs (from the checkpoint).
+    pub events_carried: Vec<DriveEvent>,
+    /// The drive events of the soak so far (all runs), as the latest figures carry them.
+    pub events: Vec<DriveEvent>,
+}
 
 /// The C1h figures a panic changes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,25 +58,20 @@ pub struct OcpBaseline {
 
 impl OcpBaseline {
     /// What `tr` holds, for the checkpoint; `None` when there is nothing to keep.
-    pub fn of(tr: &DriveTracking) -> Option<OcpBaseline> {
-        let events = tr
-            .figures
-            .as_ref()
-            .map(|f| f.drive_events.clone())
-            .unwrap_or_default();
+    pub fn of(tr: &OcpTracking) -> Option<OcpBaseline> {
         let b = OcpBaseline {
-            panic: tr.ocp_panic_start,
-            latency: tr.ocp_latency_start,
-            events,
+            panic: tr.panic_start,
+            latency: tr.latency_start,
+            events: tr.events.clone(),
         };
         (b != OcpBaseline::default()).then_some(b)
     }
 
     /// Back into `tr` on a resume.
-    pub fn restore(self, tr: &mut DriveTracking) {
-        tr.ocp_panic_start = self.panic;
-        tr.ocp_latency_start = self.latency;
-        tr.ocp_events_carried = self.events;
+    pub fn restore(self, tr: &mut OcpTracking) {
+        tr.panic_start = self.panic;
+        tr.latency_start = self.latency;
+        tr.events_carried = self.events;
     }
 }
 
@@ -68,20 +79,25 @@ impl OcpBaseline {
 /// C3h start and the C1h baseline are the soak's first (kept from the checkpoint on a resume),
 /// a C1h that differs from the soak-start one is a panic during the plan even when this run's
 /// poller saw no change, and the events of earlier runs come first.
-pub(crate) fn update(tr: &mut DriveTracking, f: &mut DriveSoak, pages: &DrivePages) {
-    if tr.ocp_latency_start.is_none() {
-        tr.ocp_latency_start = f.ocp_latency_latest;
+pub(crate) fn update(tr: &mut OcpTracking, f: &mut DriveSoak, pages: &DrivePages) {
+    merge(tr, f, pages);
+    tr.events = f.drive_events.clone();
+}
+
+fn merge(tr: &mut OcpTracking, f: &mut DriveSoak, pages: &DrivePages) {
+    if tr.latency_start.is_none() {
+        tr.latency_start = f.ocp_latency_latest;
     }
-    f.ocp_latency_start = tr.ocp_latency_start;
+    f.ocp_latency_start = tr.latency_start;
     if let Some(r) = &pages.recovery {
         let now = PanicMark::of(r);
-        let start = *tr.ocp_panic_start.get_or_insert(now);
+        let start = *tr.panic_start.get_or_insert(now);
         if start != now {
             f.ocp_panic_changed = Some(true);
         }
     }
-    if !tr.ocp_events_carried.is_empty() {
-        let mut all = tr.ocp_events_carried.clone();
+    if !tr.events_carried.is_empty() {
+        let mut all = tr.events_carried.clone();
         for e in std::mem::take(&mut f.drive_events) {
             if !all.contains(&e) {
                 all.push(e);
@@ -99,7 +115,7 @@ pub(crate) fn update(tr: &mut DriveTracking, f: &mut DriveSoak, pages: &DrivePag
 }
 
 /// The checkpoint's JSON of [`OcpBaseline`]; one that does not parse is dropped (logged).
-pub fn restore_json(tr: &mut DriveTracking, target: &str, v: Option<&serde_json::Value>) {
+pub fn restore_json(tr: &mut OcpTracking, target: &str, v: Option<&serde_json::Value>) {
     let Some(v) = v else { return };
     match serde_json::from_value::<OcpBaseline>(v.clone()) {
         Ok(b) => b.restore(tr),
@@ -108,9 +124,16 @@ pub fn restore_json(tr: &mut DriveTracking, target: &str, v: Option<&serde_json:
     }
 }
 
-/// [`OcpBaseline::of`] as the checkpoint stores it.
-pub fn baseline_json(tr: &DriveTracking) -> Option<serde_json::Value> {
-    OcpBaseline::of(tr).and_then(|b| serde_json::to_value(b).ok())
+/// [`OcpBaseline::of`] as the checkpoint stores it (of a target's `DriveTracking`, or of the
+/// [`OcpTracking`] itself).
+pub fn baseline_json(tr: &impl AsRef<OcpTracking>) -> Option<serde_json::Value> {
+    OcpBaseline::of(tr.as_ref()).and_then(|b| serde_json::to_value(b).ok())
+}
+
+impl AsRef<OcpTracking> for OcpTracking {
+    fn as_ref(&self) -> &OcpTracking {
+        self
+    }
 }
 
 #[cfg(test)]
@@ -163,7 +186,7 @@ mod tests {
     /// C3h start is the first run's, the first run's events come first.
     #[test]
     fn the_checkpoint_keeps_the_ocp_baseline_across_a_restart() {
-        let mut first = DriveTracking::default();
+        let mut first = OcpTracking::default();
         let mut f = figures(5, vec![panic_event(10.0)]);
         update(&mut first, &mut f, &pages(0x11, 2));
         assert_eq!(
@@ -172,7 +195,6 @@ mod tests {
             "the first read is the baseline"
         );
         assert_eq!(f.ocp_latency_start, Some(counts(5)));
-        first.figures = Some(f);
         let mut st = crate::model::checkpoint::TargetState::new("ns0", "/dev/nvme0n1");
         st.ocp_at_soak_start = baseline_json(&first);
         let text = serde_json::to_string(&st).expect("json");
@@ -180,10 +202,10 @@ mod tests {
             serde_json::from_str(&text).expect("load");
         assert_eq!(back, st);
 
-        let mut resumed = DriveTracking::default();
+        let mut resumed = OcpTracking::default();
         restore_json(&mut resumed, "ns0", back.ocp_at_soak_start.as_ref());
         assert_eq!(
-            resumed.ocp_panic_start,
+            resumed.panic_start,
             Some(PanicMark {
                 panic_id: 0x11,
                 panic_count: 2
@@ -204,9 +226,9 @@ mod tests {
             vec![10.0, 20.0]
         );
         // The C1h moved while the daemon was down: this run's poller saw no change.
-        let mut quiet = DriveTracking::default();
+        let mut quiet = OcpTracking::default();
         restore_json(&mut quiet, "ns0", back.ocp_at_soak_start.as_ref());
-        quiet.ocp_events_carried.clear();
+        quiet.events_carried.clear();
         let mut f = figures(9, Vec::new());
         update(&mut quiet, &mut f, &pages(0x11, 3));
         assert_eq!(
@@ -215,7 +237,7 @@ mod tests {
             "count 2 -> 3 over the restart"
         );
         // An earlier run's panic event alone still counts.
-        let mut carried = DriveTracking::default();
+        let mut carried = OcpTracking::default();
         restore_json(&mut carried, "ns0", back.ocp_at_soak_start.as_ref());
         let mut f = figures(9, Vec::new());
         update(&mut carried, &mut f, &pages(0x11, 2));
@@ -234,15 +256,15 @@ mod tests {
         let st: crate::model::checkpoint::TargetState =
             serde_json::from_value(old).expect("old checkpoint");
         assert_eq!(st.ocp_at_soak_start, None);
-        let mut tr = DriveTracking::default();
+        let mut tr = OcpTracking::default();
         restore_json(&mut tr, "ns0", Some(&serde_json::json!({"panic": "nope"})));
-        assert_eq!(tr.ocp_panic_start, None);
+        assert_eq!(tr.panic_start, None);
         // Nothing seen: nothing checkpointed; a drive without C1h keeps `None`.
         assert_eq!(baseline_json(&tr), None);
         let mut f = figures(1, Vec::new());
         f.ocp_panic_changed = None;
         update(&mut tr, &mut f, &DrivePages::default());
         assert_eq!(f.ocp_panic_changed, None);
-        assert_eq!(tr.ocp_panic_start, None);
+        assert_eq!(tr.panic_start, None);
     }
 }

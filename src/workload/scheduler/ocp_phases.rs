@@ -12,7 +12,7 @@ impl Runner {
         self.snapshot.drive(|d| {
             (
                 d.figures.as_ref().and_then(|f| f.ocp_latency_latest),
-                d.ocp_latency_start,
+                d.ocp.latency_start,
             )
         })
     }
