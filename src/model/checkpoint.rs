@@ -65,7 +65,7 @@ pub struct TargetState {
     #[serde(default)]
     pub drive_temperature_max_kelvin: u16,
     /// A SATA disk's counters at soak start and the highest temperature seen since
-    /// (`workload::drive_ata::AtaBaseline` as JSON); NVMe drives use `smart_at_soak_start`.
+    /// (`health::collect::ata::soak::AtaBaseline` as JSON); NVMe drives use `smart_at_soak_start`.
     #[serde(default)]
     pub ata_at_soak_start: Option<serde_json::Value>,
     /// The drive's own view at soak start and its events so far

@@ -566,7 +566,7 @@ pub struct DriveSoak {
     pub endurance_consumed_ratio: Option<f64>,
     pub iops_throttled: Option<f64>,
     pub iops_unthrottled: Option<f64>,
-    /// A SATA drive's own figures (`workload::drive_ata`); `None` for NVMe drives. For a SATA
+    /// A SATA drive's own figures (`health::collect::ata::soak`); `None` for NVMe drives. For a SATA
     /// drive, `media_errors` holds its reported uncorrectable errors.
     pub ata: Option<crate::model::results::AtaSoak>,
     /// The drive's own view (`health::ocp_pages`; absent from older files, so defaulted).

@@ -767,7 +767,7 @@ fn link_and_ocp_panic_gates_read_the_drive_figures() {
     assert_eq!(judge(&with_drive(d), Gate::OcpPanics), GateState::Fail);
 }
 
-/// A SATA disk's figures as `workload::drive_ata::ata_soak` leaves them: the NVMe-shaped
+/// A SATA disk's figures as `health::collect::ata::soak::ata_soak` leaves them: the NVMe-shaped
 /// spare and percentage fields at zero, the ATA figures in `ata`.
 fn sata_drive(temp_max_c: Option<i16>, pct_used: Option<u8>) -> DriveSoak {
     DriveSoak {

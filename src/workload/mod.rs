@@ -2,7 +2,6 @@
 //! phases (precondition, sweep, soak), steady-state detection, and the worker hot loop.
 
 pub mod drive;
-pub mod drive_ata;
 pub mod drive_ocp;
 pub mod hooks;
 pub mod odirect;

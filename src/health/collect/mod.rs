@@ -6,6 +6,8 @@
 //! What is particular to a protocol lives in its collector: [`nvme`] (controllers, the SMART
 //! and OCP pages) and [`ata`] (SATA disks, the SMART attributes and Device Statistics). The
 //! poller (`health::poller`) runs them in one pass and publishes their drives in one snapshot.
+//! Each turns its drive into the same protocol-neutral drive sample ([`sample`]), which is what
+//! the readers past the collectors (the drive bookkeeping, the status rows) read.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,6 +22,9 @@ use crate::nvme::ratings::RatingsTable;
 
 pub mod ata;
 pub mod nvme;
+pub mod sample;
+
+pub use sample::{DriveFigures, DriveSample, PolledDrive, Reading};
 
 /// One protocol's drives: found in sysfs, polled each on its own thread.
 pub trait Collector {

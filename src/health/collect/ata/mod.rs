@@ -25,6 +25,7 @@ use crate::nvme::discover::{Controller, Filter};
 
 mod record;
 pub mod sample;
+pub mod soak;
 #[cfg(test)]
 pub(crate) mod testdata;
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::super::Derived;
+use super::super::sample::DriveFigures;
 use super::sample::{AtaCounters, AtaSample};
 use crate::ata::AtaError;
 use crate::ata::devstat::DeviceStats;
@@ -119,6 +120,29 @@ impl AtaHealth {
             throttle: ThrottleTracker::default(),
             last_by_page: BTreeMap::new(),
             reidentify: false,
+        }
+    }
+
+    /// The latest shared figures (`collect::sample`): from the same [`AtaCounters`] the soak
+    /// figures use, so every figure has one source. What the drive does not report stays
+    /// `None`: a disk without Device Statistics has no percentage used; none has a spare.
+    pub fn figures(&self) -> DriveFigures {
+        let c = AtaCounters::of(self);
+        let ds = self.devstat.as_ref();
+        DriveFigures {
+            temperature_c: c.temperature_c.map(f64::from),
+            // Device Statistics' specified maximum operating temperature.
+            warning_temp_c: ds.and_then(|s| s.specified_max_temperature).map(f64::from),
+            critical_temp_c: None,
+            percentage_used: ds.and_then(|s| s.percentage_used_ratio()),
+            available_spare: None,
+            data_written_bytes: self.lifetime_written.map(|(b, _)| b as f64),
+            // Reported uncorrectable errors stand in for the media errors.
+            media_errors: c.uncorrectable,
+            error_log_entries: None,
+            critical_warning: None,
+            smart_passed: c.smart_passed,
+            reallocated_sectors: c.reallocated,
         }
     }
 

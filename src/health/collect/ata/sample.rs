@@ -1,6 +1,6 @@
 //! What a SATA disk counted at one successful poll ([`AtaCounters`]), and the poller's first
 //! and latest such readings with nvsoak's own figures of the same instant ([`AtaSample`]), for
-//! the "drive during the soak" deltas and the accounting check (`workload::drive_ata`).
+//! the "drive during the soak" deltas and the accounting check (`ata::soak`, read by `workload::drive`).
 //!
 //! Each figure says where it came from: Device Statistics when the drive reports it, else the
 //! SMART attribute that carries it (241 for host writes, 9 power-on hours, 187 reported

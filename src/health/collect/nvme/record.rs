@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::super::Derived;
+use super::super::sample::DriveFigures;
 use crate::health::HostIo;
 use crate::health::derive::{AccountingTracker, ErrorLogTracker, ThrottleTracker, WriteHistory};
 use crate::nvme::NvmeError;
@@ -151,6 +152,27 @@ impl DeviceHealth {
             throttle: ThrottleTracker::default(),
             permission_warned: false,
             last_by_page: BTreeMap::new(),
+        }
+    }
+
+    /// The latest shared figures (`collect::sample`), from the SMART log and Identify data;
+    /// without a SMART log they stay `None`. A temperature of 0 K is "not reported".
+    pub fn figures(&self) -> DriveFigures {
+        let k2c = |k: u16| (k != 0).then(|| SmartLog::kelvin_to_celsius(k));
+        let smart = self.smart.as_ref();
+        DriveFigures {
+            temperature_c: smart.and_then(|s| k2c(s.temperature)),
+            warning_temp_c: self.id.as_ref().and_then(|i| k2c(i.wctemp)),
+            critical_temp_c: self.id.as_ref().and_then(|i| k2c(i.cctemp)),
+            percentage_used: smart.map(|s| s.percent_used as f64 / 100.0),
+            available_spare: smart.map(|s| s.avail_spare as f64 / 100.0),
+            data_written_bytes: smart.map(|s| s.data_written_bytes() as f64),
+            media_errors: smart.map(|s| u64::try_from(s.media_errors).unwrap_or(u64::MAX)),
+            error_log_entries: smart
+                .map(|s| u64::try_from(s.num_err_log_entries).unwrap_or(u64::MAX)),
+            critical_warning: smart.map(|s| s.critical_warning),
+            smart_passed: None,
+            reallocated_sectors: None,
         }
     }
 
