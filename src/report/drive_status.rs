@@ -1,10 +1,12 @@
 //! The status page's view of one drive, [`DriveStatus`]: the same flat, protocol-neutral row
 //! for every drive the health poller knows, so the page's drive table (`status.rs`) reads one
-//! shape whatever the protocol. An NVMe controller's row is built here ([`nvme`]), a SATA
-//! disk's in `status_ata.rs`; `status::drives_from_health` lists them all.
+//! shape whatever the protocol. Every row is built by [`row`] from the drive sample
+//! (`health::collect::sample`): its names, the derivations and the shared figures each
+//! collector reads from its own pages. The one cell only some protocols fill, "SMART status
+//! / reallocated" (SATA disks), is [`smart_cell`]; `status::drives_from_health` lists them all.
 
-use crate::health::DeviceHealth;
-use crate::health::collect::Derived;
+use super::charts::esc;
+use crate::health::collect::PolledDrive;
 
 /// One drive as the status page shows it. `None` fields are shown as "-".
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -33,38 +35,145 @@ pub struct DriveStatus {
     pub reallocated_sectors: Option<u64>,
 }
 
-/// What every drive's row has whatever its protocol: its names, whether its last poll
-/// succeeded, and the poller's endurance and throttling derivations (`health::collect`'s
-/// [`Derived`], the same for every protocol). The protocol's figures are left `None`.
-pub fn base(name: &str, model: &str, serial: &str, up: bool, derived: &Derived) -> DriveStatus {
+/// One drive as the status page shows it: its names, whether its last poll succeeded, the
+/// poller's endurance and throttling derivations (the same for every protocol) and its latest
+/// shared figures. What the drive does not report stays `None` ("-").
+pub fn row(d: &PolledDrive<'_>) -> DriveStatus {
+    let derived = d.derived();
+    let f = d.figures();
     DriveStatus {
-        device: name.to_string(),
-        model: model.to_string(),
-        serial: serial.to_string(),
-        up,
+        device: d.name().to_string(),
+        model: d.model().to_string(),
+        serial: d.serial().to_string(),
+        up: d.up(),
+        temperature_c: f.temperature_c,
+        warning_temp_c: f.warning_temp_c,
+        critical_temp_c: f.critical_temp_c,
+        percentage_used: f.percentage_used,
+        available_spare: f.available_spare,
+        data_written_bytes: f.data_written_bytes,
         rated_endurance_bytes: derived.rated.as_ref().and_then(|r| r.bytes),
         throttling: Some(derived.throttle.throttling),
         throttle_events: Some(derived.throttle.events),
-        ..Default::default()
+        media_errors: f.media_errors,
+        error_log_entries: f.error_log_entries,
+        critical_warning: f.critical_warning,
+        smart_passed: f.smart_passed,
+        reallocated_sectors: f.reallocated_sectors,
     }
 }
 
-/// One NVMe controller as the status page shows it, from its latest SMART log and Identify
-/// data; without a SMART log its figures stay `None`.
-pub fn nvme(d: &DeviceHealth) -> DriveStatus {
-    // 0 K: the drive reports no value.
-    let k2c = |k: u16| (k != 0).then(|| crate::nvme::log::smart::SmartLog::kelvin_to_celsius(k));
-    let smart = d.smart.as_ref();
-    DriveStatus {
-        temperature_c: smart.and_then(|s| k2c(s.temperature)),
-        warning_temp_c: d.id.as_ref().and_then(|i| k2c(i.wctemp)),
-        critical_temp_c: d.id.as_ref().and_then(|i| k2c(i.cctemp)),
-        percentage_used: smart.map(|s| s.percent_used as f64 / 100.0),
-        available_spare: smart.map(|s| s.avail_spare as f64 / 100.0),
-        data_written_bytes: smart.map(|s| s.data_written_bytes() as f64),
-        media_errors: smart.map(|s| u64::try_from(s.media_errors).unwrap_or(u64::MAX)),
-        error_log_entries: smart.map(|s| u64::try_from(s.num_err_log_entries).unwrap_or(u64::MAX)),
-        critical_warning: smart.map(|s| s.critical_warning),
-        ..base(&d.name, &d.model, &d.serial, d.up, &d.derived)
+/// The "SMART status / reallocated" cell: "-" for NVMe drives (their critical warning says
+/// it), "passed, 0" or a red "FAILED" / nonzero count for SATA disks.
+pub fn smart_cell(d: &DriveStatus) -> String {
+    if d.smart_passed.is_none() && d.reallocated_sectors.is_none() {
+        return "<td class=\"num\">-</td>".into();
+    }
+    let status = match d.smart_passed {
+        Some(true) => "passed",
+        Some(false) => "FAILED",
+        None => "-",
+    };
+    let re = d
+        .reallocated_sectors
+        .map(|n| n.to_string())
+        .unwrap_or_else(|| "-".into());
+    let bad = d.smart_passed == Some(false) || d.reallocated_sectors.is_some_and(|n| n > 0);
+    let class = if bad { "bad" } else { "ok" };
+    format!(
+        "<td class=\"{class}\">{}</td>",
+        esc(&format!("{status}, {re} reallocated"))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ata::cmd;
+    use crate::ata::transport::Reply;
+    use crate::health::NoHostIo;
+    use crate::health::collect::PolledDrive;
+    use crate::health::collect::RatingContext;
+    use crate::health::collect::ata::poll_once;
+    use crate::health::collect::ata::testdata::{disk, full_replay, status_regs};
+    use crate::report::history::History;
+    use crate::report::status::render_status;
+
+    #[test]
+    fn a_sata_disk_is_listed_beside_nvme_drives() {
+        let t = full_replay("/dev/sdb");
+        // A drive that fails SMART status.
+        t.on(
+            &cmd::smart_return_status(),
+            Reply::Regs(Vec::new(), status_regs(false)),
+        );
+        let d = poll_once(&t, &disk("sdb"), &RatingContext::default(), &NoHostIo);
+        let s = row(&PolledDrive::Ata(&d));
+        assert_eq!(s.device, "sdb");
+        assert_eq!(s.serial, "IW110SN0000000042");
+        assert!(s.up);
+        assert_eq!(s.temperature_c, Some(41.0), "Device Statistics 05h");
+        assert_eq!(s.percentage_used, Some(1.04));
+        assert_eq!(s.data_written_bytes, Some(7_000_000_000.0 * 512.0));
+        assert_eq!(
+            s.rated_endurance_bytes,
+            Some(7_000e12),
+            "IronWolf 110 3.84 TB"
+        );
+        assert_eq!(s.media_errors, Some(3), "reported uncorrectable");
+        assert_eq!(
+            (s.smart_passed, s.reallocated_sectors),
+            (Some(false), Some(7))
+        );
+        assert_eq!(s.available_spare, None);
+        let nvme = DriveStatus {
+            device: "nvme0".into(),
+            model: "NVMe model".into(),
+            up: true,
+            critical_warning: Some(0),
+            ..Default::default()
+        };
+        let page = render_status(&[], &[nvme, s.clone()], &History::default());
+        let table = page
+            .split("<table id=\"drives\">")
+            .nth(1)
+            .and_then(|t| t.split("</table>").next())
+            .expect("drives table");
+        assert!(
+            table.contains("<th>SMART status / reallocated</th>"),
+            "{table}"
+        );
+        let sata = table
+            .split("<tr>")
+            .find(|r| r.contains("<td>sdb</td>"))
+            .expect("the SATA row");
+        assert!(sata.contains("ZA3840NM10001 nvsoak handbuilt"), "{sata}");
+        assert!(
+            sata.contains("<td class=\"bad\">FAILED, 7 reallocated</td>"),
+            "{sata}"
+        );
+        assert!(sata.contains("104.0 %") || sata.contains("104 %"), "{sata}");
+        let nvme_row = table
+            .split("<tr>")
+            .find(|r| r.contains("<td>nvme0</td>"))
+            .expect("the NVMe row");
+        assert!(
+            nvme_row.ends_with("<td class=\"num\">-</td></tr>\n"),
+            "{nvme_row}"
+        );
+        // Every row has as many cells as the header.
+        let cells = |r: &str| r.matches("<td").count();
+        let header = table.matches("<th>").count();
+        assert_eq!((cells(sata), cells(nvme_row)), (header, header));
+        // A healthy disk: passed, in green.
+        let ok = DriveStatus {
+            smart_passed: Some(true),
+            reallocated_sectors: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(
+            smart_cell(&ok),
+            "<td class=\"ok\">passed, 0 reallocated</td>"
+        );
     }
 }

@@ -29,7 +29,6 @@ pub mod nodrives;
 pub mod ocp_phases;
 pub mod soakchart;
 pub mod status;
-pub mod status_ata;
 pub mod verdict;
 
 use std::collections::BTreeMap;

@@ -2,8 +2,9 @@
 //! script, no external asset), so it works on an air-gapped rack.
 //!
 //! Drives are passed as [`DriveStatus`] rows, one flat, protocol-neutral view per drive of
-//! the health poller's snapshot ([`drives_from_health`] builds them, `drive_status.rs` and
-//! `status_ata.rs` per protocol), so the drive table does not depend on the poller's internals.
+//! the health poller's snapshot ([`drives_from_health`] builds them in `drive_status.rs` from
+//! the protocol-neutral drive samples), so the drive table does not depend on the poller's
+//! internals.
 
 use super::charts::{self, LineChart, RefLine, Series, esc};
 pub use super::drive_status::DriveStatus;
@@ -17,10 +18,8 @@ pub const REFRESH_SECS: u32 = 10;
 /// What the status page shows of each drive, from the latest health poll: the NVMe
 /// controllers, then the SATA disks, each as the one [`DriveStatus`] shape.
 pub fn drives_from_health(snap: &crate::health::HealthSnapshot) -> Vec<DriveStatus> {
-    snap.devices
-        .iter()
-        .map(super::drive_status::nvme)
-        .chain(snap.ata.iter().map(super::status_ata::drive_status))
+    snap.drives()
+        .map(|d| super::drive_status::row(&d))
         .collect()
 }
 
@@ -271,7 +270,7 @@ fn drive_rows(drives: &[DriveStatus]) -> String {
                 Some(v) => cls("bad", &format!("{v:#04x}")),
                 None => num("-"),
             },
-            super::status_ata::smart_cell(d),
+            super::drive_status::smart_cell(d),
         ));
     }
     t.push_str("</table>\n");
