@@ -175,7 +175,7 @@ fn row(
         if s.throttled == Some(true) {
             flags.push("throttled".to_string());
         }
-        if let Some(f) = super::drive_ata::batch_flag(s.drive.as_ref()) {
+        if let Some(f) = super::drive::batch_flag(s.drive.as_ref()) {
             flags.push(f.to_string());
         }
     }

@@ -2,7 +2,7 @@
 //! has, whatever its protocol: period, data written and read, the accounting check, media
 //! errors, wear, throttle episodes and DWPD; accounting, throttling and counters that went
 //! backwards. Each is built here once, from the drive's [`DriveSoak`] and a [`Reporting`] that
-//! says how its protocol reports; `drive.rs` (NVMe) and `drive_ata.rs` (SATA) put them in
+//! says how its protocol reports; `drive.rs` (its NVMe and SATA sections) puts them in
 //! their tables beside their own rows. Pure.
 
 use crate::model::fmt::{count_of, fmt_bytes, fmt_count, fmt_elapsed};

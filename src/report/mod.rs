@@ -19,7 +19,6 @@ pub mod charts;
 pub mod checked;
 pub mod compute;
 pub mod drive;
-pub mod drive_ata;
 pub mod drive_common;
 pub mod drive_status;
 pub mod history;
