@@ -10,7 +10,7 @@ use anyhow::{Result, bail};
 use serde_json::{Map, Value, json};
 
 use super::{Drive, Polled, kv, n128, write_endurance};
-use crate::health::collect::RatingContext;
+use crate::health::collect::{PolledDrive, RatingContext};
 
 use crate::ata::devstat::DeviceStats;
 use crate::ata::discover::{self, AtaDisk};
@@ -219,8 +219,7 @@ pub(super) fn to_json(d: &AtaHealth) -> Value {
         .iter()
         .map(|(k, v)| ((*k).to_string(), json!(v)))
         .collect();
-    let pct = d.devstat.as_ref().and_then(|s| s.percentage_used_ratio());
-    let mut dv = super::derived_json(&d.derived, pct);
+    let mut dv = super::derived_json(&PolledDrive::Ata(d));
     dv.insert(
         "lifetime_written_bytes".into(),
         json!(d.lifetime_written.map(|(b, _)| n128(b))),

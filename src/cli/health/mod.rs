@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 
 use crate::health::collect::ata::AtaHealth;
 use crate::health::collect::nvme::DeviceHealth;
-use crate::health::collect::{Derived, RatingContext};
+use crate::health::collect::{Derived, PolledDrive, RatingContext};
 use crate::nvme::AdminTransport;
 use crate::nvme::ioctl::IoctlTransport;
 use crate::nvme::ratings::RatingsTable;
@@ -192,9 +192,12 @@ fn opt(v: Option<f64>) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// The `derived` keys every protocol has: the rating, endurance consumed, percentage used
-/// (`percentage_used`, from the protocol's own page) and write amplification.
-fn derived_json(x: &Derived, percentage_used: Option<f64>) -> Map<String, Value> {
+/// The `derived` keys every protocol has, from the drive sample (`health::collect::sample`):
+/// the rating, endurance consumed, percentage used (the shared figure each collector reads
+/// from its own page) and write amplification.
+fn derived_json(d: &PolledDrive<'_>) -> Map<String, Value> {
+    let x = d.derived();
+    let percentage_used = d.figures().percentage_used;
     let r = x.rated.as_ref();
     let mut dv = Map::new();
     dv.insert(

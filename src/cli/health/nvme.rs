@@ -9,8 +9,8 @@ use anyhow::{Result, bail};
 use serde_json::{Map, Value, json};
 
 use super::{Drive, Polled, kv, n128, write_endurance};
-use crate::health::collect::RatingContext;
 use crate::health::collect::nvme::{DeviceHealth, poll_once};
+use crate::health::collect::{PolledDrive, RatingContext};
 use crate::nvme::discover::{self, Controller, Filter};
 use crate::nvme::log::smart::{CRITICAL_WARNING_BITS, SmartLog};
 use crate::nvme::{AdminTransport, NvmeError};
@@ -211,8 +211,7 @@ pub fn to_json(d: &DeviceHealth) -> Value {
         .collect();
     m.insert("namespaces".into(), Value::Array(ns));
     let x = &d.derived;
-    let pct = d.smart.as_ref().map(|s| f64::from(s.percent_used) / 100.0);
-    let mut dv = super::derived_json(x, pct);
+    let mut dv = super::derived_json(&PolledDrive::Nvme(d));
     dv.insert(
         "data_written_bytes".into(),
         d.smart
