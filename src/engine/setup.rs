@@ -4,23 +4,31 @@
 //! ([`super::ring`]) or an engine's SQEs ([`super::uring`], [`super::passthru`]).
 //!
 //! Setup mirrors fio's `engines/io_uring.c` ([`build_ring_with`], which `Ring::new` calls for
-//! both engines): optional flags first (single issuer, cooperative task running, a roomy CQ);
-//! on `EINVAL` they are dropped one step at a time until a plain ring is tried.
+//! both engines): optional flags first (single issuer, deferred or cooperative task running, a
+//! roomy CQ); on `EINVAL` they are dropped one step at a time until a plain ring is tried.
+//! The flags that stuck and why are logged once per process for each distinct outcome
+//! (`io_uring set-up: ..` at info level), not once per worker.
 //!
-//! Set-up flags, measured (`scripts/bench-vm --device nvme --path interrupt --ring-flags ..`,
-//! QEMU 7.2 NVMe under TCG, 1 vCPU, 4K random read QD32, medians; nvsoak IOPS and IOPS per
-//! CPU-second of the whole process; a shared, noisy 2-core host: two runs of the very same
-//! flags differed by 18 %):
-//!   run 1, 3 rounds (a build running beside it), ratios against single_issuer+defer_taskrun:
-//!     none 0.99x / 0.94x, single_issuer 1.18x / 0.77x, single_issuer+coop_taskrun
-//!     1.25x / 1.16x (same flags as the reference, another sample: 0.82x / 0.85x)
-//!   run 2, 5 rounds, quiet host: single_issuer+defer_taskrun 25500 IOPS, 43220 IOPS/CPU-s;
-//!     none 28788 / 51432 (1.13x / 1.19x); single_issuer+coop_taskrun 29338 / 53976
-//!     (1.15x / 1.25x)
-//! DEFER_TASKRUN did not help in either run and is dropped from the ladder (still measurable
-//! with `--ring-flags single_issuer+defer_taskrun`); single_issuer+coop_taskrun came out best
-//! in both and leads the ladder. The differences are within this host's noise, so a quieter
-//! machine (or real hardware) should re-measure before reading more into them.
+//! The ladder's order, measured on the host's kernel, not under emulation (`scripts/bench-vs-fio
+//! --ring-flags ..`: `nvsoak run` on an O_DIRECT file in /dev/shm, 4K random read QD 128, one
+//! worker, pinned to one CPU, against fio io_uring with fixedbufs and registerfiles; Linux 6.18,
+//! 10 s rounds alternating, medians; IOPS and IOPS per CPU-second of the whole process from
+//! `/usr/bin/time`, ratios per round against fio; a 2-core host shared with other builds):
+//!   run 1, 5 rounds: single_issuer+defer_taskrun 529978 IOPS, 530572/CPU-s (1.15x / 1.18x);
+//!     single_issuer+coop_taskrun 479646 / 479699 (1.05x / 1.06x); none 483376 / 483446
+//!     (1.00x / 1.01x); fio 458924 / 451298
+//!   run 2, 3 rounds, the order reversed: single_issuer+defer_taskrun 481029 / 481083
+//!     (1.03x / 1.04x); single_issuer+coop_taskrun 428692 / 429171 (0.97x / 0.99x); none
+//!     460713 / 460765 (1.04x / 1.05x); fio 468505 / 461174
+//! So SINGLE_ISSUER with DEFER_TASKRUN leads the ladder (completions are posted when the worker
+//! enters to reap, with no task-work interrupts on its thread); SINGLE_ISSUER with COOP_TASKRUN
+//! follows for kernels before 6.1, which refuse DEFER_TASKRUN (on this kernel it measured no
+//! better than no flags; kernels that old could not be measured here). Only the file path could be
+//! measured here (no block device, passthrough or polled queue on the host); an earlier
+//! emulated measurement (`scripts/bench-vm --ring-flags`, QEMU TCG) had put COOP_TASKRUN first,
+//! but two samples of the same flags differed by 18 % there, and on the host that order cost
+//! about 10 % of IOPS per CPU-second. Re-measure on a block device or passthrough path before
+//! giving those paths another order.
 //! `EPERM`/`ENOSYS` (seccomp, `kernel.io_uring_disabled`) mean io_uring is refused here, which
 //! lets `engine::open(Auto)` fall back to psync.
 
@@ -47,17 +55,16 @@ fn is_refusal(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::ENOSYS))
 }
 
-/// The set-up ladder: build the ring, dropping optional setup flags on `EINVAL`, with the
-/// final `build` injectable (the engines add `IORING_SETUP_IOPOLL` there; tests play a kernel
-/// that rejects flags). Returns the ring and a label of the flags that stuck.
-pub(super) fn build_ring_with<S: squeue::EntryMarker, C: io_uring::cqueue::EntryMarker>(
-    entries: u32,
-    mut build: impl FnMut(&io_uring::Builder<S, C>, u32) -> io::Result<IoUring<S, C>>,
-) -> Result<(IoUring<S, C>, &'static str), EngineError> {
-    // Ordered from most to least optimised; each is a superset of what the kernel may not know.
-    type Attempt<S, C> = (&'static str, fn(&mut io_uring::Builder<S, C>));
-    // DEFER_TASKRUN is not in the ladder: measured slower (see the module's figures).
-    let ladder: [Attempt<S, C>; 3] = [
+/// One rung of the ladder: its label (as logged) and what it sets on the builder.
+type Attempt<S, C> = (&'static str, fn(&mut io_uring::Builder<S, C>));
+
+/// The ladder, from most to least optimised; each rung asks for less than the one above, so a
+/// kernel that refuses a flag (`EINVAL`) gets the next. See the module's figures for the order.
+fn ladder<S: squeue::EntryMarker, C: io_uring::cqueue::EntryMarker>() -> [Attempt<S, C>; 4] {
+    [
+        ("single_issuer,defer_taskrun,cqsize", |b| {
+            b.setup_single_issuer().setup_defer_taskrun();
+        }),
         ("single_issuer,coop_taskrun,cqsize", |b| {
             b.setup_single_issuer().setup_coop_taskrun();
         }),
@@ -65,39 +72,50 @@ pub(super) fn build_ring_with<S: squeue::EntryMarker, C: io_uring::cqueue::Entry
             b.setup_coop_taskrun();
         }),
         ("plain", |_| {}),
-    ];
+    ]
+}
+
+/// The one rung the benchmark knob forces.
+fn forced<S: squeue::EntryMarker, C: io_uring::cqueue::EntryMarker>(
+    f: BenchFlags,
+) -> Attempt<S, C> {
+    match f {
+        BenchFlags::None => ("cqsize", |_| {}),
+        BenchFlags::SingleIssuer => ("single_issuer,cqsize", |b| {
+            b.setup_single_issuer();
+        }),
+        BenchFlags::CoopTaskrun => ("coop_taskrun,cqsize", |b| {
+            b.setup_coop_taskrun();
+        }),
+        BenchFlags::SingleIssuerCoop => ("single_issuer,coop_taskrun,cqsize", |b| {
+            b.setup_single_issuer().setup_coop_taskrun();
+        }),
+        BenchFlags::SingleIssuerDefer => ("single_issuer,defer_taskrun,cqsize", |b| {
+            b.setup_single_issuer().setup_defer_taskrun();
+        }),
+    }
+}
+
+/// The set-up ladder: build the ring, dropping optional setup flags on `EINVAL`, with the
+/// final `build` injectable (the engines add `IORING_SETUP_IOPOLL` there; tests play a kernel
+/// that rejects flags). Returns the ring and a label of the flags that stuck, and logs that
+/// label and why it was taken (once per process for each distinct outcome).
+pub(super) fn build_ring_with<S: squeue::EntryMarker, C: io_uring::cqueue::EntryMarker>(
+    entries: u32,
+    mut build: impl FnMut(&io_uring::Builder<S, C>, u32) -> io::Result<IoUring<S, C>>,
+) -> Result<(IoUring<S, C>, &'static str), EngineError> {
+    let ladder = ladder::<S, C>();
     // The benchmark knob: exactly one flag set, no ladder (an error if the kernel refuses it).
     let chosen: [Attempt<S, C>; 1];
-    let attempts: &[Attempt<S, C>] = match bench_ring_flags() {
-        Ok(None) => &ladder,
-        Ok(Some(BenchFlags::None)) => {
-            chosen = [("cqsize", |_| {})];
-            &chosen
-        }
-        Ok(Some(BenchFlags::SingleIssuer)) => {
-            chosen = [("single_issuer,cqsize", |b| {
-                b.setup_single_issuer();
-            })];
-            &chosen
-        }
-        Ok(Some(BenchFlags::CoopTaskrun)) => {
-            chosen = [("coop_taskrun,cqsize", |b| {
-                b.setup_coop_taskrun();
-            })];
-            &chosen
-        }
-        Ok(Some(BenchFlags::SingleIssuerCoop)) => {
-            chosen = [ladder[0]];
-            &chosen
-        }
-        Ok(Some(BenchFlags::SingleIssuerDefer)) => {
-            chosen = [("single_issuer,defer_taskrun,cqsize", |b| {
-                b.setup_single_issuer().setup_defer_taskrun();
-            })];
-            &chosen
+    let (attempts, knob): (&[Attempt<S, C>], bool) = match bench_ring_flags() {
+        Ok(None) => (&ladder, false),
+        Ok(Some(f)) => {
+            chosen = [forced(f)];
+            (&chosen, true)
         }
         Err(e) => return Err(EngineError::UringSetup(e)),
     };
+    let mut refused: Vec<&'static str> = Vec::new();
     let mut last = None;
     for (label, apply) in attempts {
         let mut b = IoUring::<S, C>::builder();
@@ -106,13 +124,17 @@ pub(super) fn build_ring_with<S: squeue::EntryMarker, C: io_uring::cqueue::Entry
             b.setup_cqsize(entries * 2);
         }
         match build(&b, entries) {
-            Ok(r) => return Ok((r, label)),
+            Ok(r) => {
+                log_choice(label, &choice_reason(knob, &refused));
+                return Ok((r, label));
+            }
             Err(e) if is_refusal(&e) => return Err(EngineError::UringRefused(e)),
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                 tracing::debug!(
                     flags = label,
                     "io_uring setup rejected these flags; retrying with fewer"
                 );
+                refused.push(label);
                 last = Some(e);
             }
             Err(e) => return Err(EngineError::UringSetup(e)),
@@ -121,6 +143,40 @@ pub(super) fn build_ring_with<S: squeue::EntryMarker, C: io_uring::cqueue::Entry
     Err(EngineError::UringSetup(last.unwrap_or_else(|| {
         io::Error::from_raw_os_error(libc::EINVAL)
     })))
+}
+
+/// Why the flags that stuck were taken: the knob forced them, they lead the ladder, or the
+/// kernel refused the rungs above (`refused`, in the order tried).
+fn choice_reason(knob: bool, refused: &[&str]) -> String {
+    if knob {
+        "forced by NVSOAK_BENCH_RING_FLAGS, a benchmark knob".to_string()
+    } else if refused.is_empty() {
+        "the first choice of the set-up ladder, the fastest measured on this path".to_string()
+    } else {
+        format!(
+            "this kernel refused {} (EINVAL); the next of the set-up ladder",
+            refused.join(" and ")
+        )
+    }
+}
+
+/// Log the set-up's outcome at info level the first time the process sees it: every worker
+/// builds its own ring, and on one kernel they all come to the same choice.
+fn log_choice(label: &'static str, why: &str) {
+    if first_time(label, why) {
+        tracing::info!("io_uring set-up: {label} ({why})");
+    }
+}
+
+/// Whether (`label`, `why`) has not been seen by this process before (and note it).
+fn first_time(label: &'static str, why: &str) -> bool {
+    static SEEN: std::sync::Mutex<Vec<(&'static str, String)>> = std::sync::Mutex::new(Vec::new());
+    let mut seen = crate::util::lock(&SEEN);
+    if seen.iter().any(|(l, w)| *l == label && w == why) {
+        return false;
+    }
+    seen.push((label, why.to_string()));
+    true
 }
 
 /// `NVSOAK_BENCH_RING_FLAGS`: a benchmark knob (`scripts/bench-vm --ring-flags`), read once
@@ -191,20 +247,33 @@ mod tests {
 
     #[test]
     fn setup_drops_optional_flags_on_einval() {
-        // A kernel that does not know SINGLE_ISSUER.
+        // A kernel that knows neither SINGLE_ISSUER nor DEFER_TASKRUN.
         let mut tried = 0;
         let (ring, label) = build_ring_with::<squeue::Entry, io_uring::cqueue::Entry>(8, |b, n| {
             tried += 1;
-            if tried <= 1 {
+            if tried <= 2 {
+                Err(io::Error::from_raw_os_error(libc::EINVAL))
+            } else {
+                b.build(n)
+            }
+        })
+        .expect("third attempt succeeds");
+        assert_eq!(tried, 3);
+        assert_eq!(label, "coop_taskrun,cqsize");
+        assert_eq!(ring.params().cq_entries(), 16);
+        // A kernel without DEFER_TASKRUN (before 6.1) gets single issuer with cooperative
+        // task running.
+        let mut tried = 0;
+        let (_, label) = build_ring_with::<squeue::Entry, io_uring::cqueue::Entry>(8, |b, n| {
+            tried += 1;
+            if tried == 1 {
                 Err(io::Error::from_raw_os_error(libc::EINVAL))
             } else {
                 b.build(n)
             }
         })
         .expect("second attempt succeeds");
-        assert_eq!(tried, 2);
-        assert_eq!(label, "coop_taskrun,cqsize");
-        assert_eq!(ring.params().cq_entries(), 16);
+        assert_eq!(label, "single_issuer,coop_taskrun,cqsize");
         // Every attempt rejected: the error says io_uring setup failed, with EINVAL.
         let e = build_ring_with::<squeue::Entry, io_uring::cqueue::Entry>(8, |_, _| {
             Err(io::Error::from_raw_os_error(libc::EINVAL))
@@ -258,5 +327,33 @@ mod tests {
         .err()
         .expect("fails");
         assert!(matches!(e, EngineError::UringSetup(_)));
+    }
+
+    #[test]
+    fn the_reason_says_why_the_flags_were_taken() {
+        assert_eq!(
+            choice_reason(false, &[]),
+            "the first choice of the set-up ladder, the fastest measured on this path"
+        );
+        assert_eq!(
+            choice_reason(
+                false,
+                &[
+                    "single_issuer,defer_taskrun,cqsize",
+                    "single_issuer,coop_taskrun,cqsize"
+                ]
+            ),
+            "this kernel refused single_issuer,defer_taskrun,cqsize and \
+             single_issuer,coop_taskrun,cqsize (EINVAL); the next of the set-up ladder"
+        );
+        assert!(choice_reason(true, &[]).contains("NVSOAK_BENCH_RING_FLAGS"));
+    }
+
+    #[test]
+    fn each_outcome_is_logged_once_per_process() {
+        assert!(first_time("test-label", "test reason"));
+        assert!(!first_time("test-label", "test reason"));
+        assert!(first_time("test-label", "another reason"));
+        assert!(first_time("other-label", "test reason"));
     }
 }
