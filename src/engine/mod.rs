@@ -4,7 +4,8 @@
 //! `uring` is one io_uring per worker with registered buffers and files; `passthru` sends NVMe
 //! commands through io_uring to the namespace's generic device. Both are built on `ring`, the
 //! ring, buffers, registrations and slots they share (and differ only in how they build an SQE
-//! and read a CQE); `pollcap` says whether a device can poll.
+//! and read a CQE), and `ring` on `setup`, the set-up flags and their fallback ladder;
+//! `pollcap` says whether a device can poll.
 //!
 //! The engine is chosen once, at setup ([`open`]); the hot loop never re-decides.
 //!
@@ -17,6 +18,7 @@ pub mod passthru;
 pub mod pollcap;
 pub mod psync;
 mod ring;
+pub mod setup;
 pub mod uring;
 
 use std::os::fd::OwnedFd;

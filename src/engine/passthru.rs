@@ -121,7 +121,7 @@ impl PassthruEngine {
         dev: &Path,
         iopoll: bool,
     ) -> Result<Self, EngineError> {
-        super::ring::refuse_if_disabled()?;
+        super::setup::refuse_if_disabled()?;
         let node = match &s.passthru {
             Some(shared) => shared.get_or_open(sys, dev, &*s.fd),
             None => PassthruNode::open(sys, dev, &*s.fd).map(Arc::new),

@@ -61,19 +61,6 @@ pub(super) fn is_transient(e: &io::Error) -> bool {
     )
 }
 
-/// `kernel.io_uring_disabled = 2` disables io_uring for everyone; setup would fail with EPERM
-/// anyway, but this names the reason.
-pub(super) fn refuse_if_disabled() -> Result<(), EngineError> {
-    let disabled = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled");
-    if disabled.is_ok_and(|v| v.trim() == "2") {
-        return Err(EngineError::UringRefused(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            "kernel.io_uring_disabled = 2",
-        )));
-    }
-    Ok(())
-}
-
 /// One engine's ring with its buffers and slots.
 pub(super) struct Ring<S: Sqe, C: cqueue::EntryMarker> {
     // Declared before `bufs`: after `Drop` drained it, the ring closes before the buffers it
@@ -105,7 +92,7 @@ pub(super) struct Ring<S: Sqe, C: cqueue::EntryMarker> {
 unsafe impl<S: Sqe, C: cqueue::EntryMarker> Send for Ring<S, C> {}
 
 impl<S: Sqe, C: cqueue::EntryMarker> Ring<S, C> {
-    /// A ring for `s` (the setup ladder of [`super::uring::build_ring_with`], polled with
+    /// A ring for `s` (the setup ladder of [`super::setup::build_ring_with`], polled with
     /// `iopoll`) with `max(buffers, iodepth)` buffers of `max_bs` bytes, nothing registered
     /// yet. `leak_msg` is what `Drop` logs if it has to leak the buffers.
     pub(super) fn new(
@@ -115,7 +102,7 @@ impl<S: Sqe, C: cqueue::EntryMarker> Ring<S, C> {
     ) -> Result<Self, EngineError> {
         let depth = s.iodepth.max(1);
         let entries = depth.next_power_of_two().min(32768);
-        let (ring, flags) = super::uring::build_ring_with(entries, |b, n| {
+        let (ring, flags) = super::setup::build_ring_with(entries, |b, n| {
             let mut b = b.clone();
             if iopoll {
                 b.setup_iopoll();
