@@ -1,6 +1,7 @@
 use super::*;
 use crate::model::spec::{Access, BlockSizeMix, Skew};
 use std::io::Write;
+use std::sync::atomic::Ordering;
 
 /// Allocations made by the worker loop (run on this thread) for `ios` I/Os.
 fn allocs_for(engine: EngineChoice, ios: u64) -> u64 {
