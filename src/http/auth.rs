@@ -47,7 +47,9 @@ pub struct BasicAuth {
     dummy: String,
     cache: Mutex<HashSet<[u8; 32]>>,
     failed: Mutex<HashSet<[u8; 32]>>,
-    permits: tokio::sync::Semaphore,
+    /// Held by a bcrypt check until it finishes, even when the request that asked for it is
+    /// gone (a shed connection), so cancelled requests never run more checks at once.
+    permits: Arc<tokio::sync::Semaphore>,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     verifications: AtomicU64,
@@ -94,7 +96,7 @@ impl BasicAuth {
             dummy,
             cache: Mutex::new(HashSet::new()),
             failed: Mutex::new(HashSet::new()),
-            permits: tokio::sync::Semaphore::new(MAX_CONCURRENT_VERIFICATIONS),
+            permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_VERIFICATIONS)),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
             verifications: AtomicU64::new(0),
@@ -188,17 +190,22 @@ impl BasicAuth {
         if let Some(v) = self.check_cached(&user, &password) {
             return (v, false);
         }
-        let Ok(permit) = self.permits.acquire().await else {
+        let Ok(permit) = self.permits.clone().acquire_owned().await else {
             return (Verdict::Denied, false);
         };
         if let Some(v) = self.check_cached(&user, &password) {
             return (v, false);
         }
         let me = self.clone();
-        let v = tokio::task::spawn_blocking(move || me.check(&user, &password))
-            .await
-            .unwrap_or(Verdict::Denied);
-        drop(permit);
+        // The permit goes with the check: if this request is dropped while bcrypt runs (its
+        // connection shed at the cap), the next check still waits for this one to end.
+        let v = tokio::task::spawn_blocking(move || {
+            let v = me.check(&user, &password);
+            drop(permit);
+            v
+        })
+        .await
+        .unwrap_or(Verdict::Denied);
         (v, true)
     }
 
@@ -272,6 +279,12 @@ pub struct GuardStats {
     pub delayed: u64,
     /// Attempts denied without bcrypt because the client had too many waiting already.
     pub shed: u64,
+    /// Connections closed at the connection cap while their request waited for a password
+    /// check (shed first, so waiting guesses cannot fill the cap).
+    pub waiting_shed: u64,
+    /// TLS handshakes refused before they started: the address, or untrusted addresses
+    /// together, over their handshake rate.
+    pub handshakes_limited: u64,
 }
 
 #[derive(Debug)]
@@ -294,6 +307,30 @@ pub struct AuthGuard {
     cache_hits: AtomicU64,
     delayed: AtomicU64,
     shed: AtomicU64,
+    waiting_shed: AtomicU64,
+    handshakes_limited: AtomicU64,
+    /// Addresses that authenticated, and when they last did.
+    trusted: Mutex<HashMap<IpAddr, Instant>>,
+}
+
+/// An address that authenticated less than this long ago is trusted: it keeps a reserved share
+/// of the connection cap and is exempt from the handshake rate (see `http::admission`).
+pub const TRUST_WINDOW: Duration = Duration::from_secs(600);
+
+/// Counts a request as waiting for a password check while it lives.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(c: &'a AtomicUsize) -> Self {
+        c.fetch_add(1, Ordering::AcqRel);
+        Waiting(c)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// A client's gate and the delay its turn waits.
@@ -336,7 +373,45 @@ impl AuthGuard {
             cache_hits: self.cache_hits.load(Ordering::Relaxed),
             delayed: self.delayed.load(Ordering::Relaxed),
             shed: self.shed.load(Ordering::Relaxed),
+            waiting_shed: self.waiting_shed.load(Ordering::Relaxed),
+            handshakes_limited: self.handshakes_limited.load(Ordering::Relaxed),
         }
+    }
+
+    /// Whether `client` authenticated within [`TRUST_WINDOW`].
+    pub fn is_trusted(&self, client: IpAddr) -> bool {
+        crate::util::lock(&self.trusted)
+            .get(&client)
+            .is_some_and(|t| t.elapsed() < TRUST_WINDOW)
+    }
+
+    /// Records that `client` authenticated now. The table is bounded: past
+    /// [`CACHE_CAPACITY`] addresses, expired ones go, then all (trust is only a priority,
+    /// so forgetting it loses no request).
+    fn trust(&self, client: IpAddr) {
+        let mut t = crate::util::lock(&self.trusted);
+        if t.len() >= CACHE_CAPACITY && !t.contains_key(&client) {
+            t.retain(|_, at| at.elapsed() < TRUST_WINDOW);
+            if t.len() >= CACHE_CAPACITY {
+                t.clear();
+            }
+        }
+        t.insert(client, Instant::now());
+    }
+
+    /// Counts a connection shed at the cap while it waited for a password check.
+    pub fn count_waiting_shed(&self) {
+        self.waiting_shed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a TLS handshake refused by the handshake rate.
+    pub fn count_handshake_limited(&self) {
+        self.handshakes_limited.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn allow(&self, client: IpAddr) -> Decision {
+        self.trust(client);
+        Decision::allowed()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Client>> {
@@ -412,12 +487,16 @@ impl AuthGuard {
     /// Decides a request from `client` with the credentials of its `Authorization` header
     /// (`None`: missing or malformed), against `auth`. The caller answers a denial after the
     /// decision's delay (an async sleep; the server counts the request as idle meanwhile, so
-    /// delayed connections stay evictable at the connection cap).
+    /// delayed connections stay evictable at the connection cap). While the decision needs
+    /// bcrypt (waiting for the client's turn or the permit, or running), `waiting` counts it,
+    /// so the server may shed the connection first at the cap. An allowed request makes its
+    /// address trusted.
     pub async fn authorize(
         &self,
         auth: &Arc<BasicAuth>,
         client: IpAddr,
         creds: Option<(String, String)>,
+        waiting: &AtomicUsize,
     ) -> Decision {
         let Some((user, password)) = creds else {
             return self.fail(client);
@@ -425,10 +504,11 @@ impl AuthGuard {
         if let Some(v) = auth.check_cached(&user, &password) {
             self.cache_hits.fetch_add(1, Ordering::Relaxed);
             return match v {
-                Verdict::Allowed => Decision::allowed(),
+                Verdict::Allowed => self.allow(client),
                 Verdict::Denied => self.fail(client),
             };
         }
+        let marked = Waiting::new(waiting);
         let turn = match self.enter(client) {
             None => None,
             Some(Ok((gate, delay))) => {
@@ -450,6 +530,7 @@ impl AuthGuard {
         };
         let (v, bcrypt) = auth.clone().verify_async(user, password).await;
         drop(turn);
+        drop(marked);
         let counter = if bcrypt {
             &self.bcrypt_checks
         } else {
@@ -457,7 +538,7 @@ impl AuthGuard {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         match v {
-            Verdict::Allowed => Decision::allowed(),
+            Verdict::Allowed => self.allow(client),
             Verdict::Denied => self.fail(client),
         }
     }
@@ -589,23 +670,33 @@ mod tests {
         rt().block_on(async {
             let allowed = Decision::allowed();
             assert_eq!(
-                guard.authorize(&auth, good, creds("alice", "secret")).await,
+                guard
+                    .authorize(&auth, good, creds("alice", "secret"), &AtomicUsize::new(0))
+                    .await,
                 allowed
             );
             for _ in 0..FREE_FAILURES {
-                let d = guard.authorize(&auth, bad, creds("alice", "wrong")).await;
+                let d = guard
+                    .authorize(&auth, bad, creds("alice", "wrong"), &AtomicUsize::new(0))
+                    .await;
                 assert_eq!((d.verdict, d.delay), (Verdict::Denied, Duration::ZERO));
             }
             assert_eq!(guard.stats().delayed, 0);
-            let d = guard.authorize(&auth, bad, creds("alice", "wrong")).await;
+            let d = guard
+                .authorize(&auth, bad, creds("alice", "wrong"), &AtomicUsize::new(0))
+                .await;
             assert_eq!((d.verdict, d.delay), (Verdict::Denied, MIN_DELAY));
             assert_eq!(guard.stats().delayed, 1);
-            let d = guard.authorize(&auth, bad, None).await;
+            let d = guard
+                .authorize(&auth, bad, None, &AtomicUsize::new(0))
+                .await;
             assert_eq!((d.verdict, d.delay), (Verdict::Denied, MIN_DELAY * 2));
             assert_eq!(guard.stats().delayed, 2);
             // Cached credentials from the failing address are answered without a delay.
             assert_eq!(
-                guard.authorize(&auth, bad, creds("alice", "secret")).await,
+                guard
+                    .authorize(&auth, bad, creds("alice", "secret"), &AtomicUsize::new(0))
+                    .await,
                 allowed
             );
             assert_eq!(guard.stats().delayed, 2);
@@ -615,6 +706,32 @@ mod tests {
         let st = guard.stats();
         assert_eq!(st.failures, FREE_FAILURES as u64 + 2);
         assert_eq!(st.bcrypt_checks, 2, "{st:?}");
+    }
+
+    #[test]
+    fn the_right_password_makes_an_address_trusted_and_a_wrong_one_does_not() {
+        let hash = bcrypt::hash("secret", 4).expect("hashing");
+        let auth = Arc::new(BasicAuth::new([("alice".to_string(), hash)]));
+        let guard = AuthGuard::new();
+        let prom: IpAddr = "192.0.2.7".parse().expect("ip");
+        let stranger: IpAddr = "192.0.2.9".parse().expect("ip");
+        let waiting = AtomicUsize::new(0);
+        rt().block_on(async {
+            for (ip, pw) in [(prom, "secret"), (stranger, "guess"), (prom, "secret")] {
+                let _ = guard
+                    .authorize(&auth, ip, creds("alice", pw), &waiting)
+                    .await;
+                assert_eq!(
+                    waiting.load(Ordering::Acquire),
+                    0,
+                    "the mark outlived the check"
+                );
+            }
+        });
+        assert!(guard.is_trusted(prom));
+        assert!(!guard.is_trusted(stranger));
+        // The second login came from the cache, and trusted the address all the same.
+        assert_eq!(guard.stats().cache_hits, 1);
     }
 
     #[test]
@@ -633,7 +750,9 @@ mod tests {
                     while Instant::now() < until {
                         let p = format!("wrong-{c}-{n}");
                         // As the server does: the denial is answered after the delay.
-                        let d = guard.authorize(&auth, ip, creds("alice", &p)).await;
+                        let d = guard
+                            .authorize(&auth, ip, creds("alice", &p), &AtomicUsize::new(0))
+                            .await;
                         assert_eq!(d.verdict, Verdict::Denied);
                         tokio::time::sleep(d.delay).await;
                         n += 1;

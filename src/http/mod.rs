@@ -22,6 +22,7 @@
 //! Architecture Invariant: this module knows nothing about metrics or drives; it serves what an
 //! [`App`] returns.
 
+pub mod admission;
 pub mod auth;
 pub mod webconfig;
 
@@ -30,7 +31,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -140,6 +141,8 @@ struct Shared {
     guard: Arc<auth::AuthGuard>,
     max_connections: usize,
     conns: Mutex<Tracker>,
+    /// TLS handshake budgets per address and for untrusted addresses together.
+    handshakes: Mutex<admission::HandshakeLimiter>,
 }
 
 /// A loaded web config with its TLS acceptor.
@@ -209,7 +212,24 @@ struct Tracker {
 struct ConnHandle {
     /// Requests in flight on this connection, counted until the response body has been written.
     busy: Arc<AtomicUsize>,
+    /// Requests on it waiting for a password check (bcrypt or its turn for it).
+    waiting: Arc<AtomicUsize>,
+    /// A request on it was allowed by basic auth.
+    proven: Arc<AtomicBool>,
+    /// Its address was trusted (authenticated recently) when it was accepted.
+    trusted: bool,
     close: Arc<Notify>,
+}
+
+impl ConnHandle {
+    fn slot(&self) -> admission::Slot {
+        admission::Slot {
+            trusted: self.trusted,
+            proven: self.proven.load(Ordering::Acquire),
+            busy: self.busy.load(Ordering::Acquire) > 0,
+            waiting: self.waiting.load(Ordering::Acquire) > 0,
+        }
+    }
 }
 
 /// A listener bound and a web config loaded, before the daemon starts anything else: a busy
@@ -293,6 +313,7 @@ impl Prepared {
                 guard,
                 max_connections,
                 conns: Mutex::new(Tracker::default()),
+                handshakes: Mutex::new(admission::HandshakeLimiter::new(std::time::Instant::now())),
             }),
         })
     }
@@ -338,7 +359,17 @@ impl Server {
                         Err(source) => return Err(HttpError::Accept { addr: self.local_addr, source }),
                     };
                     let state = self.shared.current();
-                    let Some((id, handle)) = self.shared.admit() else {
+                    let trusted = self.shared.guard.is_trusted(peer.ip());
+                    if state.tls.is_some() && !self.shared.handshake_allowed(peer, trusted) {
+                        drop(stream);
+                        continue;
+                    }
+                    let reserved = if state.web.auth.is_some() {
+                        admission::reserved_share(self.shared.max_connections)
+                    } else {
+                        0
+                    };
+                    let Some((id, handle)) = self.shared.admit(trusted, reserved) else {
                         tracing::debug!(%peer, "connection cap reached and every connection is busy; closing");
                         drop(stream);
                         continue;
@@ -443,27 +474,48 @@ impl Shared {
         }
     }
 
-    /// Registers a new connection, evicting the oldest non-busy one when at the cap.
-    fn admit(&self) -> Option<(u64, ConnHandle)> {
+    /// Whether `peer` may start a TLS handshake now ([`admission::HandshakeLimiter`]); a
+    /// refusal is counted and logged at debug.
+    fn handshake_allowed(&self, peer: SocketAddr, trusted: bool) -> bool {
+        let now = std::time::Instant::now();
+        if crate::util::lock(&self.handshakes).allow(peer.ip(), trusted, now) {
+            return true;
+        }
+        self.guard.count_handshake_limited();
+        tracing::debug!(%peer, "TLS handshake rate exceeded; closing");
+        false
+    }
+
+    /// Registers a new connection from a `trusted` address or not, making room at the cap
+    /// (and at the strangers' share, `reserved` slots short of it) as [`admission::admit`]
+    /// decides: connections waiting for a password check go first, then idle ones.
+    fn admit(&self, trusted: bool, reserved: usize) -> Option<(u64, ConnHandle)> {
         let mut t = crate::util::lock(&self.conns);
-        if t.live.len() >= self.max_connections {
-            let victim = t
-                .live
-                .iter()
-                .find(|(_, h)| h.busy.load(Ordering::Acquire) == 0)
-                .map(|(&id, h)| (id, h.clone()));
-            let Some((vid, vh)) = victim else {
+        let slots: Vec<(u64, admission::Slot)> =
+            t.live.iter().map(|(&id, h)| (id, h.slot())).collect();
+        match admission::admit(&slots, self.max_connections, reserved, trusted) {
+            admission::Admission::Admit => {}
+            admission::Admission::Evict(vid) => {
+                if let Some(vh) = t.live.remove(&vid) {
+                    if vh.waiting.load(Ordering::Acquire) > 0 {
+                        self.guard.count_waiting_shed();
+                    }
+                    self.stats.evicted.fetch_add(1, Ordering::Relaxed);
+                    vh.close.notify_one();
+                }
+            }
+            admission::Admission::Reject => {
                 self.stats.rejected.fetch_add(1, Ordering::Relaxed);
                 return None;
-            };
-            self.stats.evicted.fetch_add(1, Ordering::Relaxed);
-            vh.close.notify_one();
-            t.live.remove(&vid);
+            }
         }
         let id = t.next_id;
         t.next_id += 1;
         let h = ConnHandle {
             busy: Arc::new(AtomicUsize::new(0)),
+            waiting: Arc::new(AtomicUsize::new(0)),
+            proven: Arc::new(AtomicBool::new(false)),
+            trusted,
             close: Arc::new(Notify::new()),
         };
         t.live.insert(id, h.clone());
@@ -493,14 +545,8 @@ impl Shared {
         tokio::pin!(closing);
         match state.tls.clone() {
             None => {
-                self.serve_http(
-                    TokioIo::new(stream),
-                    peer,
-                    handle.busy.clone(),
-                    closing,
-                    state,
-                )
-                .await
+                self.serve_http(TokioIo::new(stream), peer, handle.clone(), closing, state)
+                    .await
             }
             Some(acceptor) => {
                 let setup = async {
@@ -532,7 +578,7 @@ impl Shared {
                     _ = &mut closing => None,
                 };
                 if let Some(s) = tls {
-                    self.serve_http(TokioIo::new(s), peer, handle.busy.clone(), closing, state)
+                    self.serve_http(TokioIo::new(s), peer, handle.clone(), closing, state)
                         .await;
                 }
             }
@@ -543,21 +589,21 @@ impl Shared {
         self: &Arc<Self>,
         io: I,
         peer: SocketAddr,
-        busy: Arc<AtomicUsize>,
+        handle: ConnHandle,
         mut closing: std::pin::Pin<&mut impl Future<Output = ()>>,
         state: Arc<WebState>,
     ) where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
         let shared = self.clone();
-        let in_flight = busy.clone();
+        let conn_handle = handle.clone();
         let svc = hyper::service::service_fn(move |req| {
             let shared = shared.clone();
             let state = state.clone();
-            let guard = BusyGuard::new(in_flight.clone());
-            let in_flight_req = in_flight.clone();
+            let guard = BusyGuard::new(conn_handle.busy.clone());
+            let h = conn_handle.clone();
             async move {
-                let resp = shared.handle(req, peer, &in_flight_req, &state).await;
+                let resp = shared.handle(req, peer, &h, &state).await;
                 Ok::<_, Infallible>(resp.map(|body| TrackedBody {
                     body,
                     _guard: guard,
@@ -582,8 +628,10 @@ impl Shared {
             }
             _ = closing.as_mut() => {}
         }
-        if busy.load(Ordering::Acquire) == 0 {
-            // Idle, or still sending its request head: nothing to finish, close now.
+        if handle.busy.load(Ordering::Acquire) == 0 || handle.waiting.load(Ordering::Acquire) > 0 {
+            // Idle, still sending its request head, or waiting for a password check (shed at
+            // the cap): nothing to finish, close now. Dropping the request drops its place in
+            // the bcrypt queue; a check already running keeps its permit until it ends.
             return;
         }
         conn.as_mut().graceful_shutdown();
@@ -594,10 +642,10 @@ impl Shared {
         &self,
         req: Request<Incoming>,
         peer: SocketAddr,
-        busy: &AtomicUsize,
+        conn: &ConnHandle,
         st: &WebState,
     ) -> Response<Full<Bytes>> {
-        let mut resp = self.route(req, peer, busy, st).await;
+        let mut resp = self.route(req, peer, conn, st).await;
         for (n, v) in &st.web.headers {
             resp.headers_mut().insert(n.clone(), v.clone());
         }
@@ -608,7 +656,7 @@ impl Shared {
         &self,
         req: Request<Incoming>,
         peer: SocketAddr,
-        busy: &AtomicUsize,
+        conn: &ConnHandle,
         st: &WebState,
     ) -> Response<Full<Bytes>> {
         if let Some(auth) = &st.web.auth {
@@ -616,14 +664,19 @@ impl Shared {
                 .headers()
                 .get(header::AUTHORIZATION)
                 .and_then(|v| auth::BasicAuth::parse_header(v.as_bytes()));
-            let d = self.guard.authorize(auth, peer.ip(), creds).await;
+            let d = self
+                .guard
+                .authorize(auth, peer.ip(), creds, &conn.waiting)
+                .await;
             if !d.delay.is_zero() {
                 // A delayed denial is no work in progress: the connection may be evicted at
                 // the cap meanwhile, so delayed floods cannot lock Prometheus out.
-                let _idle = IdleWhile::new(busy);
+                let _idle = IdleWhile::new(&conn.busy);
                 tokio::time::sleep(d.delay).await;
             }
-            if d.verdict != auth::Verdict::Allowed {
+            if d.verdict == auth::Verdict::Allowed {
+                conn.proven.store(true, Ordering::Release);
+            } else {
                 let mut r = text(StatusCode::UNAUTHORIZED, "Unauthorized\n");
                 r.headers_mut().insert(
                     header::WWW_AUTHENTICATE,

@@ -433,6 +433,16 @@ fn auth_families(a: &crate::http::auth::GuardStats, out: &mut Vec<MetricFamily>)
             "Basic auth attempts denied without bcrypt because their client address already had the most attempts waiting.",
             a.shed,
         ),
+        (
+            "nvsoak_http_auth_waiting_shed_total",
+            "Connections closed at the connection cap while their request waited for a password check (shed before idle ones).",
+            a.waiting_shed,
+        ),
+        (
+            "nvsoak_http_tls_handshakes_limited_total",
+            "TLS connections closed before the handshake: their address, or untrusted addresses together, exceeded the handshake rate.",
+            a.handshakes_limited,
+        ),
     ] {
         let mut f = Family::counter(name, help);
         f.add(&[], v as f64);

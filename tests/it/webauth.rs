@@ -2,7 +2,7 @@
 //! keep-alive connections, a web config replaced by a FIFO, a world-writable TLS key.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -58,8 +58,36 @@ fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
 /// One keep-alive connection sending `header` as fast as the server answers, reconnecting when
 /// the server closes it; counts the answers.
 fn flood_connection(addr: SocketAddr, header: String, stop: Arc<AtomicBool>, n: Arc<AtomicU64>) {
+    flood_with(
+        || TcpStream::connect_timeout(&addr, Duration::from_secs(2)),
+        addr,
+        move || header.clone(),
+        stop,
+        n,
+    )
+}
+
+/// A TCP connection to `dst` from the source address `src` (any 127.0.0.0/8 address works on
+/// loopback), so one test can attack from many addresses.
+fn connect_from(src: Ipv4Addr, dst: SocketAddr) -> std::io::Result<TcpStream> {
+    use socket2::{Domain, Socket, Type};
+    let sock = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+    sock.bind(&SocketAddr::from(SocketAddrV4::new(src, 0)).into())?;
+    sock.connect_timeout(&dst.into(), Duration::from_secs(2))?;
+    Ok(sock.into())
+}
+
+/// [`flood_connection`] with its own way to connect and a header per request.
+fn flood_with(
+    connect: impl Fn() -> std::io::Result<TcpStream>,
+    addr: SocketAddr,
+    mut header: impl FnMut() -> String,
+    stop: Arc<AtomicBool>,
+    n: Arc<AtomicU64>,
+) {
     while !stop.load(Ordering::Relaxed) {
-        let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+        let Ok(s) = connect() else {
+            std::thread::sleep(Duration::from_millis(10));
             continue;
         };
         let _ = s.set_read_timeout(Some(Duration::from_secs(15)));
@@ -69,7 +97,7 @@ fn flood_connection(addr: SocketAddr, header: String, stop: Arc<AtomicBool>, n: 
         };
         let mut r = BufReader::new(s);
         while !stop.load(Ordering::Relaxed) {
-            let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\n{header}\r\n");
+            let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\n{}\r\n", header());
             if w.write_all(req.as_bytes()).is_err() {
                 break;
             }
@@ -159,6 +187,83 @@ fn a_wrong_password_flood_does_not_lock_out_the_right_one() {
     let (status, took, err) = d.terminate();
     assert!(status.success(), "{err}");
     assert!(took < Duration::from_secs(10), "SIGTERM took {took:?}");
+    for t in flood {
+        t.join().expect("flood thread");
+    }
+}
+
+/// Issue 28, break 4: 98 keep-alive connections from 49 addresses (127.0.0.2 to .50), each
+/// request a new wrong password, so every one needs bcrypt (cost 10, one check at a time) and
+/// the connection cap (64) fills with requests waiting for it. Prometheus on 127.0.0.1, which
+/// authenticated before, connects anew for every scrape: it keeps its reserved share and the
+/// waiting connections are shed for it, so at least 19 of 20 scrapes get 200.
+#[test]
+fn a_bcrypt_flood_from_many_addresses_leaves_prometheus_its_share() {
+    let dir = shm_dir();
+    let hash = bcrypt::hash("right", 10).expect("bcrypt");
+    std::fs::write(
+        dir.path().join("web.yml"),
+        format!("basic_auth_users:\n  prometheus: {hash}\n"),
+    )
+    .expect("web config");
+    let d = Daemon::spawn_in(dir, &config("web.yml"), &[]);
+    let good = basic("prometheus", "right");
+    let scrape = || http_get_with(d.addr, "/metrics", &good);
+    assert!(
+        eventually(Duration::from_secs(20), || matches!(scrape(), Ok((200, _)))),
+        "the daemon never answered the right password"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let answers = Arc::new(AtomicU64::new(0));
+    let flood: Vec<_> = (0..98u32)
+        .map(|i| {
+            let (stop, n, addr) = (stop.clone(), answers.clone(), d.addr);
+            let src = Ipv4Addr::new(127, 0, 0, 2 + (i % 49) as u8);
+            std::thread::spawn(move || {
+                let mut k = 0u64;
+                let header = move || {
+                    k += 1;
+                    basic("prometheus", &format!("guess-{i}-{k}"))
+                };
+                flood_with(|| connect_from(src, addr), addr, header, stop, n)
+            })
+        })
+        .collect();
+    // The cap is full of strangers waiting for bcrypt once one of them has been shed for
+    // another; from then on every scrape competes with the flood.
+    let counter = |name: &str| {
+        scrape()
+            .ok()
+            .filter(|(c, _)| *c == 200)
+            .map(|(_, b)| sum(&parse_metrics(&b), name, &[]))
+    };
+    assert!(
+        eventually(Duration::from_secs(60), || counter(
+            "nvsoak_http_auth_waiting_shed_total"
+        )
+        .is_some_and(|v| v >= 1.0)),
+        "the flood never filled the cap with connections waiting for a password check"
+    );
+    let mut ok = 0;
+    let mut failed = Vec::new();
+    for round in 0..20 {
+        match scrape() {
+            Ok((200, _)) => ok += 1,
+            other => failed.push(format!("round {round}: {other:?}")),
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let shed = counter("nvsoak_http_auth_waiting_shed_total").unwrap_or(0.0);
+    let bcrypt = counter("nvsoak_http_auth_bcrypt_checks_total").unwrap_or(0.0);
+    stop.store(true, Ordering::Relaxed);
+    assert!(
+        ok >= 19,
+        "the right password got through on {ok} of 20 scrapes under the flood: {failed:?}"
+    );
+    // The strangers shed one another long before their checks run: bcrypt is not theirs.
+    assert!(shed >= 1.0, "shed {shed}, bcrypt {bcrypt}");
+    let (status, _, err) = d.terminate();
+    assert!(status.success(), "{err}");
     for t in flood {
         t.join().expect("flood thread");
     }
