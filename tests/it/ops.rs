@@ -48,6 +48,7 @@ struct Running {
     addr: SocketAddr,
     app: Arc<TestApp>,
     stats: Arc<http::ServerStats>,
+    guard: Arc<http::auth::AuthGuard>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<Result<(), HttpError>>>,
 }
@@ -89,6 +90,7 @@ async fn start(web_config: Option<PathBuf>, max_connections: usize) -> Running {
     .expect("bind");
     let addr = server.local_addr();
     let stats = server.stats();
+    let guard = server.auth_guard();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(server.run(async move {
         let _ = rx.await;
@@ -97,6 +99,7 @@ async fn start(web_config: Option<PathBuf>, max_connections: usize) -> Running {
         addr,
         app,
         stats,
+        guard,
         stop: Some(tx),
         task: Some(task),
     }
@@ -1995,4 +1998,122 @@ mod replayed_health {
         eprintln!("{total} NVMe-only queries returned data from replayed health");
         assert!(total > 50, "only {total} NVMe queries");
     }
+}
+
+/// One attacker of the reconnect storm: from `src`, connect, handshake TLS, send a new wrong
+/// password, and start over, until `stop`.
+async fn storm_attacker(
+    src: std::net::Ipv4Addr,
+    addr: SocketAddr,
+    cc: Arc<rustls::ClientConfig>,
+    stop: Arc<AtomicBool>,
+) {
+    let mut k = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        k += 1;
+        let attempt = async {
+            let sock = tokio::net::TcpSocket::new_v4().map_err(|e| e.to_string())?;
+            sock.bind(SocketAddr::from((src, 0)))
+                .map_err(|e| e.to_string())?;
+            let s = sock.connect(addr).await.map_err(|e| e.to_string())?;
+            let name = ServerName::try_from("localhost").map_err(|e| e.to_string())?;
+            let s = tokio_rustls::TlsConnector::from(cc.clone())
+                .connect(name, s)
+                .await
+                .map_err(|e| e.to_string())?;
+            let pw = format!("guess-{src}-{k}");
+            request_over(s, "GET", "/metrics", Some(("prometheus", &pw))).await
+        };
+        if tokio::time::timeout(Duration::from_secs(5), attempt)
+            .await
+            .is_err()
+        {
+            continue;
+        }
+    }
+}
+
+/// Issue 28, break 4, the reconnect storm: 98 attackers from 49 addresses (127.0.0.2 to .50),
+/// on their own runtime, reconnect over TLS as fast as they can, each time with a new wrong
+/// password. The handshake rate (per address, and for strangers together) turns most of them
+/// away before their handshake, and Prometheus on 127.0.0.1, which authenticated before and
+/// opens a new TLS connection for every scrape, gets 200 on at least 19 of 20 scrapes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_reconnect_storm_from_many_addresses_leaves_prometheus_through() {
+    let pki = Pki::new();
+    let hash = bcrypt::hash("right", 10).expect("bcrypt");
+    let cfg = pki.web_config(
+        "web.yml",
+        &format!(
+            "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\nbasic_auth_users:\n  prometheus: {hash}\n"
+        ),
+    );
+    let srv = start(Some(cfg), 0).await;
+    let cc = client_config(&pki, ClientCert::None, V12_13);
+    let scrape = async || {
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            tls(
+                srv.addr,
+                cc.clone(),
+                "/metrics",
+                Some(("prometheus", "right")),
+            ),
+        )
+        .await
+        .unwrap_or_else(|_| Err("timed out".into()))
+    };
+    let r = scrape().await.expect("first scrape");
+    assert_eq!(r.status, StatusCode::OK);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let storm: Vec<_> = (0..2)
+        .map(|_| {
+            let (stop, cc, addr) = (stop.clone(), cc.clone(), srv.addr);
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("attackers' runtime");
+                rt.block_on(async move {
+                    let mut set = tokio::task::JoinSet::new();
+                    for i in 0..49u8 {
+                        let src = std::net::Ipv4Addr::new(127, 0, 0, 2 + i);
+                        set.spawn(storm_attacker(src, addr, cc.clone(), stop.clone()));
+                    }
+                    while set.join_next().await.is_some() {}
+                });
+            })
+        })
+        .collect();
+    let guard = srv.guard.clone();
+    assert!(
+        eventually(Duration::from_secs(60), async || guard
+            .stats()
+            .handshakes_limited
+            >= 100)
+        .await,
+        "the storm was never rate-limited: {:?}",
+        guard.stats()
+    );
+    let mut ok = 0;
+    let mut failed = Vec::new();
+    for round in 0..20 {
+        match scrape().await {
+            Ok(r) if r.status == StatusCode::OK => ok += 1,
+            other => failed.push(format!("round {round}: {:?}", other.map(|r| r.status))),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in storm {
+        t.join().expect("storm thread");
+    }
+    assert!(
+        ok >= 19,
+        "the right password got through on {ok} of 20 scrapes in the storm: {failed:?}"
+    );
+    let st = guard.stats();
+    assert!(st.failures >= 1, "the storm never got a denial: {st:?}");
+    assert!(srv.stop().await < Duration::from_secs(5));
 }
