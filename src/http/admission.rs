@@ -96,14 +96,16 @@ pub const HANDSHAKE_BURST_UNTRUSTED: f64 = 120.0;
 /// Addresses whose buckets are remembered; past it, full buckets are forgotten first.
 pub const TRACKED_ADDRS: usize = 4096;
 
+/// A token bucket: `rate` tokens a second up to `burst`, one taken per event allowed.
 #[derive(Debug, Clone, Copy)]
-struct Bucket {
+pub struct Bucket {
     tokens: f64,
     at: Instant,
 }
 
 impl Bucket {
-    fn full(burst: f64, now: Instant) -> Self {
+    /// A bucket holding `burst` tokens at `now`.
+    pub fn full(burst: f64, now: Instant) -> Self {
         Bucket {
             tokens: burst,
             at: now,
@@ -111,7 +113,7 @@ impl Bucket {
     }
 
     /// Refills at `rate` up to `burst` and takes a token if there is one.
-    fn take(&mut self, rate: f64, burst: f64, now: Instant) -> bool {
+    pub fn take(&mut self, rate: f64, burst: f64, now: Instant) -> bool {
         let dt = now.saturating_duration_since(self.at).as_secs_f64();
         self.tokens = (self.tokens + dt * rate).min(burst);
         self.at = now;

@@ -249,6 +249,13 @@ pub const MAX_DELAY: Duration = Duration::from_secs(1);
 /// Attempts of one throttled client that may wait for bcrypt; beyond it an attempt not in the
 /// caches is denied (after the delay) without bcrypt.
 pub const MAX_QUEUED_PER_CLIENT: usize = 4;
+/// bcrypt checks a second, and their burst, for all addresses that have not authenticated
+/// recently together. Fifty addresses each guessing a new password defeat the per-client
+/// delays; this caps what they cost the soak at about a tenth of a core (a cost-10 check is
+/// about 50 ms). Trusted addresses (Prometheus) are exempt, and a right password already in
+/// the success cache needs no check at all.
+pub const STRANGER_CHECKS_PER_SEC: f64 = 2.0;
+pub const STRANGER_CHECKS_BURST: f64 = 10.0;
 
 /// What [`AuthGuard::authorize`] decided, and how long to wait before answering a denial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -277,7 +284,8 @@ pub struct GuardStats {
     pub cache_hits: u64,
     /// Failed attempts answered after a per-client delay.
     pub delayed: u64,
-    /// Attempts denied without bcrypt because the client had too many waiting already.
+    /// Attempts denied without bcrypt because the client had too many waiting already, or
+    /// untrusted addresses together had spent their bcrypt budget.
     pub shed: u64,
     /// Connections closed at the connection cap while their request waited for a password
     /// check (shed first, so waiting guesses cannot fill the cap).
@@ -311,6 +319,8 @@ pub struct AuthGuard {
     handshakes_limited: AtomicU64,
     /// Addresses that authenticated, and when they last did.
     trusted: Mutex<HashMap<IpAddr, Instant>>,
+    /// The bcrypt budget of untrusted addresses together (full until first used).
+    stranger_checks: Mutex<Option<super::admission::Bucket>>,
 }
 
 /// An address that authenticated less than this long ago is trusted: it keeps a reserved share
@@ -397,6 +407,18 @@ impl AuthGuard {
             }
         }
         t.insert(client, Instant::now());
+    }
+
+    /// Whether `client` may run a bcrypt check now: always when trusted, else when untrusted
+    /// addresses together have budget left ([`STRANGER_CHECKS_PER_SEC`]).
+    fn may_check(&self, client: IpAddr) -> bool {
+        if self.is_trusted(client) {
+            return true;
+        }
+        let now = Instant::now();
+        let mut b = crate::util::lock(&self.stranger_checks);
+        b.get_or_insert_with(|| super::admission::Bucket::full(STRANGER_CHECKS_BURST, now))
+            .take(STRANGER_CHECKS_PER_SEC, STRANGER_CHECKS_BURST, now)
     }
 
     /// Counts a connection shed at the cap while it waited for a password check.
@@ -528,6 +550,12 @@ impl AuthGuard {
                 return self.fail(client);
             }
         };
+        // After the client's turn, so waiting attempts spend no budget.
+        if auth.check_cached(&user, &password).is_none() && !self.may_check(client) {
+            drop(turn);
+            self.shed.fetch_add(1, Ordering::Relaxed);
+            return self.fail(client);
+        }
         let (v, bcrypt) = auth.clone().verify_async(user, password).await;
         drop(turn);
         drop(marked);
@@ -732,6 +760,44 @@ mod tests {
         assert!(!guard.is_trusted(stranger));
         // The second login came from the cache, and trusted the address all the same.
         assert_eq!(guard.stats().cache_hits, 1);
+    }
+
+    #[test]
+    fn strangers_share_a_bcrypt_budget_and_trusted_addresses_do_not_spend_it() {
+        let hash = bcrypt::hash("secret", 4).expect("hashing");
+        let auth = Arc::new(BasicAuth::new([("alice".to_string(), hash)]));
+        let guard = AuthGuard::new();
+        let prom: IpAddr = "192.0.2.7".parse().expect("ip");
+        let waiting = AtomicUsize::new(0);
+        rt().block_on(async {
+            // Prometheus authenticates first (one token), then 100 strangers, each from its
+            // own address (so no per-client delay applies), guess once each.
+            let d = guard
+                .authorize(&auth, prom, creds("alice", "secret"), &waiting)
+                .await;
+            assert_eq!(d.verdict, Verdict::Allowed);
+            for i in 0..100u8 {
+                let ip = IpAddr::from([198, 51, 100, i]);
+                let d = guard
+                    .authorize(&auth, ip, creds("alice", &format!("guess-{i}")), &waiting)
+                    .await;
+                assert_eq!(d.verdict, Verdict::Denied);
+            }
+            // Trusted: a new wrong password from Prometheus's address still gets its check.
+            let before = guard.stats().bcrypt_checks;
+            let _ = guard
+                .authorize(&auth, prom, creds("alice", "typo"), &waiting)
+                .await;
+            assert_eq!(guard.stats().bcrypt_checks, before + 1);
+        });
+        let st = guard.stats();
+        // The burst, plus whatever refilled while the checks ran (cost 4: about 1 ms each).
+        let stranger_checks = st.bcrypt_checks - 2;
+        assert!(
+            stranger_checks <= STRANGER_CHECKS_BURST as u64 + 1,
+            "{st:?}"
+        );
+        assert!(st.shed >= 100 - STRANGER_CHECKS_BURST as u64 - 1, "{st:?}");
     }
 
     #[test]

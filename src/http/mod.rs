@@ -5,13 +5,16 @@
 //! - request headers: at most [`MAX_HEADER_BYTES`], else 431;
 //! - the whole request head must arrive within [`HEADER_READ_TIMEOUT`] (also the idle keep-alive
 //!   timeout), and a TLS handshake within [`HANDSHAKE_TIMEOUT`];
-//! - at most `max_connections` connections. A new connection over the cap evicts the oldest
-//!   connection that is not serving a request (idle, slow or still handshaking), so a flood of
-//!   idle sockets cannot lock out Prometheus. Only when every connection is mid-request is the
-//!   new one closed at once.
+//! - at most `max_connections` connections. A new connection over the cap makes room as
+//!   [`admission`] decides: connections waiting for a password check first, then the oldest
+//!   idle, slow or still handshaking ones, so a flood of idle sockets or queued guesses cannot
+//!   lock out Prometheus; with basic auth, addresses that authenticated recently keep a
+//!   reserved share. Only when every candidate is mid-request is the new one closed at once.
 //!
 //! Basic auth failures are throttled per client address ([`auth::AuthGuard`]): repeated
-//! failures get delayed answers, so a flood cannot monopolise bcrypt or the runtime.
+//! failures get delayed answers, and addresses that have not authenticated share a small
+//! bcrypt budget, so a flood from one address or many cannot monopolise bcrypt or the
+//! runtime. With TLS and basic auth, handshakes are rate-limited per untrusted address.
 //!
 //! The web config and the files it names are watched: new connections trigger a check (on a
 //! blocking thread, so no file can stall the accept loop) and later ones get the reloaded config
@@ -360,7 +363,10 @@ impl Server {
                     };
                     let state = self.shared.current();
                     let trusted = self.shared.guard.is_trusted(peer.ip());
-                    if state.tls.is_some() && !self.shared.handshake_allowed(peer, trusted) {
+                    // The handshake rate needs trust to exempt Prometheus, and trust needs basic
+                    // auth: without it the rate would fall on every client alike.
+                    let limited = state.tls.is_some() && state.web.auth.is_some();
+                    if limited && !self.shared.handshake_allowed(peer, trusted) {
                         drop(stream);
                         continue;
                     }

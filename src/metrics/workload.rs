@@ -430,7 +430,7 @@ fn auth_families(a: &crate::http::auth::GuardStats, out: &mut Vec<MetricFamily>)
         ),
         (
             "nvsoak_http_auth_shed_total",
-            "Basic auth attempts denied without bcrypt because their client address already had the most attempts waiting.",
+            "Basic auth attempts denied without bcrypt: their client address already had the most attempts waiting, or addresses that have not authenticated recently had spent their shared bcrypt budget.",
             a.shed,
         ),
         (
