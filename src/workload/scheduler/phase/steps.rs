@@ -19,12 +19,13 @@ use crate::model::steps::self_test_wait;
 use crate::model::steps::{StepOutcome, StepStatus, purge_completed};
 use crate::nvme::AdminTransport;
 use crate::nvme::caps::{self, StepCaps};
-use crate::nvme::claimed::{self, ClaimedNamespace};
+use crate::nvme::claimed::{self, ClaimedError, ClaimedNamespace};
 use crate::nvme::cmd;
 use crate::nvme::steps::{
     PurgeEnd, PurgeMethod, SelfTestEnd, SelfTestKind, Waiting, run_purge, run_self_test,
 };
 use crate::nvme::{NvmeError, identify};
+use crate::workload::scheduler::error::PurgeError;
 use crate::workload::scheduler::{RunError, Runner, now_unix};
 
 /// Between two reads of a progress log.
@@ -107,11 +108,10 @@ impl Runner {
     fn step_controller(
         &self,
         timeout: Duration,
-    ) -> Result<(ClaimedNamespace, crate::nvme::ioctl::IoctlTransport), String> {
-        let ns =
-            claimed::namespace_of_fd(Path::new("/sys"), &*self.fd).map_err(|e| e.to_string())?;
+    ) -> Result<(ClaimedNamespace, crate::nvme::ioctl::IoctlTransport), ClaimedError> {
+        let ns = claimed::namespace_of_fd(Path::new("/sys"), &*self.fd)?;
         let ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
-        let t = claimed::open_controller(Path::new("/dev"), &ns, ms).map_err(|e| e.to_string())?;
+        let t = claimed::open_controller(Path::new("/dev"), &ns, ms)?;
         Ok((ns, t))
     }
 
@@ -133,7 +133,7 @@ impl Runner {
         // sanitize returns at once and its progress is polled.
         let (ns, t) = match self.step_controller(timeout.max(Duration::from_secs(10))) {
             Ok(v) => v,
-            Err(why) => return self.purge_refused(o, why),
+            Err(e) => return self.purge_refused(o, e.into()),
         };
         o.controller = Some(ns.controller.clone());
         o.nsid = Some(ns.nsid);
@@ -143,26 +143,24 @@ impl Runner {
             ns.controller);
         let caps = match read_caps(&t) {
             Ok(c) => c,
-            Err(e) => return self.purge_failed(o, StepStatus::Error, e.to_string()),
+            Err(e) => return self.purge_failed(o, StepStatus::Error, e.into()),
         };
         if let Some(why) = method.unsupported(&caps) {
-            return self.purge_refused(o, format!("{} refused: {why}", method.name()));
+            let method = method.name();
+            return self.purge_refused(o, PurgeError::Unsupported { method, why });
         }
         if method.erases_every_namespace(&caps) && !ns.others.is_empty() {
-            return self.purge_refused(
-                o,
-                format!(
-                    "{} would also erase {} on {} (a sanitize acts on the whole subsystem; FNA {:#04x}); not purging namespaces nvsoak was not given",
-                    method.name(),
-                    ns.others.join(", "),
-                    ns.controller,
-                    caps.fna
-                ),
-            );
+            let refusal = PurgeError::OtherNamespaces {
+                method: method.name(),
+                others: ns.others.clone(),
+                controller: ns.controller.clone(),
+                fna: caps.fna,
+            };
+            return self.purge_refused(o, refusal);
         }
         let format = match read_ns_format(&t, ns.nsid) {
             Ok(f) => f,
-            Err(e) => return self.purge_failed(o, StepStatus::Error, e.to_string()),
+            Err(e) => return self.purge_failed(o, StepStatus::Error, e.into()),
         };
         let (stop, global) = self.stop_flags();
         let stopping = move || stop.load(Ordering::SeqCst) || global.load(Ordering::SeqCst);
@@ -193,7 +191,9 @@ impl Runner {
                 self.record_step(o);
                 Ok(())
             }
-            Ok(PurgeEnd::Failed(why)) => self.purge_failed(o, StepStatus::Failed, why),
+            Ok(PurgeEnd::Failed(why)) => {
+                self.purge_failed(o, StepStatus::Failed, PurgeError::Drive(why))
+            }
             Ok(PurgeEnd::StillRunning {
                 progress_pct,
                 stopped: true,
@@ -205,19 +205,19 @@ impl Runner {
                 self.record_step(o);
                 Ok(())
             }
-            Ok(PurgeEnd::StillRunning { progress_pct, .. }) => self.purge_failed(
-                o,
-                StepStatus::TimedOut,
-                format!(
-                    "the sanitize was still running at {progress_pct:.0}% after {}",
-                    crate::model::units::format_duration(timeout)
-                ),
-            ),
-            Err(e) => self.purge_failed(o, StepStatus::Error, e.to_string()),
+            Ok(PurgeEnd::StillRunning { progress_pct, .. }) => {
+                let waited = timeout;
+                let e = PurgeError::StillRunning {
+                    progress_pct,
+                    waited,
+                };
+                self.purge_failed(o, StepStatus::TimedOut, e)
+            }
+            Err(e) => self.purge_failed(o, StepStatus::Error, e.into()),
         }
     }
 
-    fn purge_refused(&mut self, o: StepOutcome, why: String) -> Result<(), RunError> {
+    fn purge_refused(&mut self, o: StepOutcome, why: PurgeError) -> Result<(), RunError> {
         self.purge_failed(o, StepStatus::Refused, why)
     }
 
@@ -225,12 +225,15 @@ impl Runner {
         &mut self,
         mut o: StepOutcome,
         status: StepStatus,
-        why: String,
+        why: PurgeError,
     ) -> Result<(), RunError> {
         o.status = status;
-        o.detail = why.clone();
+        o.detail = why.to_string();
         self.record_step(o);
-        Err(RunError::Step(format!("purge {}: {why}", status.name())))
+        Err(RunError::Purge {
+            status,
+            source: why,
+        })
     }
 
     fn self_test(&mut self, test: SelfTestKind, timeout: Option<Duration>) -> Result<(), RunError> {
@@ -241,7 +244,7 @@ impl Runner {
             Ok(v) => v,
             Err(why) => {
                 o.status = StepStatus::Refused;
-                o.detail = why;
+                o.detail = why.to_string();
                 self.record_step(o);
                 return Ok(());
             }
