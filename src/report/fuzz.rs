@@ -2,10 +2,11 @@
 //! cases every run): extreme floats (NaN, ±inf, `f64::MAX`, 1e308, -0, subnormals), empty and
 //! huge series, and odd strings (markup and script injection, control characters, very long).
 //!
-//! Each asserts what holds whatever the input: nothing panics, the output is bounded (a series
-//! draws at most its point budget, a chart stays within a fixed size plus its escaped text),
-//! no `NaN` or `inf` is written, every string comes out escaped, and a results file that
-//! cannot be drawn becomes the error page. The work is bounded by those budgets, not timed.
+//! Each asserts what holds whatever the input (HTML, Markdown and its SVG files): nothing
+//! panics, the output is bounded (a series draws at most its point budget, a chart stays
+//! within a fixed size plus its escaped text), no `NaN` or `inf` is written, every string
+//! comes out escaped, and a results file that cannot be drawn becomes the error page. The
+//! work is bounded by those budgets, not timed.
 
 use super::charts::{LineChart, MAX_SERIES_POINTS, Series, line_chart};
 use super::soakchart::{MAX_DRAWN_EVENTS, MAX_DRAWN_POINTS, MAX_DRAWN_STEADY, soak_chart};
@@ -97,12 +98,25 @@ fn assert_clean(out: &str, what: &str) {
         );
     }
     for raw in RAW {
-        assert!(!out.contains(raw), "{what}: unescaped {raw:?}");
+        let at = out.find(raw);
+        assert_eq!(
+            at,
+            None,
+            "{what}: unescaped {raw:?}: {:?}",
+            at.map(|i| &out[i.saturating_sub(60)..(i + 40).min(out.len())])
+        );
     }
     let bad = out
         .chars()
         .find(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'));
     assert_eq!(bad, None, "{what}: a control character in the output");
+}
+
+/// [`assert_clean`] for Markdown, where outside text is escaped with backslashes: every
+/// hostile payload's `<` is escaped.
+fn assert_clean_markdown(md: &str, what: &str) {
+    let unescaped: String = md.replace("\\<", "");
+    assert_clean(&unescaped, what);
 }
 
 fn hostile_history(rng: &mut Rng, points: usize, events: usize) -> SoakHistory {
@@ -334,6 +348,11 @@ fn reports_of_hostile_results_render_clean_or_refuse() {
         let report = build_with(std::slice::from_ref(&loaded), &|_| None);
         let html = html::render(&report).expect("a report renders");
         assert_clean(&html, &what);
+        let (md, svgs) = markdown::render(&report, "report").expect("a markdown report renders");
+        assert_clean_markdown(&md, &format!("{what}, markdown"));
+        for (name, svg) in &svgs {
+            assert_clean(svg, &format!("{what}, {name}"));
+        }
         // Through a file: a figure out of range is refused naming it, anything else renders.
         let path = dir.path().join(format!("case{case}.json"));
         std::fs::write(&path, serde_json::to_vec(&r).expect("json")).expect("write");
