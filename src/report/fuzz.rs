@@ -387,3 +387,49 @@ fn a_results_file_that_cannot_be_drawn_is_the_error_page() {
     assert!(page.contains("sweeps[0].points[0].lat_avg_us"), "{page}");
     assert_clean(&page, "error page");
 }
+
+/// The status page over drives whose figures a broken device or poller could give: it renders
+/// every drive, with no `NaN` or `inf` and every name escaped.
+#[test]
+fn the_status_page_over_hostile_drive_figures_is_clean_and_escaped() {
+    use super::drive_status::DriveStatus;
+    use super::history::History;
+    let mut rng = Rng(0x7374_6174_7573);
+    for case in 0..100 {
+        let opt = |rng: &mut Rng| (rng.below(4) != 0).then(|| rng.float());
+        let drives: Vec<DriveStatus> = (0..1 + rng.below(4))
+            .map(|_| DriveStatus {
+                device: rng.string(),
+                model: rng.string(),
+                serial: rng.string(),
+                up: rng.below(2) == 0,
+                temperature_c: opt(&mut rng),
+                warning_temp_c: opt(&mut rng),
+                critical_temp_c: opt(&mut rng),
+                percentage_used: opt(&mut rng),
+                available_spare: opt(&mut rng),
+                data_written_bytes: opt(&mut rng),
+                rated_endurance_bytes: opt(&mut rng),
+                throttling: Some(rng.below(2) == 0),
+                throttle_events: Some(rng.count()),
+                media_errors: Some(rng.count()),
+                error_log_entries: Some(rng.count()),
+                critical_warning: Some(rng.below(256) as u8),
+                smart_passed: Some(rng.below(2) == 0),
+                reallocated_sectors: Some(rng.count()),
+            })
+            .collect();
+        let mut history = History::new(600, std::time::Duration::from_secs(1));
+        for (i, d) in drives.iter().enumerate() {
+            for k in 0..rng.below(700) {
+                let t = 1.7e9 + (i * 1000 + k) as f64;
+                history.push_device(t, &d.device, rng.float());
+            }
+        }
+        let why = rng.string();
+        let page = super::status::render_status_why(&[], &drives, &history, &why);
+        let what = format!("case {case}");
+        assert_clean(&page, &what);
+        assert!(page.starts_with("<!doctype html>"), "{what}");
+    }
+}
