@@ -67,8 +67,9 @@ pub fn fmt_bytes(b: f64) -> String {
 
 /// "50.0 %".
 pub fn fmt_pct(ratio: f64) -> String {
-    if ratio.is_finite() {
-        format!("{:.1} %", ratio * 100.0)
+    let pct = ratio * 100.0;
+    if pct.is_finite() {
+        format!("{pct:.1} %")
     } else {
         "-".into()
     }

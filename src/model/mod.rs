@@ -8,6 +8,7 @@
 //! `model` imports nothing of the crate but `util` and the parsed drive pages of `nvme`
 //! (themselves pure data from bytes); `tests/it/boundaries.rs` keeps it so.
 
+pub mod checked;
 pub mod checkpoint;
 pub mod curve;
 pub mod drive;

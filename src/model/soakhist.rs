@@ -43,7 +43,7 @@ impl SoakPoint {
         rate(self.write_ops, self.secs)
     }
     pub fn iops(&self) -> f64 {
-        rate(self.read_ops + self.write_ops, self.secs)
+        rate(self.read_ops.saturating_add(self.write_ops), self.secs)
     }
     /// Where the point sits on a time axis: its middle.
     pub fn mid(&self) -> f64 {
@@ -57,8 +57,8 @@ impl SoakPoint {
     /// by operations, the p99 is the worst of the two.
     pub fn merge(&mut self, other: &SoakPoint) {
         let (a, b) = (
-            (self.read_ops + self.write_ops) as f64,
-            (other.read_ops + other.write_ops) as f64,
+            self.read_ops as f64 + self.write_ops as f64,
+            other.read_ops as f64 + other.write_ops as f64,
         );
         self.lat_avg_us = if a + b > 0.0 {
             (self.lat_avg_us * a + other.lat_avg_us * b) / (a + b)
@@ -67,10 +67,11 @@ impl SoakPoint {
         };
         self.lat_p99_us = self.lat_p99_us.max(other.lat_p99_us);
         self.secs = (other.end() - self.t).max(self.secs + other.secs);
-        self.read_ops += other.read_ops;
-        self.write_ops += other.write_ops;
-        self.errors += other.errors;
-        self.verify_errors += other.verify_errors;
+        // Counts read from a file can be anything a u64 holds.
+        self.read_ops = self.read_ops.saturating_add(other.read_ops);
+        self.write_ops = self.write_ops.saturating_add(other.write_ops);
+        self.errors = self.errors.saturating_add(other.errors);
+        self.verify_errors = self.verify_errors.saturating_add(other.verify_errors);
     }
 }
 

@@ -4,21 +4,53 @@
 
 use std::time::Duration;
 
+use thiserror::Error;
+
+/// Why a size or a duration could not be read. The text is the reason a config error shows
+/// after the key, so it quotes what was written and says what would be accepted.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum UnitError {
+    #[error("empty size")]
+    EmptySize,
+    #[error("empty duration")]
+    EmptyDuration,
+    #[error("\"{0}\" does not start with a number")]
+    NoNumber(String),
+    #[error("\"{0}\" is not a number")]
+    NotANumber(String),
+    #[error("unknown size unit \"{0}\" (use k, M, G, T, KiB.., or KB.. for decimal)")]
+    UnknownSizeUnit(String),
+    #[error("\"{0}\" is too large")]
+    TooLarge(String),
+    #[error("\"{0}\" is not a whole number of bytes")]
+    NotWholeBytes(String),
+    #[error("\"{0}\" is not a valid duration")]
+    InvalidDuration(String),
+    #[error("\"{0}\" is not a valid duration (expected e.g. 30s, 5m, 2h)")]
+    NoDurationNumber(String),
+    #[error("\"{input}\" needs a unit after {n} (ms, s, m, h, d)")]
+    MissingDurationUnit { input: String, n: f64 },
+    #[error("unknown duration unit \"{0}\" (use ms, s, m, h, d)")]
+    UnknownDurationUnit(String),
+    #[error("\"{0}\" is too long")]
+    TooLong(String),
+}
+
 /// Parse a size. `4k` = `4K` = `4KiB` = 4096; `4KB` = 4000; plain digits are bytes.
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, UnitError> {
     let t = s.trim();
     if t.is_empty() {
-        return Err("empty size".into());
+        return Err(UnitError::EmptySize);
     }
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     if num.is_empty() {
-        return Err(format!("\"{s}\" does not start with a number"));
+        return Err(UnitError::NoNumber(s.to_string()));
     }
     num.parse::<f64>()
-        .map_err(|_| format!("\"{num}\" is not a number"))?;
+        .map_err(|_| UnitError::NotANumber(num.to_string()))?;
     let mult: u64 = match unit.trim() {
         "" | "b" | "B" => 1,
         "k" | "K" | "KiB" | "kiB" | "Ki" => 1 << 10,
@@ -32,41 +64,39 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "TB" => 1_000_000_000_000,
         "PB" => 1_000_000_000_000_000,
         u => {
-            return Err(format!(
-                "unknown size unit \"{u}\" (use k, M, G, T, KiB.., or KB.. for decimal)"
-            ));
+            return Err(UnitError::UnknownSizeUnit(u.to_string()));
         }
     };
     // Exact decimal arithmetic: "17.52PB" is 17520000000000000 bytes, not a float near it.
     let (ip, fp) = num.split_once('.').unwrap_or((num, ""));
     if ip.len() + fp.len() > 36 {
-        return Err(format!("\"{s}\" is too large"));
+        return Err(UnitError::TooLarge(s.to_string()));
     }
     let scale = 10u128.pow(fp.len() as u32);
     let digits: u128 = format!("{ip}{fp}")
         .parse()
-        .map_err(|_| format!("\"{num}\" is not a number"))?;
+        .map_err(|_| UnitError::NotANumber(num.to_string()))?;
     let scaled = digits
         .checked_mul(mult as u128)
-        .ok_or_else(|| format!("\"{s}\" is too large"))?;
+        .ok_or_else(|| UnitError::TooLarge(s.to_string()))?;
     if scaled % scale != 0 {
-        return Err(format!("\"{s}\" is not a whole number of bytes"));
+        return Err(UnitError::NotWholeBytes(s.to_string()));
     }
-    u64::try_from(scaled / scale).map_err(|_| format!("\"{s}\" is too large"))
+    u64::try_from(scaled / scale).map_err(|_| UnitError::TooLarge(s.to_string()))
 }
 
 /// Parse a duration: `500ms`, `30s`, `5m`, `2h`, `3d`, combinations like `1h30m`; plain digits
 /// are seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
     let t = s.trim();
     if t.is_empty() {
-        return Err("empty duration".into());
+        return Err(UnitError::EmptyDuration);
     }
     if let Ok(secs) = t.parse::<f64>() {
         if secs < 0.0 || !secs.is_finite() {
-            return Err(format!("\"{s}\" is not a valid duration"));
+            return Err(UnitError::InvalidDuration(s.to_string()));
         }
-        return Duration::try_from_secs_f64(secs).map_err(|_| format!("\"{s}\" is too long"));
+        return Duration::try_from_secs_f64(secs).map_err(|_| UnitError::TooLong(s.to_string()));
     }
     let mut total = 0f64;
     let mut rest = t;
@@ -75,13 +105,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(rest.len());
         if split == 0 {
-            return Err(format!(
-                "\"{s}\" is not a valid duration (expected e.g. 30s, 5m, 2h)"
-            ));
+            return Err(UnitError::NoDurationNumber(s.to_string()));
         }
         let n: f64 = rest[..split]
             .parse()
-            .map_err(|_| format!("\"{s}\" is not a valid duration"))?;
+            .map_err(|_| UnitError::InvalidDuration(s.to_string()))?;
         rest = &rest[split..];
         let uend = rest
             .find(|c: char| c.is_ascii_digit() || c == '.')
@@ -94,16 +122,17 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             "m" | "min" => 60.0,
             "h" => 3600.0,
             "d" => 86400.0,
-            "" => return Err(format!("\"{s}\" needs a unit after {n} (ms, s, m, h, d)")),
-            u => {
-                return Err(format!(
-                    "unknown duration unit \"{u}\" (use ms, s, m, h, d)"
-                ));
+            "" => {
+                return Err(UnitError::MissingDurationUnit {
+                    input: s.to_string(),
+                    n,
+                });
             }
+            u => return Err(UnitError::UnknownDurationUnit(u.to_string())),
         };
         total += n * m;
     }
-    Duration::try_from_secs_f64(total).map_err(|_| format!("\"{s}\" is too long"))
+    Duration::try_from_secs_f64(total).map_err(|_| UnitError::TooLong(s.to_string()))
 }
 
 /// `4096` -> `4k`, `1048576` -> `1M`, otherwise plain bytes.
@@ -193,5 +222,37 @@ mod tests {
         assert!(parse_duration("1e300").is_err());
         assert_eq!(format_duration(Duration::from_secs(7200)), "2h");
         assert_eq!(format_duration(Duration::from_secs(90)), "90s");
+    }
+
+    /// The reasons config errors show after the key: each quotes what was written.
+    #[test]
+    fn error_texts() {
+        let size = |s: &str| parse_size(s).unwrap_err().to_string();
+        let dur = |s: &str| parse_duration(s).unwrap_err().to_string();
+        assert_eq!(size(" "), "empty size");
+        assert_eq!(size("k"), "\"k\" does not start with a number");
+        assert_eq!(size("1.2.3k"), "\"1.2.3\" is not a number");
+        assert_eq!(
+            size("4x"),
+            "unknown size unit \"x\" (use k, M, G, T, KiB.., or KB.. for decimal)"
+        );
+        assert_eq!(size("99999999999999P"), "\"99999999999999P\" is too large");
+        assert_eq!(size("0.3k"), "\"0.3k\" is not a whole number of bytes");
+        assert_eq!(dur(""), "empty duration");
+        assert_eq!(dur("-5"), "\"-5\" is not a valid duration");
+        assert_eq!(
+            dur("s"),
+            "\"s\" is not a valid duration (expected e.g. 30s, 5m, 2h)"
+        );
+        assert_eq!(
+            dur("1h30"),
+            "\"1h30\" needs a unit after 30 (ms, s, m, h, d)"
+        );
+        assert_eq!(
+            dur("10x"),
+            "unknown duration unit \"x\" (use ms, s, m, h, d)"
+        );
+        assert_eq!(dur("1e300"), "\"1e300\" is too long");
+        assert_eq!(dur("1.2.3s"), "\"1.2.3s\" is not a valid duration");
     }
 }

@@ -121,7 +121,9 @@ impl Scale {
         } else {
             (v - self.lo) / (self.hi - self.lo)
         };
-        self.from + (self.to - self.from) * f.clamp(0.0, 1.0)
+        // An axis too narrow, too wide or not finite (from hostile figures) puts its points at
+        // its start rather than at NaN.
+        self.from + (self.to - self.from) * if f.is_nan() { 0.0 } else { f.clamp(0.0, 1.0) }
     }
 
     /// Tick values: about `n` nice steps on a linear axis (whole multiples of the step, so
@@ -188,7 +190,9 @@ pub fn si(v: f64) -> String {
 /// A time-axis label for `minutes` relative to now: "now", "45 s ago", "5 min ago".
 pub fn ago(minutes: f64) -> String {
     let secs = (-minutes * 60.0).round();
-    if secs.abs() < 0.5 {
+    if !secs.is_finite() {
+        "-".to_string()
+    } else if secs.abs() < 0.5 {
         "now".to_string()
     } else if secs < 120.0 {
         format!("{secs:.0} s ago")
@@ -347,7 +351,7 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
     let keep = |&(x, y): &(f64, f64)| x.is_finite() && y.is_finite() && (!ys.log || y > 0.0);
     for (i, series) in &drawn {
         let color = PALETTE[i % PALETTE.len()];
-        let pts: Vec<(f64, f64)> = series.points.iter().copied().filter(keep).collect();
+        let pts = within_budget(series.points.iter().copied().filter(keep).collect());
         let coords: Vec<String> = pts
             .iter()
             .map(|(x, y)| format!("{:.1},{:.1}", xs.px(*x), ys.px(*y)))
@@ -369,12 +373,28 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
             }
         }
     }
-    let flagged: Vec<(f64, f64)> = c.flagged.iter().copied().filter(keep).collect();
+    let flagged = within_budget(c.flagged.iter().copied().filter(keep).collect());
     flag_points(&mut s, &flagged, &xs, &ys);
     plot_area_rect(&mut s, &frame, ys.log);
     legend_svg(&mut s, &entries, &layout, c.height);
     s.push_str("</svg>\n");
     Ok(s)
+}
+
+/// The most points one series (or the flagged points) of a line chart draws. A sweep has a
+/// few dozen; only a damaged or edited file has more.
+pub const MAX_SERIES_POINTS: usize = 2000;
+
+/// `pts`, or every k-th of them and the last when there are more than [`MAX_SERIES_POINTS`].
+fn within_budget(pts: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    if pts.len() <= MAX_SERIES_POINTS {
+        return pts;
+    }
+    let every = pts.len().div_ceil(MAX_SERIES_POINTS - 1);
+    let last = pts[pts.len() - 1];
+    let mut out: Vec<(f64, f64)> = pts.into_iter().step_by(every).collect();
+    out.push(last);
+    out
 }
 
 /// The x and y scales, and the largest y: the x range (the chart's own, else from the data,
@@ -593,7 +613,8 @@ fn flag_points(s: &mut String, pts: &[(f64, f64)], xs: &Scale, ys: &Scale) {
     s.push_str("</g>\n");
 }
 
-/// Escape text for HTML/SVG content and attribute values.
+/// Escape text for HTML/SVG content and attribute values. A control character other than a
+/// tab or a line break, which neither HTML nor an SVG file may hold, becomes U+FFFD.
 pub fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for ch in s.chars() {
@@ -603,6 +624,8 @@ pub fn esc(s: &str) -> String {
             '>' => o.push_str("&gt;"),
             '"' => o.push_str("&quot;"),
             '\'' => o.push_str("&#39;"),
+            '\t' | '\n' | '\r' => o.push(ch),
+            c if c.is_control() => o.push('\u{FFFD}'),
             c => o.push(c),
         }
     }

@@ -201,10 +201,13 @@ pub fn soak_figures_with(
     prefer_rated: bool,
 ) -> SoakFigures {
     let days = s.elapsed_secs / 86400.0;
-    let observed_dwpd = s.observed_dwpd.or_else(|| match capacity_bytes {
-        Some(c) if c > 0 && days > 0.0 => Some(s.written_bytes as f64 / c as f64 / days),
-        _ => None,
-    });
+    let observed_dwpd = s
+        .observed_dwpd
+        .or_else(|| match capacity_bytes {
+            Some(c) if c > 0 && days > 0.0 => Some(s.written_bytes as f64 / c as f64 / days),
+            _ => None,
+        })
+        .filter(|v| v.is_finite());
     let table_dwpd = rated.and_then(|r| r.dwpd);
     let rated_dwpd = if prefer_rated {
         table_dwpd.or(s.rated_dwpd)
@@ -212,11 +215,11 @@ pub fn soak_figures_with(
         s.rated_dwpd.or(table_dwpd)
     };
     let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b).filter(|v| v.is_finite()),
         _ => None,
     };
     let throttle_iops_cost_ratio = match (s.iops_throttled, s.iops_unthrottled) {
-        (Some(t), Some(u)) if u > 0.0 => Some(1.0 - t / u),
+        (Some(t), Some(u)) if u > 0.0 => Some(1.0 - t / u).filter(|v| v.is_finite()),
         _ => None,
     };
     // The drive figures pair the two sides over the same period; without them (older

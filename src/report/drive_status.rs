@@ -35,9 +35,29 @@ pub struct DriveStatus {
     pub reallocated_sectors: Option<u64>,
 }
 
+impl DriveStatus {
+    /// The row with every figure that is not finite (from a broken device or poll) as `None`,
+    /// shown as "-" and never as `NaN` or `inf`.
+    pub fn finite(mut self) -> DriveStatus {
+        for v in [
+            &mut self.temperature_c,
+            &mut self.warning_temp_c,
+            &mut self.critical_temp_c,
+            &mut self.percentage_used,
+            &mut self.available_spare,
+            &mut self.data_written_bytes,
+            &mut self.rated_endurance_bytes,
+        ] {
+            *v = v.filter(|x| x.is_finite());
+        }
+        self
+    }
+}
+
 /// One drive as the status page shows it: its names, whether its last poll succeeded, the
 /// poller's endurance and throttling derivations (the same for every protocol) and its latest
-/// shared figures. What the drive does not report stays `None` ("-").
+/// shared figures. What the drive does not report, or reports as no finite number, stays
+/// `None` ("-").
 pub fn row(d: &PolledDrive<'_>) -> DriveStatus {
     let derived = d.derived();
     let f = d.figures();
@@ -61,6 +81,7 @@ pub fn row(d: &PolledDrive<'_>) -> DriveStatus {
         smart_passed: f.smart_passed,
         reallocated_sectors: f.reallocated_sectors,
     }
+    .finite()
 }
 
 /// The "SMART status / reallocated" cell: "-" for NVMe drives (their critical warning says

@@ -14,8 +14,8 @@ use crate::model::fmt::{fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us, fmt_p
 /// every character CommonMark could read as markup mid-line (emphasis, code, links and images,
 /// raw HTML, entities, table pipes, headings' closing `#`) is backslash-escaped, so a name like
 /// `<img src=x>` or `*a*|b` reads back literally. Line breaks become spaces, so the text stays in
-/// its table cell or heading.
-fn cell(s: &str) -> String {
+/// its table cell or heading; other control characters become U+FFFD.
+pub(super) fn cell(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -24,6 +24,7 @@ fn cell(s: &str) -> String {
                 out.push(c);
             }
             '\n' | '\r' => out.push(' '),
+            c if c.is_control() && c != '\t' => out.push('\u{FFFD}'),
             c => out.push(c),
         }
     }

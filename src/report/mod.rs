@@ -16,7 +16,7 @@
 
 pub mod batch;
 pub mod charts;
-pub mod checked;
+pub use crate::model::checked;
 pub mod compute;
 pub mod drive;
 pub mod drive_common;
@@ -59,14 +59,12 @@ pub enum ReportError {
         #[source]
         source: serde_json::Error,
     },
-    #[error(
-        "{path}: the figure {figure} is {value:e}, beyond anything nvsoak measures (at most {limit:e} in magnitude): the file is damaged or was edited",
-        limit = checked::LIMIT
-    )]
+    #[error("{path}: the figure {figure} is {value}, {rule}: the file is damaged or was edited")]
     Figure {
         path: PathBuf,
         figure: String,
-        value: f64,
+        value: String,
+        rule: String,
     },
     #[error(
         "no results in {dir} (run a plan with a sweep or soak phase first, or pass --from FILE)"
@@ -152,11 +150,12 @@ pub fn load_file(path: &Path) -> Result<Loaded, ReportError> {
         source,
     };
     let value: serde_json::Value = serde_json::from_str(&text).map_err(parse)?;
-    if let Some((figure, value)) = checked::first_out_of_range(&value) {
+    if let Some(o) = checked::first_out_of_range(&value) {
         return Err(ReportError::Figure {
             path: path.to_path_buf(),
-            figure,
-            value,
+            figure: o.figure,
+            value: o.value,
+            rule: o.rule,
         });
     }
     let results = serde_json::from_value(value).map_err(parse)?;
@@ -617,5 +616,7 @@ pub fn report_page_html(state_dir: &Path) -> String {
     }
 }
 
+#[cfg(test)]
+mod fuzz;
 #[cfg(test)]
 mod tests;

@@ -11,13 +11,26 @@
 //! `<polyline class="series" data-series="...">`; plot areas are `<rect class="plot-area">`;
 //! events are `<g class="event" data-kind="...">`; the steady window is
 //! `<rect class="steady-window">`; time-axis labels are `<text class="x-label">`.
+//!
+//! Bounded whatever the history holds: at most [`MAX_DRAWN_POINTS`] points per series (a
+//! longer series, which only a damaged or edited file has, is merged down in runs of
+//! neighbours first, as the history itself compacts), [`MAX_DRAWN_EVENTS`] events and
+//! [`MAX_DRAWN_STEADY`] steady windows; a figure that is not finite is left out, never
+//! written as `NaN`.
 
 use std::fmt::Write as _;
 
 /// Above this max/min latency ratio the latency axis is logarithmic (the line charts' rule too).
 pub use super::charts::LOG_RATIO;
 use super::charts::{FONT, PALETTE, Scale, esc, nice_step, si, wants_log};
-use crate::model::soakhist::{EventKind, SoakHistory, SoakPoint};
+use crate::model::soakhist::{EventKind, MAX_EVENTS, MAX_POINTS, SoakHistory, SoakPoint};
+
+/// The most points one series draws: as many as a history keeps.
+pub const MAX_DRAWN_POINTS: usize = MAX_POINTS;
+/// The most events one chart draws: as many as a history keeps.
+pub const MAX_DRAWN_EVENTS: usize = MAX_EVENTS;
+/// The most steady windows one chart draws (a plan has one per steady-state phase).
+pub const MAX_DRAWN_STEADY: usize = 32;
 
 pub const WIDTH: f64 = 1000.0;
 const LEFT: f64 = 84.0;
@@ -86,13 +99,40 @@ fn lat_label(us: f64) -> String {
 /// A series: its name, its (time, value) points, and the axis it is drawn against.
 type Line<'a> = (&'static str, Vec<(f64, f64)>, &'a Scale);
 
-/// The chart's series values from the history (and the point being built, for a running soak).
+/// The chart's series values from the history (and the point being built, for a running soak),
+/// at most [`MAX_DRAWN_POINTS`] of them.
 fn points(h: &SoakHistory, partial: Option<&SoakPoint>) -> Vec<SoakPoint> {
-    let mut pts: Vec<SoakPoint> = h.points.iter().copied().filter(|p| p.secs > 0.0).collect();
-    if let Some(p) = partial.filter(|p| p.secs > 0.0) {
+    let drawable = |p: &&SoakPoint| p.secs > 0.0 && p.secs.is_finite() && p.t.is_finite();
+    let mut pts: Vec<SoakPoint> = h.points.iter().filter(drawable).copied().collect();
+    if let Some(p) = partial.filter(drawable) {
         pts.push(*p);
     }
-    pts
+    within_budget(pts)
+}
+
+/// `pts` merged in runs of neighbours until at most [`MAX_DRAWN_POINTS`] are left.
+fn within_budget(pts: Vec<SoakPoint>) -> Vec<SoakPoint> {
+    if pts.len() <= MAX_DRAWN_POINTS {
+        return pts;
+    }
+    let run = pts.len().div_ceil(MAX_DRAWN_POINTS);
+    pts.chunks(run)
+        .map(|c| {
+            let mut m = c[0];
+            for p in &c[1..] {
+                m.merge(p);
+            }
+            m
+        })
+        .collect()
+}
+
+/// The events a chart draws: the first [`MAX_DRAWN_EVENTS`] at a finite time.
+fn drawn_events(h: &SoakHistory) -> impl Iterator<Item = &crate::model::soakhist::SoakEvent> {
+    h.events
+        .iter()
+        .filter(|e| e.t.is_finite() && e.end.is_finite())
+        .take(MAX_DRAWN_EVENTS)
 }
 
 /// Whether there is anything to draw.
@@ -131,12 +171,12 @@ impl Geometry {
             let lo = pts
                 .iter()
                 .map(|p| p.t)
-                .chain(h.events.iter().map(|e| e.t))
+                .chain(drawn_events(h).map(|e| e.t))
                 .fold(f64::INFINITY, f64::min);
             let hi = pts
                 .iter()
                 .map(|p| p.t + p.secs)
-                .chain(h.events.iter().map(|e| e.end))
+                .chain(drawn_events(h).map(|e| e.end))
                 .fold(f64::NEG_INFINITY, f64::max);
             if lo.is_finite() && hi > lo {
                 (lo, hi)
@@ -152,6 +192,7 @@ impl Geometry {
         let max_iops = pts
             .iter()
             .map(|p| p.read_iops().max(p.write_iops()))
+            .filter(|v| v.is_finite())
             .fold(0.0f64, f64::max);
         let iops_hi = if max_iops > 0.0 {
             let s = nice_step(max_iops * 1.05, 4.0);
@@ -196,9 +237,11 @@ impl Geometry {
         }
     }
 
-    /// The x pixel of time `t`.
+    /// The x pixel of time `t`, held inside the plot (at its left edge when the time range is
+    /// too narrow for the float to tell its ends apart).
     fn x(&self, t: f64) -> f64 {
-        LEFT + PLOT_W * ((t - self.t0) / (self.t1 - self.t0)).clamp(0.0, 1.0)
+        let f = (t - self.t0) / (self.t1 - self.t0);
+        LEFT + PLOT_W * if f.is_nan() { 0.0 } else { f.clamp(0.0, 1.0) }
     }
 }
 
@@ -249,7 +292,7 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
         s,
         "<svg class=\"chart soak-chart\" role=\"img\" data-series-count=\"{}\" data-event-count=\"{}\" data-latency-scale=\"{}\" width=\"{WIDTH}\" height=\"{HEIGHT}\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" xmlns=\"http://www.w3.org/2000/svg\">",
         drawn.len(),
-        h.events.len(),
+        drawn_events(h).count(),
         if log { "log" } else { "linear" }
     );
     let _ = writeln!(s, "<title>{}</title>", esc(title));
@@ -374,7 +417,7 @@ fn bands(s: &mut String, h: &SoakHistory, g: &Geometry) {
             );
         }
     };
-    for w in &h.steady {
+    for w in h.steady.iter().take(MAX_DRAWN_STEADY) {
         band(
             s,
             "steady-window",
@@ -384,11 +427,7 @@ fn bands(s: &mut String, h: &SoakHistory, g: &Geometry) {
             "#2ca02c",
         );
     }
-    for e in h
-        .events
-        .iter()
-        .filter(|e| e.kind == EventKind::Throttled && e.end > e.t)
-    {
+    for e in drawn_events(h).filter(|e| e.kind == EventKind::Throttled && e.end > e.t) {
         band(
             s,
             "event-band",
@@ -453,7 +492,7 @@ fn events(s: &mut String, h: &SoakHistory, g: &Geometry) {
     let Geometry { top1, top2, .. } = *g;
     let x = |t: f64| g.x(t);
     // Events: a dashed line through both panels and a lettered marker above the IOPS panel.
-    for e in &h.events {
+    for e in drawn_events(h) {
         let ex = x(e.t);
         let c = event_color(e.kind);
         let detail = match e.kind {
@@ -538,6 +577,7 @@ fn steady_lines(h: &SoakHistory) -> Vec<String> {
     let at = |t: f64| crate::model::fmt::fmt_elapsed(t - t0);
     h.steady
         .iter()
+        .take(MAX_LISTED)
         .map(|w| {
             format!(
                 "steady state ({}) over the window {} to {}",
@@ -616,7 +656,7 @@ pub fn report_markdown(
     let _ = write!(
         md,
         "![{}: soak over time]({name})\n\n",
-        d.label.replace(['[', ']'], "")
+        super::markdown::cell(&d.label)
     );
     files.push((
         name,
@@ -627,7 +667,7 @@ pub fn report_markdown(
         md.push_str("No events during the soak.\n\n");
     } else {
         for l in lines {
-            let _ = writeln!(md, "- {l}");
+            let _ = writeln!(md, "- {}", super::markdown::cell(&l));
         }
         md.push('\n');
     }
@@ -656,143 +696,4 @@ pub fn status_html(s: &crate::workload::scheduler::TargetSnapshot) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn history(lat: impl Fn(u64) -> f64) -> SoakHistory {
-        let mut h = SoakHistory::default();
-        for i in 0..100u64 {
-            h.push(SoakPoint {
-                t: 1_000_000.0 + i as f64 * 60.0,
-                secs: 60.0,
-                read_ops: 600_000,
-                write_ops: 300_000,
-                lat_avg_us: lat(i),
-                lat_p99_us: lat(i) * 4.0,
-                ..Default::default()
-            });
-        }
-        h
-    }
-
-    fn attr(svg: &str, name: &str) -> String {
-        let key = format!("{name}=\"");
-        let i = svg.find(&key).expect(name) + key.len();
-        svg[i..].split('"').next().expect("attribute").to_string()
-    }
-
-    #[test]
-    fn four_series_events_and_the_steady_window() {
-        let mut h = history(|_| 200.0);
-        h.event(EventKind::IoErrors, 1_000_000.0 + 600.0, 3);
-        h.event(EventKind::Throttled, 1_000_000.0 + 1200.0, 10);
-        h.event(EventKind::Throttled, 1_000_000.0 + 1230.0, 10);
-        h.set_steady("4k-rr", 1_000_000.0 + 1800.0, 1_000_000.0 + 3600.0);
-        let svg = soak_chart("t<1>: soak over time", &h, None);
-        assert_eq!(attr(&svg, "data-series-count"), "4");
-        assert_eq!(attr(&svg, "data-event-count"), "2");
-        assert_eq!(svg.matches("class=\"series\"").count(), 4);
-        for s in ["read IOPS", "write IOPS", "average latency", "p99 latency"] {
-            assert!(svg.contains(&format!("data-series=\"{s}\"")), "{s}");
-        }
-        assert_eq!(svg.matches("<g class=\"event\"").count(), 2);
-        assert!(svg.contains("data-kind=\"io_errors\" data-count=\"3\""));
-        assert_eq!(svg.matches("class=\"event-band\"").count(), 2);
-        assert_eq!(svg.matches("class=\"steady-window\"").count(), 2);
-        assert!(svg.contains("t&lt;1&gt;"));
-        assert!(!svg.contains("t<1>"));
-        // 200 µs average and 800 µs p99: linear, no 1 ms line (out of range).
-        assert_eq!(attr(&svg, "data-latency-scale"), "linear");
-        assert!(svg.contains("minutes since the soak started"));
-        // The event markers sit at the right place on the time axis: 10 of 100 minutes.
-        let plot_w = WIDTH - LEFT - RIGHT;
-        let ex = LEFT + plot_w * 600.0 / 6000.0;
-        assert!(svg.contains(&format!("x1=\"{ex:.1}\"")), "{ex}");
-    }
-
-    #[test]
-    fn one_slow_point_makes_the_latency_axis_logarithmic() {
-        let h = history(|i| if i == 50 { 80_000.0 } else { 90.0 });
-        let svg = soak_chart("t", &h, None);
-        assert_eq!(attr(&svg, "data-latency-scale"), "log");
-        assert!(svg.contains("latency (log)"));
-        assert!(svg.contains("class=\"reference-label\""));
-        // Decade ticks: 10 µs .. 1 s.
-        for l in ["10 µs", "100 µs", "1 ms", "10 ms"] {
-            assert!(svg.contains(&format!(">{l}</text>")), "{l}");
-        }
-        assert!(wants_log(&[100.0, 100.0 * LOG_RATIO + 1.0]));
-        assert!(!wants_log(&[100.0, 100.0 * LOG_RATIO - 1.0]));
-        assert!(!wants_log(&[0.0, 5.0]));
-    }
-
-    #[test]
-    fn the_legend_is_above_the_plot_areas() {
-        let mut h = history(|_| 200.0);
-        h.event(EventKind::MediaErrors, 1_000_300.0, 1);
-        let svg = soak_chart("t", &h, None);
-        let legend = &svg[svg.find("<g class=\"legend\">").expect("legend")..];
-        let legend = &legend[..legend.find("</g>").expect("end")];
-        let top1 = TITLE_H + LEGEND_H + 8.0;
-        for part in legend.split(" y=\"").skip(1) {
-            let y: f64 = part
-                .split('"')
-                .next()
-                .and_then(|v| v.parse().ok())
-                .expect("y");
-            assert!(
-                y < top1,
-                "legend item at y={y} inside the plot (top {top1})"
-            );
-        }
-        assert!(legend.contains("media errors"));
-    }
-
-    #[test]
-    fn time_labels_do_not_overlap_and_units_follow_the_span() {
-        for minutes in [3u64, 90, 600, 4000, 43_200] {
-            let mut h = SoakHistory::default();
-            for i in 0..minutes.min(1440) {
-                let step = minutes as f64 * 60.0 / minutes.min(1440) as f64;
-                h.push(SoakPoint {
-                    t: i as f64 * step,
-                    secs: step,
-                    read_ops: 10,
-                    ..Default::default()
-                });
-            }
-            let svg = soak_chart("t", &h, None);
-            let xs: Vec<f64> = svg
-                .split("<text class=\"x-label\" x=\"")
-                .skip(1)
-                .filter_map(|p| p.split('"').next().and_then(|v| v.parse().ok()))
-                .collect();
-            assert!(xs.len() >= 3, "{minutes}: {xs:?}");
-            for w in xs.windows(2) {
-                assert!(w[1] - w[0] >= 50.0, "{minutes} min: labels {w:?} overlap");
-            }
-        }
-        assert_eq!(time_unit(3.0 * 86400.0).1, "days");
-        assert_eq!(time_unit(5.0 * 3600.0).1, "hours");
-        assert_eq!(time_unit(600.0).1, "minutes");
-    }
-
-    #[test]
-    fn a_running_soak_shows_the_point_being_built() {
-        let h = SoakHistory::default();
-        assert!(!has_data(&h, None));
-        let p = SoakPoint {
-            t: 10.0,
-            secs: 5.0,
-            read_ops: 500,
-            lat_avg_us: 50.0,
-            lat_p99_us: 90.0,
-            ..Default::default()
-        };
-        assert!(has_data(&h, Some(&p)));
-        let svg = soak_chart("t", &h, Some(&p));
-        // Reads only: read IOPS and the two latencies.
-        assert_eq!(attr(&svg, "data-series-count"), "3");
-        assert!(svg.contains("seconds since the soak started"));
-    }
-}
+mod tests;

@@ -206,6 +206,7 @@ fn drive_rows(drives: &[DriveStatus]) -> String {
          <th>Wear (used)</th><th>Spare</th><th>Written vs rated TBW</th><th>Throttling</th><th>Media errors</th><th>Error log</th><th>Critical warning</th><th>SMART status / reallocated</th></tr>\n",
     );
     for d in drives {
+        let d = &d.clone().finite();
         let temp = match d.temperature_c {
             Some(c) => {
                 let text = format!(

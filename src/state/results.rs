@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::model::checked;
 use crate::model::results::TargetResults;
 
 /// `results/<target>.ocptv.jsonl`.
@@ -34,7 +35,7 @@ pub fn load(state_dir: &Path, target: &str) -> Option<TargetResults> {
             return None;
         }
     };
-    let why = match serde_json::from_slice::<TargetResults>(&data) {
+    let why = match checked_results(&data) {
         Ok(r) if r.target == target => return Some(r),
         Ok(r) => {
             tracing::warn!(path = %path.display(), found = %r.target,
@@ -49,6 +50,24 @@ pub fn load(state_dir: &Path, target: &str) -> Option<TargetResults> {
     };
     archive(state_dir, target, why);
     None
+}
+
+/// Why an earlier results file is not taken up.
+#[derive(Debug, thiserror::Error)]
+enum Unreadable {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Figure(#[from] checked::OutOfRange),
+}
+
+/// A results file's text parsed, every figure in it checked first ([`checked`]).
+fn checked_results(data: &[u8]) -> Result<TargetResults, Unreadable> {
+    let value: serde_json::Value = serde_json::from_slice(data)?;
+    if let Some(o) = checked::first_out_of_range(&value) {
+        return Err(o.into());
+    }
+    Ok(serde_json::from_value(value)?)
 }
 
 /// Writes `r` as its target's results file (atomically, the directory created when missing);
@@ -179,5 +198,43 @@ mod tests {
             archive_reason_text("restart"),
             "the target was restarted by a config reload"
         );
+    }
+
+    /// An earlier results file with a figure no run writes is not taken up: it is moved aside
+    /// as corrupt, byte for byte, and the same file with the figure in range is.
+    #[test]
+    fn a_results_file_with_a_figure_out_of_range_is_moved_aside() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let p = results_path(d.path(), "t0");
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        let good = TargetResults {
+            target: "t0".into(),
+            sweeps: vec![crate::model::results::SweepResult {
+                points: vec![crate::model::results::SweepPoint {
+                    lat_avg_us: 120.5,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut v = serde_json::to_value(&good).expect("json");
+        *v.pointer_mut("/sweeps/0/points/0/lat_avg_us")
+            .expect("the figure") = serde_json::json!(f64::MAX);
+        let forged = serde_json::to_vec(&v).expect("json");
+        std::fs::write(&p, &forged).expect("write");
+        assert_eq!(load(d.path(), "t0"), None);
+        assert!(!p.exists(), "moved aside");
+        let aside: Vec<_> = std::fs::read_dir(p.parent().expect("parent"))
+            .expect("read results/")
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        assert_eq!(aside.len(), 1);
+        assert!(aside[0].to_string_lossy().contains("t0.json.corrupt-"));
+        assert_eq!(std::fs::read(&aside[0]).expect("read"), forged);
+        std::fs::write(&p, serde_json::to_vec(&good).expect("json")).expect("write");
+        let r = load(d.path(), "t0").expect("taken up");
+        assert_eq!(r.sweeps[0].points[0].lat_avg_us, 120.5);
     }
 }

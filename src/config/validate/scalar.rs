@@ -13,7 +13,7 @@ use crate::util::suggest::closest;
 
 pub(super) fn duration(key: &str, v: &Scalar) -> R<Duration> {
     match v {
-        Scalar::Str(s) => parse_duration(s).map_err(|e| ConfigError::invalid(key, e)),
+        Scalar::Str(s) => parse_duration(s).map_err(|e| ConfigError::invalid(key, e.to_string())),
         Scalar::Int(i) if *i >= 0 => Ok(Duration::from_secs(*i as u64)),
         Scalar::Float(f) if f.is_finite() && *f >= 0.0 && *f < 1e12 => {
             Ok(Duration::from_secs_f64(*f))
@@ -56,7 +56,7 @@ pub(super) fn fmt_dur(d: Duration) -> String {
 
 pub(super) fn size(key: &str, v: &Scalar) -> R<u64> {
     match v {
-        Scalar::Str(s) => parse_size(s).map_err(|e| ConfigError::invalid(key, e)),
+        Scalar::Str(s) => parse_size(s).map_err(|e| ConfigError::invalid(key, e.to_string())),
         Scalar::Int(i) if *i >= 0 => Ok(*i as u64),
         other => bad(
             key,

@@ -2,8 +2,14 @@
 //! conditions and its workers up through the phases to `Runner::run`, which logs it and shows
 //! its text as the target's `stop_reason`.
 
+use std::time::Duration;
+
 use thiserror::Error;
 
+use crate::model::steps::StepStatus;
+use crate::model::units::format_duration;
+use crate::nvme::NvmeError;
+use crate::nvme::claimed::ClaimedError;
 use crate::workload::worker::WorkerError;
 
 /// What stops a target. Its `Display` text is the user-visible stop reason.
@@ -26,8 +32,11 @@ pub enum RunError {
     #[error("worker thread panicked")]
     WorkerPanicked,
     /// A qualification step (purge) refused or failed: the plan does not go on without it.
-    #[error("{0}")]
-    Step(String),
+    #[error("purge {}: {source}", status.name())]
+    Purge {
+        status: StepStatus,
+        source: PurgeError,
+    },
     /// The operating system refused a worker thread.
     #[error("spawning worker thread failed: {0}")]
     Spawn(std::io::Error),
@@ -46,4 +55,38 @@ impl RunError {
                 | RunError::Worker(_)
         )
     }
+}
+
+/// Why a purge was refused or failed. Its `Display` text is the step's recorded detail.
+#[derive(Debug, Error)]
+pub enum PurgeError {
+    /// The claimed descriptor's namespace or its controller could not be found or opened.
+    #[error(transparent)]
+    Controller(#[from] ClaimedError),
+    /// An admin command (Identify, Format NVM, Sanitize, a log page) failed.
+    #[error(transparent)]
+    Nvme(#[from] NvmeError),
+    /// The controller does not offer this method (the reason from its capabilities).
+    #[error("{method} refused: {why}")]
+    Unsupported { method: &'static str, why: String },
+    /// The method would erase namespaces the target does not own.
+    #[error(
+        "{method} would also erase {} on {controller} (a sanitize acts on the whole subsystem; FNA {fna:#04x}); not purging namespaces nvsoak was not given",
+        others.join(", ")
+    )]
+    OtherNamespaces {
+        method: &'static str,
+        others: Vec<String>,
+        controller: String,
+        fna: u8,
+    },
+    /// The drive reported the erase failed (the reason from its status log).
+    #[error("{0}")]
+    Drive(String),
+    /// A sanitize had not finished when the wait ran out.
+    #[error(
+        "the sanitize was still running at {progress_pct:.0}% after {}",
+        format_duration(*waited)
+    )]
+    StillRunning { progress_pct: f64, waited: Duration },
 }

@@ -19,12 +19,14 @@ use crate::model::steps::self_test_wait;
 use crate::model::steps::{StepOutcome, StepStatus, purge_completed};
 use crate::nvme::AdminTransport;
 use crate::nvme::caps::{self, StepCaps};
-use crate::nvme::claimed::{self, ClaimedNamespace};
+use crate::nvme::claimed::{self, ClaimedError, ClaimedNamespace};
 use crate::nvme::cmd;
+use crate::nvme::ioctl::IoctlTransport;
 use crate::nvme::steps::{
     PurgeEnd, PurgeMethod, SelfTestEnd, SelfTestKind, Waiting, run_purge, run_self_test,
 };
 use crate::nvme::{NvmeError, identify};
+use crate::workload::scheduler::error::PurgeError;
 use crate::workload::scheduler::{RunError, Runner, now_unix};
 
 /// Between two reads of a progress log.
@@ -107,14 +109,15 @@ impl Runner {
     fn step_controller(
         &self,
         timeout: Duration,
-    ) -> Result<(ClaimedNamespace, crate::nvme::ioctl::IoctlTransport), String> {
-        let ns =
-            claimed::namespace_of_fd(Path::new("/sys"), &*self.fd).map_err(|e| e.to_string())?;
+    ) -> Result<(ClaimedNamespace, IoctlTransport), ClaimedError> {
+        let ns = claimed::namespace_of_fd(Path::new("/sys"), &*self.fd)?;
         let ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
-        let t = claimed::open_controller(Path::new("/dev"), &ns, ms).map_err(|e| e.to_string())?;
+        let t = claimed::open_controller(Path::new("/dev"), &ns, ms)?;
         Ok((ns, t))
     }
 
+    /// Run a purge phase: skip it if this phase and loop already passed one, else check the
+    /// controller may run it, erase, and record how it ended.
     fn purge(&mut self, method: PurgeMethod, timeout: Duration) -> Result<(), RunError> {
         let mut o = self.step_outcome("purge", method.name());
         o.waited_limit_secs = timeout.as_secs_f64();
@@ -129,40 +132,9 @@ impl Runner {
         }
         self.snapshot
             .update(|s| s.profile = method.name().to_string());
-        // Format NVM completes when the erase is done: the command's timeout is the wait. A
-        // sanitize returns at once and its progress is polled.
-        let (ns, t) = match self.step_controller(timeout.max(Duration::from_secs(10))) {
+        let (ns, t, format) = match self.purge_preflight(&mut o, method, timeout) {
             Ok(v) => v,
-            Err(why) => return self.purge_refused(o, why),
-        };
-        o.controller = Some(ns.controller.clone());
-        o.nsid = Some(ns.nsid);
-        tracing::info!(target_name = %self.spec.name, method = method.name(),
-            controller = %ns.controller, nsid = ns.nsid, timeout_secs = timeout.as_secs(),
-            "purge started: {} of {} (nsid {}) on {}", method.name(), ns.block, ns.nsid,
-            ns.controller);
-        let caps = match read_caps(&t) {
-            Ok(c) => c,
-            Err(e) => return self.purge_failed(o, StepStatus::Error, e.to_string()),
-        };
-        if let Some(why) = method.unsupported(&caps) {
-            return self.purge_refused(o, format!("{} refused: {why}", method.name()));
-        }
-        if method.erases_every_namespace(&caps) && !ns.others.is_empty() {
-            return self.purge_refused(
-                o,
-                format!(
-                    "{} would also erase {} on {} (a sanitize acts on the whole subsystem; FNA {:#04x}); not purging namespaces nvsoak was not given",
-                    method.name(),
-                    ns.others.join(", "),
-                    ns.controller,
-                    caps.fna
-                ),
-            );
-        }
-        let format = match read_ns_format(&t, ns.nsid) {
-            Ok(f) => f,
-            Err(e) => return self.purge_failed(o, StepStatus::Error, e.to_string()),
+            Err((status, why)) => return self.purge_failed(o, status, why),
         };
         let (stop, global) = self.stop_flags();
         let stopping = move || stop.load(Ordering::SeqCst) || global.load(Ordering::SeqCst);
@@ -176,7 +148,58 @@ impl Runner {
             stop: &stopping,
             progress: &mut progress,
         };
-        match run_purge(&t, method, ns.nsid, &format, &mut w) {
+        let end = run_purge(&t, method, ns.nsid, &format, &mut w);
+        self.purge_ended(o, &ns.block, timeout, end)
+    }
+
+    /// Open the claimed namespace's controller and check the purge may run there: the
+    /// controller offers the method, and it erases no namespace the target was not given.
+    /// The outcome learns the controller and namespace; a refusal says with which status.
+    fn purge_preflight(
+        &self,
+        o: &mut StepOutcome,
+        method: PurgeMethod,
+        timeout: Duration,
+    ) -> Result<(ClaimedNamespace, IoctlTransport, caps::NsFormat), (StepStatus, PurgeError)> {
+        // Format NVM completes when the erase is done: the command's timeout is the wait. A
+        // sanitize returns at once and its progress is polled.
+        let (ns, t) = self
+            .step_controller(timeout.max(Duration::from_secs(10)))
+            .map_err(|e| (StepStatus::Refused, e.into()))?;
+        o.controller = Some(ns.controller.clone());
+        o.nsid = Some(ns.nsid);
+        tracing::info!(target_name = %self.spec.name, method = method.name(),
+            controller = %ns.controller, nsid = ns.nsid, timeout_secs = timeout.as_secs(),
+            "purge started: {} of {} (nsid {}) on {}", method.name(), ns.block, ns.nsid,
+            ns.controller);
+        let caps = read_caps(&t).map_err(|e| (StepStatus::Error, e.into()))?;
+        if let Some(why) = method.unsupported(&caps) {
+            let method = method.name();
+            return Err((StepStatus::Refused, PurgeError::Unsupported { method, why }));
+        }
+        if method.erases_every_namespace(&caps) && !ns.others.is_empty() {
+            let refusal = PurgeError::OtherNamespaces {
+                method: method.name(),
+                others: ns.others.clone(),
+                controller: ns.controller.clone(),
+                fna: caps.fna,
+            };
+            return Err((StepStatus::Refused, refusal));
+        }
+        let format = read_ns_format(&t, ns.nsid).map_err(|e| (StepStatus::Error, e.into()))?;
+        Ok((ns, t, format))
+    }
+
+    /// Record how an erase of `block` ended; only a passed or a stopped sanitize lets the plan
+    /// go on.
+    fn purge_ended(
+        &mut self,
+        mut o: StepOutcome,
+        block: &str,
+        timeout: Duration,
+        end: Result<PurgeEnd, NvmeError>,
+    ) -> Result<(), RunError> {
+        match end {
             Ok(PurgeEnd::Done { sanitize_state }) => {
                 // Nothing cached from before the erase may be read back.
                 let _ = nix::fcntl::posix_fadvise(
@@ -187,13 +210,15 @@ impl Runner {
                 );
                 o.status = StepStatus::Passed;
                 o.detail = match sanitize_state {
-                    Some(s) => format!("{} erased; sanitize status {s:?}", ns.block),
-                    None => format!("{} erased", ns.block),
+                    Some(s) => format!("{block} erased; sanitize status {s:?}"),
+                    None => format!("{block} erased"),
                 };
                 self.record_step(o);
                 Ok(())
             }
-            Ok(PurgeEnd::Failed(why)) => self.purge_failed(o, StepStatus::Failed, why),
+            Ok(PurgeEnd::Failed(why)) => {
+                self.purge_failed(o, StepStatus::Failed, PurgeError::Drive(why))
+            }
             Ok(PurgeEnd::StillRunning {
                 progress_pct,
                 stopped: true,
@@ -205,32 +230,31 @@ impl Runner {
                 self.record_step(o);
                 Ok(())
             }
-            Ok(PurgeEnd::StillRunning { progress_pct, .. }) => self.purge_failed(
-                o,
-                StepStatus::TimedOut,
-                format!(
-                    "the sanitize was still running at {progress_pct:.0}% after {}",
-                    crate::model::units::format_duration(timeout)
-                ),
-            ),
-            Err(e) => self.purge_failed(o, StepStatus::Error, e.to_string()),
+            Ok(PurgeEnd::StillRunning { progress_pct, .. }) => {
+                let waited = timeout;
+                let e = PurgeError::StillRunning {
+                    progress_pct,
+                    waited,
+                };
+                self.purge_failed(o, StepStatus::TimedOut, e)
+            }
+            Err(e) => self.purge_failed(o, StepStatus::Error, e.into()),
         }
-    }
-
-    fn purge_refused(&mut self, o: StepOutcome, why: String) -> Result<(), RunError> {
-        self.purge_failed(o, StepStatus::Refused, why)
     }
 
     fn purge_failed(
         &mut self,
         mut o: StepOutcome,
         status: StepStatus,
-        why: String,
+        why: PurgeError,
     ) -> Result<(), RunError> {
         o.status = status;
-        o.detail = why.clone();
+        o.detail = why.to_string();
         self.record_step(o);
-        Err(RunError::Step(format!("purge {}: {why}", status.name())))
+        Err(RunError::Purge {
+            status,
+            source: why,
+        })
     }
 
     fn self_test(&mut self, test: SelfTestKind, timeout: Option<Duration>) -> Result<(), RunError> {
@@ -241,7 +265,7 @@ impl Runner {
             Ok(v) => v,
             Err(why) => {
                 o.status = StepStatus::Refused;
-                o.detail = why;
+                o.detail = why.to_string();
                 self.record_step(o);
                 return Ok(());
             }
