@@ -23,6 +23,7 @@
 //! [`App`] returns.
 
 pub mod auth;
+pub mod cache;
 pub mod webconfig;
 
 use std::collections::BTreeMap;
@@ -76,6 +77,10 @@ pub trait App: Send + Sync + 'static {
     /// `path` comes from the client: treat it as untrusted.
     fn page(&self, path: &str) -> Option<Page> {
         let _ = path;
+        None
+    }
+    /// A cache `/metrics` is served through ([`cache`]); `None` renders every scrape.
+    fn metrics_cache(&self) -> Option<&cache::MetricsCache> {
         None
     }
 }
@@ -656,9 +661,9 @@ impl Shared {
             return with_type(StatusCode::OK, page.content_type, page.body);
         }
         match path.as_str() {
-            "/metrics" => match tokio::task::spawn_blocking(move || app.metrics()).await {
-                Ok(body) => with_type(StatusCode::OK, METRICS_CONTENT_TYPE, body),
-                Err(_) => text(
+            "/metrics" => match cache::metrics_body(app).await {
+                Some(body) => with_type(StatusCode::OK, METRICS_CONTENT_TYPE, body),
+                None => text(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "metrics collection failed\n",
                 ),
@@ -737,9 +742,9 @@ impl hyper::body::Body for TrackedBody {
 fn with_type(
     status: StatusCode,
     content_type: &'static str,
-    body: String,
+    body: impl Into<Bytes>,
 ) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body)));
+    let mut r = Response::new(Full::new(body.into()));
     *r.status_mut() = status;
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
