@@ -25,6 +25,22 @@ pub struct DaemonApp {
     pub auth: Option<Arc<crate::http::auth::AuthGuard>>,
     /// Targets of the config whose start the last reload refused (shown down in `/metrics`).
     pub refused: std::sync::Mutex<Vec<crate::model::spec::RefusedTarget>>,
+    /// The rendered `/metrics` body, served again for up to [`metrics_max_age`]; see
+    /// `http::cache`.
+    pub metrics_cache: crate::http::cache::MetricsCache,
+}
+
+/// Longest time a rendered `/metrics` body is served again.
+pub const METRICS_MAX_AGE: Duration = Duration::from_millis(250);
+
+/// How long a rendered `/metrics` body is served again: one stats interval (the workers
+/// publish once per interval, so a newer render shows the same soak figures), at most
+/// [`METRICS_MAX_AGE`], since the daemon's own figures (the auth counters, checkpoint saves,
+/// uptime) change at any moment. A scrape every 100 ms then renders about every 200 ms, off
+/// its path (`http::cache` renders ahead); under a full I/O load a render waits for a CPU the
+/// soak is using, which is what a scrape no longer waits for.
+pub fn metrics_max_age(stats_interval: Duration) -> Duration {
+    stats_interval.min(METRICS_MAX_AGE)
 }
 
 impl DaemonApp {
@@ -93,8 +109,42 @@ impl DaemonApp {
         crate::state::save(dir, &cp, &maps)
     }
 
+    /// Render `/metrics` from the latest snapshots. Logs, at debug under the `nvsoak::scrape`
+    /// target, how long each part took and how long the thread waited for a CPU meanwhile.
     pub fn render_metrics(&self) -> String {
+        let t0 = Instant::now();
+        let sched0 = crate::util::sched::SchedStat::this_thread();
         let snaps = self.target_snapshots();
+        let totals = self.soak_totals(&snaps);
+        let t_snap = t0.elapsed();
+        let fams = self.families(&snaps, &totals);
+        let t_fams = t0.elapsed();
+        let body = match crate::metrics::encode_text(&fams) {
+            Ok(t) => t,
+            Err(e) => format!("# encoding metrics failed: {e}\n"),
+        };
+        let total = t0.elapsed();
+        let waited = sched0
+            .zip(crate::util::sched::SchedStat::this_thread())
+            .map(|(a, b)| b.since(&a).waited);
+        tracing::debug!(
+            target: "nvsoak::scrape",
+            snapshot_us = t_snap.as_micros() as u64,
+            families_us = (t_fams - t_snap).as_micros() as u64,
+            encode_us = (total - t_fams).as_micros() as u64,
+            total_us = total.as_micros() as u64,
+            waited_us = waited.map(|w| w.as_micros() as u64),
+            bytes = body.len(),
+            "rendered /metrics"
+        );
+        body
+    }
+
+    fn families(
+        &self,
+        snaps: &[scheduler::TargetSnapshot],
+        totals: &[SoakTotals],
+    ) -> Vec<prometheus::proto::MetricFamily> {
         let info = DaemonInfo {
             version: env!("CARGO_PKG_VERSION"),
             revision: option_env!("NVSOAK_GIT_REVISION").unwrap_or("unknown"),
@@ -102,18 +152,15 @@ impl DaemonApp {
             auth: self.auth.as_ref().map(|a| a.stats()),
             refused: crate::util::lock(&self.refused).clone(),
         };
-        let mut fams = crate::metrics::workload::families(&snaps, &self.soak_totals(&snaps), &info);
+        let mut fams = crate::metrics::workload::families(snaps, totals, &info);
         fams.extend(crate::metrics::state::families(
             &self.checkpoint_stats.snapshot(),
         ));
-        fams.extend(crate::metrics::verdict::families_of(&snaps));
+        fams.extend(crate::metrics::verdict::families_of(snaps));
         if let Some(h) = &self.health {
             fams.extend(crate::metrics::health::families(&h.snapshot()));
         }
-        match crate::metrics::encode_text(&fams) {
-            Ok(t) => t,
-            Err(e) => format!("# encoding metrics failed: {e}\n"),
-        }
+        fams
     }
 
     pub fn render_status(&self) -> String {
@@ -151,6 +198,9 @@ impl crate::http::App for DaemonApp {
     }
     fn status_page(&self) -> String {
         self.render_status()
+    }
+    fn metrics_cache(&self) -> Option<&crate::http::cache::MetricsCache> {
+        Some(&self.metrics_cache)
     }
     fn page(&self, path: &str) -> Option<crate::http::Page> {
         (path == "/report").then(|| crate::http::Page {

@@ -139,6 +139,9 @@ pub(super) fn after_reload(
 ) {
     targets.set(running.snapshots());
     *crate::util::lock(&app.refused) = out.refused.clone();
+    // The next scrape shows the new targets, not a body rendered before the reload.
+    app.metrics_cache
+        .set_max_age(super::app::metrics_max_age(running.settings.stats.interval));
     if out.started_targets
         && let Some(h) = &app.health
     {

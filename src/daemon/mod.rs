@@ -197,6 +197,7 @@ fn serve(
     targets: &TargetList,
     pre_poller: Option<(crate::health::Poller, f64)>,
     state_dir: &Path,
+    stats_interval: Duration,
 ) -> Result<Serving> {
     let host_io: Arc<dyn HostIoSource> = Arc::new(targets.clone());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -214,6 +215,7 @@ fn serve(
         checkpoint_stats: Arc::new(crate::state::SaveStats::default()),
         refused: Default::default(),
         auth: Some(prepared.auth_guard()),
+        metrics_cache: crate::http::cache::MetricsCache::new(app::metrics_max_age(stats_interval)),
     });
     let server = prepared.attach(app.clone())?;
     let addr = server.local_addr();
@@ -332,7 +334,13 @@ pub fn run_with(settings: Settings, flags: RunFlags, wiring: HealthWiring) -> Re
     let result = runtime.block_on(async {
         // Before anything is served: a SIGTERM as soon as /healthz answers is a clean stop.
         let signals = Signals::install()?;
-        let serving = serve(prepared, &st.targets, st.pre_poller.take(), &state_dir)?;
+        let serving = serve(
+            prepared,
+            &st.targets,
+            st.pre_poller.take(),
+            &state_dir,
+            settings.stats.interval,
+        )?;
         if settings.targets.is_empty() {
             tracing::info!(
                 "no targets (default_target = false): polling drive health only, writing nothing"

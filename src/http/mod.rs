@@ -27,6 +27,7 @@
 
 pub mod admission;
 pub mod auth;
+pub mod cache;
 pub mod webconfig;
 
 use std::collections::BTreeMap;
@@ -80,6 +81,10 @@ pub trait App: Send + Sync + 'static {
     /// `path` comes from the client: treat it as untrusted.
     fn page(&self, path: &str) -> Option<Page> {
         let _ = path;
+        None
+    }
+    /// A cache `/metrics` is served through ([`cache`]); `None` renders every scrape.
+    fn metrics_cache(&self) -> Option<&cache::MetricsCache> {
         None
     }
 }
@@ -715,9 +720,9 @@ impl Shared {
             return with_type(StatusCode::OK, page.content_type, page.body);
         }
         match path.as_str() {
-            "/metrics" => match tokio::task::spawn_blocking(move || app.metrics()).await {
-                Ok(body) => with_type(StatusCode::OK, METRICS_CONTENT_TYPE, body),
-                Err(_) => text(
+            "/metrics" => match cache::metrics_body(app).await {
+                Some(body) => with_type(StatusCode::OK, METRICS_CONTENT_TYPE, body),
+                None => text(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "metrics collection failed\n",
                 ),
@@ -796,9 +801,9 @@ impl hyper::body::Body for TrackedBody {
 fn with_type(
     status: StatusCode,
     content_type: &'static str,
-    body: String,
+    body: impl Into<Bytes>,
 ) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body)));
+    let mut r = Response::new(Full::new(body.into()));
     *r.status_mut() = status;
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));

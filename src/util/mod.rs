@@ -3,6 +3,7 @@
 
 pub mod bounded;
 pub mod host;
+pub mod sched;
 pub mod suggest;
 
 use std::fs::{self, File};

@@ -64,6 +64,9 @@ mod report;
 mod resume;
 /// Write safety on loop devices, data verification, checkpoints.
 mod safety;
+/// `/metrics` under load: the body served again within a stats interval, counters advancing
+/// across intervals, the I/O workers' priority.
+mod scrape;
 /// The shipped config/nvsoak.toml as installed: health polling only, writing nothing.
 mod shipped;
 /// The soak over time: an endless soak's history in the results file, the status page and

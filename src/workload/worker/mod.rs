@@ -211,6 +211,7 @@ mod slots;
 
 pub use bench::{BenchError, BenchResult, bench_worker};
 pub use pieces::*;
+pub use run::WORKER_NICE;
 use run::run;
 
 #[cfg(test)]

@@ -22,6 +22,8 @@ use crate::stats::WorkerStats;
 mod report;
 mod setup;
 
+pub use setup::WORKER_NICE;
+
 /// Longest single wait, so that `stop` is seen within a few milliseconds.
 const MAX_WAIT_NS: u64 = 5_000_000;
 /// How long a stopping worker waits for in-flight I/O before abandoning it. The daemon has to
