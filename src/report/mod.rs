@@ -24,6 +24,7 @@ pub mod drive_status;
 pub mod history;
 pub mod html;
 pub mod markdown;
+mod mdtext;
 pub mod nodrives;
 pub mod ocp_phases;
 pub mod soakchart;

@@ -656,7 +656,7 @@ pub fn report_markdown(
     let _ = write!(
         md,
         "![{}: soak over time]({name})\n\n",
-        super::markdown::cell(&d.label)
+        super::mdtext::cell(&d.label)
     );
     files.push((
         name,
@@ -667,7 +667,7 @@ pub fn report_markdown(
         md.push_str("No events during the soak.\n\n");
     } else {
         for l in lines {
-            let _ = writeln!(md, "- {}", super::markdown::cell(&l));
+            let _ = writeln!(md, "- {}", super::mdtext::cell(&l));
         }
         md.push('\n');
     }
