@@ -28,7 +28,11 @@
 pub mod admission;
 pub mod auth;
 pub mod cache;
+mod reload;
 pub mod webconfig;
+
+pub use reload::RELOAD_CHECK_INTERVAL;
+use reload::{Reloader, stamps};
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -165,36 +169,6 @@ impl WebState {
         WebState { web, tls }
     }
 }
-
-/// Watches the web config file and the files it names (certificates, keys, CAs) and reloads on
-/// change, as exporter-toolkit does, so certificates and users rotate without restarting a soak.
-struct Reloader {
-    path: PathBuf,
-    stamps: Vec<FileStamp>,
-    last_check: std::time::Instant,
-}
-
-type FileStamp = (PathBuf, Option<(std::time::SystemTime, u64, u64)>);
-
-fn stamps(files: &[PathBuf]) -> Vec<FileStamp> {
-    use std::os::unix::fs::MetadataExt;
-    files
-        .iter()
-        .map(|f| {
-            let m = std::fs::metadata(f).ok().map(|m| {
-                (
-                    m.modified().unwrap_or(std::time::UNIX_EPOCH),
-                    m.len(),
-                    m.ino(),
-                )
-            });
-            (f.clone(), m)
-        })
-        .collect()
-}
-
-/// How often, at most, new connections trigger a check of the web config files.
-pub const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Counters about the server, for tests and logs.
 #[derive(Debug, Default)]
@@ -430,59 +404,6 @@ impl Shared {
     fn current(self: &Arc<Self>) -> Arc<WebState> {
         self.schedule_reload();
         crate::util::read(&self.state).clone()
-    }
-
-    fn schedule_reload(self: &Arc<Self>) {
-        let due = match self.reloader.as_ref().map(|m| m.try_lock()) {
-            Some(Ok(r)) => r.last_check.elapsed() >= RELOAD_CHECK_INTERVAL,
-            _ => false,
-        };
-        if !due || self.reload_pending.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let me = self.clone();
-        let work = move || {
-            me.maybe_reload();
-            me.reload_pending.store(false, Ordering::Release);
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(h) => drop(h.spawn_blocking(work)),
-            Err(_) => work(),
-        }
-    }
-
-    fn maybe_reload(&self) {
-        // try_lock: a connection never waits for another one's reload.
-        let Some(Ok(mut r)) = self.reloader.as_ref().map(|m| m.try_lock()) else {
-            return;
-        };
-        if r.last_check.elapsed() < RELOAD_CHECK_INTERVAL {
-            return;
-        }
-        r.last_check = std::time::Instant::now();
-        let files: Vec<PathBuf> = r.stamps.iter().map(|(p, _)| p.clone()).collect();
-        let now = stamps(&files);
-        if now == r.stamps {
-            return;
-        }
-        match webconfig::load(&r.path) {
-            Ok(web) => {
-                // Stamps taken before the load: a change during it is picked up next time.
-                r.stamps = if web.files == files {
-                    now
-                } else {
-                    stamps(&web.files)
-                };
-                *crate::util::write(&self.state) = Arc::new(WebState::new(web));
-                self.stats.reloads.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(file = %r.path.display(), "web config reloaded");
-            }
-            Err(e) => {
-                r.stamps = now;
-                self.stats.reload_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(error = %e, "web config changed but does not load; keeping the previous one");
-            }
-        }
     }
 
     /// Whether `peer` may start a TLS handshake now ([`admission::HandshakeLimiter`]); a
