@@ -43,6 +43,28 @@ fn basic(user: &str, password: &str) -> String {
     format!("Authorization: Basic {b}\r\n")
 }
 
+/// A daemon whose web config has the user `prometheus` with the password "right" (bcrypt at
+/// `cost`), at most `max_connections` connections, that has answered the right password once.
+fn daemon_with_password(cost: u32, max_connections: usize) -> Daemon {
+    let dir = shm_dir();
+    let hash = bcrypt::hash("right", cost).expect("bcrypt");
+    std::fs::write(
+        dir.path().join("web.yml"),
+        format!("basic_auth_users:\n  prometheus: {hash}\n"),
+    )
+    .expect("web config");
+    let d = Daemon::spawn_in(dir, &config_capped("web.yml", max_connections), &[]);
+    let good = basic("prometheus", "right");
+    assert!(
+        eventually(Duration::from_secs(20), || matches!(
+            http_get_with(d.addr, "/metrics", &good),
+            Ok((200, _))
+        )),
+        "the daemon never answered the right password"
+    );
+    d
+}
+
 /// Polls `f` every 100 ms until it holds; false after `limit`.
 fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
@@ -132,20 +154,9 @@ fn flood_with(
 /// counted (and delayed per client, so the flood gets only a few answers a second).
 #[test]
 fn a_wrong_password_flood_does_not_lock_out_the_right_one() {
-    let dir = shm_dir();
-    let hash = bcrypt::hash("right", 10).expect("bcrypt");
-    std::fs::write(
-        dir.path().join("web.yml"),
-        format!("basic_auth_users:\n  prometheus: {hash}\n"),
-    )
-    .expect("web config");
-    let d = Daemon::spawn_in(dir, &config("web.yml"), &[]);
+    let d = daemon_with_password(10, 64);
     let good = basic("prometheus", "right");
     let scrape = || http_get_with(d.addr, "/metrics", &good);
-    assert!(
-        eventually(Duration::from_secs(20), || matches!(scrape(), Ok((200, _)))),
-        "the daemon never answered the right password"
-    );
 
     let stop = Arc::new(AtomicBool::new(false));
     let answers = Arc::new(AtomicU64::new(0));
@@ -199,20 +210,9 @@ fn a_wrong_password_flood_does_not_lock_out_the_right_one() {
 /// waiting connections are shed for it, so at least 19 of 20 scrapes get 200.
 #[test]
 fn a_bcrypt_flood_from_many_addresses_leaves_prometheus_its_share() {
-    let dir = shm_dir();
-    let hash = bcrypt::hash("right", 10).expect("bcrypt");
-    std::fs::write(
-        dir.path().join("web.yml"),
-        format!("basic_auth_users:\n  prometheus: {hash}\n"),
-    )
-    .expect("web config");
-    let d = Daemon::spawn_in(dir, &config("web.yml"), &[]);
+    let d = daemon_with_password(10, 64);
     let good = basic("prometheus", "right");
     let scrape = || http_get_with(d.addr, "/metrics", &good);
-    assert!(
-        eventually(Duration::from_secs(20), || matches!(scrape(), Ok((200, _)))),
-        "the daemon never answered the right password"
-    );
     let stop = Arc::new(AtomicBool::new(false));
     let answers = Arc::new(AtomicU64::new(0));
     let flood: Vec<_> = (0..98u32)
@@ -274,20 +274,9 @@ fn a_bcrypt_flood_from_many_addresses_leaves_prometheus_its_share() {
 /// instead of being turned away.
 #[test]
 fn delayed_denials_stay_evictable_at_the_connection_cap() {
-    let dir = shm_dir();
-    let hash = bcrypt::hash("right", 4).expect("bcrypt");
-    std::fs::write(
-        dir.path().join("web.yml"),
-        format!("basic_auth_users:\n  prometheus: {hash}\n"),
-    )
-    .expect("web config");
-    let d = Daemon::spawn_in(dir, &config_capped("web.yml", 8), &[]);
+    let d = daemon_with_password(4, 8);
     let good = basic("prometheus", "right");
     let scrape = || http_get_with(d.addr, "/metrics", &good);
-    assert!(
-        eventually(Duration::from_secs(20), || matches!(scrape(), Ok((200, _)))),
-        "the daemon never answered the right password"
-    );
     let stop = Arc::new(AtomicBool::new(false));
     let answers = Arc::new(AtomicU64::new(0));
     let flood: Vec<_> = (0..16)
