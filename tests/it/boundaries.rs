@@ -564,26 +564,36 @@ const UNSAFE_ALLOWED: &[&str] = &[
     "workload/worker/alloc_count.rs",
 ];
 
-#[test]
-fn unsafe_lives_only_where_architecture_md_says() {
+/// Every `.rs` file under `src/`: its path relative to `src/` and its full path.
+fn rust_files() -> Vec<(String, PathBuf)> {
     let root = src_dir();
     let mut stack = vec![root.clone()];
-    let mut found = Vec::new();
+    let mut files = Vec::new();
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).expect("read src/").flatten() {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-                continue;
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let rel = p
+                    .strip_prefix(&root)
+                    .expect("under src/")
+                    .to_string_lossy()
+                    .into_owned();
+                files.push((rel, p));
             }
-            if p.extension().is_none_or(|x| x != "rs") {
-                continue;
-            }
-            let rel = p
-                .strip_prefix(&root)
-                .expect("under src/")
-                .to_string_lossy()
-                .into_owned();
+        }
+    }
+    files.sort();
+    assert!(!files.is_empty(), "no Rust files under src/");
+    files
+}
+
+#[test]
+fn unsafe_lives_only_where_architecture_md_says() {
+    let mut found = Vec::new();
+    for (rel, p) in rust_files() {
+        {
             let text = std::fs::read_to_string(&p).expect("read a source file");
             let (code, _) = without_tests(&code_only(&text));
             // Test modules in their own files are `tests.rs` or under `tests/` by convention.
@@ -657,24 +667,9 @@ fn library_errors_are_typed() {
         result_error_types("fn f() -> Result<Vec<(u8, u16)>, String> { g::<io::Result<u8>>() }"),
         vec![(1, "String".to_string())]
     );
-    let root = src_dir();
-    let mut stack = vec![root.clone()];
     let mut found = Vec::new();
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read src/").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-                continue;
-            }
-            if p.extension().is_none_or(|x| x != "rs") {
-                continue;
-            }
-            let rel = p
-                .strip_prefix(&root)
-                .expect("under src/")
-                .to_string_lossy()
-                .into_owned();
+    for (rel, p) in rust_files() {
+        {
             if rel.ends_with("/tests.rs")
                 || rel.contains("/tests/")
                 || STRING_ERRORS_ALLOWED.iter().any(|a| rel.starts_with(a))
