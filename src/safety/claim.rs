@@ -26,6 +26,8 @@ use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::Mode;
 use nix::unistd::{UnlinkatFlags, linkat, unlinkat};
 
+use crate::util::sysroot::SysRoot;
+
 use super::{
     DeviceIdentity, SafetyError, check_allowed, check_signatures, fstat, identify_fd, inuse,
     open_path, reopen,
@@ -454,7 +456,8 @@ fn hold(path: &Path, file: &File, st: &fs::Metadata) -> Result<(), SafetyError> 
                 let why = SafetyError::Busy {
                     path: path.to_path_buf(),
                     what: path.display().to_string(),
-                    holders: inuse::file_openers(st).unwrap_or_else(|why| vec![why]),
+                    holders: inuse::file_openers(&SysRoot::host(), st)
+                        .unwrap_or_else(|why| vec![why.to_string()]),
                 };
                 if !transient(&why, since) {
                     return Err(why);
@@ -468,10 +471,11 @@ fn hold(path: &Path, file: &File, st: &fs::Metadata) -> Result<(), SafetyError> 
             }
         }
     }
-    let others = inuse::file_openers(st).map_err(|why| SafetyError::Unverifiable {
-        path: path.to_path_buf(),
-        why,
-    })?;
+    let others =
+        inuse::file_openers(&SysRoot::host(), st).map_err(|why| SafetyError::Unverifiable {
+            path: path.to_path_buf(),
+            why,
+        })?;
     if !others.is_empty() {
         return Err(SafetyError::Busy {
             path: path.to_path_buf(),

@@ -41,8 +41,8 @@ pub use claim::{
     claim_read_only, resolve_for_create, same_targets,
 };
 pub use identity::{DeviceIdentity, identify, identify_fd};
-use identity::{identity_names, normalise_wwn, sysfs_string};
-pub use inuse::{MountEntry, parse_mountinfo};
+use identity::{identity_names, normalise_wwn};
+pub use inuse::{MountEntry, Unseen, parse_mountinfo};
 
 /// What kind of on-disk structure a signature belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -199,7 +199,20 @@ pub enum SafetyError {
     LoopBacking { path: PathBuf, loops: Vec<String> },
     /// A file target mapped into another process's memory: refused whatever allow_destroy says.
     #[error("refusing to write {}: cannot tell whether it is in use: {why}", path.display())]
-    Unverifiable { path: PathBuf, why: String },
+    Unverifiable {
+        path: PathBuf,
+        #[source]
+        why: inuse::Unseen,
+    },
+    /// A refusal of a device beneath a block target (a loop device's backing device or file, a
+    /// dm or md slave), with the chain that leads down to it.
+    #[error("{inner}; beneath it: {chain}")]
+    Beneath {
+        path: PathBuf,
+        /// `/dev/loop7 sits on /dev/loop1 (offset 1048576)`.
+        chain: String,
+        inner: Box<SafetyError>,
+    },
     #[error("refusing to write {}: it is mapped into the memory of {}; a file in use elsewhere is never a target", path.display(), holders.join(", "))]
     Mapped { path: PathBuf, holders: Vec<String> },
     /// A file target that exists and was not created by nvsoak.
@@ -257,6 +270,7 @@ impl SafetyError {
             SafetyError::SameTarget { .. } => "alias",
             SafetyError::Signature { .. } => "signature",
             SafetyError::Probe { .. } => "probe",
+            SafetyError::Beneath { inner, .. } => inner.check(),
         }
     }
 }
@@ -507,7 +521,64 @@ pub(crate) fn check_signatures(
         }
         id.signatures = found.signatures;
     }
+    for lower in inuse::loop_lowers(&id)? {
+        let found = signatures_beneath(&id.path, &lower)?;
+        if found.signatures.is_empty() && !found.ambiguous {
+            continue;
+        }
+        if !force_overwrite_signatures {
+            return Err(SafetyError::Beneath {
+                path: id.path.clone(),
+                chain: lower.chain,
+                inner: Box::new(SafetyError::Signature {
+                    path: lower.path.clone(),
+                    signatures: found.signatures,
+                    ambiguous: found.ambiguous,
+                }),
+            });
+        }
+        id.signatures.extend(found.signatures);
+    }
     Ok(id)
+}
+
+/// Probe what a loop device of the target's stack writes through to, read-only, through a
+/// descriptor checked to be the device or file the loop device uses.
+fn signatures_beneath(
+    target: &Path,
+    lower: &inuse::LoopLower,
+) -> Result<probe::Found, SafetyError> {
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(&lower.path)
+        .map_err(|source| SafetyError::Io {
+            path: lower.path.clone(),
+            source,
+        })?;
+    let m = f.metadata().map_err(|source| SafetyError::Io {
+        path: lower.path.clone(),
+        source,
+    })?;
+    let same = match (lower.rdev, lower.inode) {
+        (Some(r), _) => m.file_type().is_block_device() && m.rdev() == r,
+        (None, Some(key)) => m.file_type().is_file() && (m.dev(), m.ino()) == key,
+        (None, None) => false,
+    };
+    if !same {
+        return Err(SafetyError::Changed {
+            path: target.to_path_buf(),
+            reason: format!(
+                "{} is no longer what its loop device writes to ({})",
+                lower.path.display(),
+                lower.chain
+            ),
+        });
+    }
+    probe::signatures_fd(f.as_fd()).map_err(|e| SafetyError::Probe {
+        path: lower.path.clone(),
+        reason: e.to_string(),
+    })
 }
 
 /// Probe a device or image file for signatures with libblkid (read-only). Exposed for
@@ -543,15 +614,21 @@ mod tests {
         // harness; this covers the sysfs layout they produce.
         let d = tempfile::tempdir().unwrap();
         use inuse::holders_of;
-        assert!(holders_of(d.path()).is_empty());
+        // Every block device has the directory: without it, nothing can be said.
+        assert!(holders_of(d.path()).is_err());
+        fs::create_dir_all(d.path().join("holders")).unwrap();
+        assert!(holders_of(d.path()).unwrap().is_empty());
         fs::create_dir_all(d.path().join("holders/dm-3/dm")).unwrap();
         fs::write(d.path().join("holders/dm-3/dm/name"), "vg0-lv0\n").unwrap();
         fs::create_dir_all(d.path().join("holders/md127")).unwrap();
-        assert_eq!(holders_of(d.path()), vec!["dm-3 (vg0-lv0)", "md127"]);
+        assert_eq!(
+            holders_of(d.path()).unwrap(),
+            vec!["dm-3 (vg0-lv0)", "md127"]
+        );
         let e = SafetyError::Held {
             path: "/dev/sdb".into(),
             what: "sdb".into(),
-            holders: holders_of(d.path()),
+            holders: holders_of(d.path()).unwrap(),
         };
         assert_eq!(e.check(), "holders");
         assert!(

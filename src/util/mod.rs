@@ -5,6 +5,7 @@ pub mod bounded;
 pub mod host;
 pub mod sched;
 pub mod suggest;
+pub mod sysroot;
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};

@@ -655,3 +655,164 @@ fn a_file_target_larger_than_its_filesystem_is_refused_by_both_and_leaves_no_fil
     assert!(msg.contains("needs 100.00 TiB more"), "{msg}");
     assert!(!f.exists(), "run left a file behind");
 }
+
+/// Attach a loop device to `backing` at `offset`, detached when `s` drops.
+fn loop_on(s: &mut Scratch, backing: &Path, offset: u64) -> PathBuf {
+    let dev = sh(
+        "losetup",
+        &["-f", "--show", "-o", &offset.to_string(), p(backing)],
+    );
+    s.on_drop("losetup", &["-d", &dev]);
+    PathBuf::from(dev)
+}
+
+/// ext4 on a fresh loop device, mounted, with a witness file written through to the device.
+fn mounted_ext4(s: &mut Scratch, mib: u64) -> (PathBuf, PathBuf) {
+    let lower = s.loop_dev(mib, false);
+    mkfs_ext4(&lower);
+    let mp = s.mount(&lower);
+    let witness = mp.join("witness");
+    fs::write(&witness, b"the lower filesystem's own data").expect("writing the witness");
+    sh("sync", &[]);
+    (lower, witness)
+}
+
+fn assert_witness(witness: &Path) {
+    fs::write("/proc/sys/vm/drop_caches", "3").expect("dropping the page cache");
+    assert_eq!(
+        fs::read(witness).expect("reading the witness"),
+        b"the lower filesystem's own data"
+    );
+}
+
+/// Break 3 exactly: ext4 mounted on one loop device, a second loop device on it at an offset
+/// of 1 MiB (and 8 MiB, where libblkid finds no backup superblock to save it), that one named
+/// by `path` and `allow_destroy`. Both commands refuse it as mounted, naming the chain.
+#[test]
+fn a_loop_device_on_a_mounted_filesystem_s_device_is_refused_at_any_offset() {
+    let Some(mut s) = Scratch::new("loop on a mounted device") else {
+        return;
+    };
+    let (lower, witness) = mounted_ext4(&mut s, 64);
+    for offset in [1u64 << 20, 8 << 20, 0] {
+        let upper = loop_on(&mut s, &lower, offset);
+        let cfg = write_plan(
+            &s.dir.path().join(format!("state{offset}")),
+            "upper",
+            &upper,
+            &format!("allow_destroy = \"{}\"", upper.display()),
+        );
+        let msg = both_refuse(s.dir.path(), &cfg, "is mounted on");
+        let note = if offset > 0 {
+            format!(" (offset {offset})")
+        } else {
+            String::new()
+        };
+        assert!(
+            msg.contains(&format!(
+                "beneath it: {} sits on {}{note}",
+                upper.display(),
+                lower.display()
+            )),
+            "{msg}"
+        );
+    }
+    assert_witness(&witness);
+}
+
+/// The neighbours: three loop devices deep with the mount at the bottom; and an image file
+/// that a mounted loop device uses, attached a second time at an offset.
+#[test]
+fn every_device_down_the_stack_is_checked() {
+    let Some(mut s) = Scratch::new("deep stacks") else {
+        return;
+    };
+    let (lower, witness) = mounted_ext4(&mut s, 64);
+    let middle = loop_on(&mut s, &lower, 4 << 20);
+    let top = loop_on(&mut s, &middle, 1 << 20);
+    let cfg = write_plan(
+        &s.dir.path().join("state-deep"),
+        "top",
+        &top,
+        &format!("allow_destroy = \"{}\"", top.display()),
+    );
+    let msg = both_refuse(s.dir.path(), &cfg, "is mounted on");
+    assert!(
+        msg.contains(&format!(
+            "{} sits on {} (offset 1048576) sits on {} (offset 4194304)",
+            top.display(),
+            middle.display(),
+            lower.display()
+        )),
+        "{msg}"
+    );
+    let backing = PathBuf::from(sh("losetup", &["-n", "-O", "BACK-FILE", p(&lower)]));
+    let again = loop_on(&mut s, &backing, 8 << 20);
+    let cfg = write_plan(
+        &s.dir.path().join("state-image"),
+        "again",
+        &again,
+        &format!("allow_destroy = \"{}\"", again.display()),
+    );
+    let msg = both_refuse(s.dir.path(), &cfg, "backing file of");
+    assert!(
+        msg.contains(&format!("{} (mounted on", lower.display()))
+            && msg.contains(&format!(
+                "beneath it: {} sits on the file {}",
+                again.display(),
+                backing.display()
+            )),
+        "{msg}"
+    );
+    assert_witness(&witness);
+}
+
+/// Not mounted, so nothing is "in use": a loop device at an offset on a device holding ext4
+/// still destroys that filesystem, and the target's own probe, which starts at the offset,
+/// cannot see it. The signature check runs beneath too, and `force_overwrite_signatures` is
+/// what lets it through, as for the target itself.
+#[test]
+fn a_signature_beneath_a_loop_device_at_an_offset_is_refused_like_the_target_s_own() {
+    let Some(mut s) = Scratch::new("signature beneath") else {
+        return;
+    };
+    let lower = s.loop_dev(64, false);
+    mkfs_ext4(&lower);
+    let before = snapshot(&lower);
+    let upper = loop_on(&mut s, &lower, 16 << 20);
+    let cfg = write_plan(
+        &s.dir.path().join("state"),
+        "upper",
+        &upper,
+        &format!("allow_destroy = \"{}\"", upper.display()),
+    );
+    let msg = both_refuse(s.dir.path(), &cfg, "holds an ext4 filesystem");
+    assert!(
+        msg.contains(&format!("refusing to write {}: it holds", lower.display()))
+            && msg.contains(&format!(
+                "beneath it: {} sits on {} (offset 16777216)",
+                upper.display(),
+                lower.display()
+            )),
+        "{msg}"
+    );
+    assert_eq!(snapshot(&lower), before, "the device beneath changed");
+    assert_fs_intact(&lower);
+    let forced = write_plan(
+        &s.dir.path().join("state-forced"),
+        "upper",
+        &upper,
+        &format!(
+            "allow_destroy = \"{}\"\nforce_overwrite_signatures = true",
+            upper.display()
+        ),
+    );
+    let plan = s.dir.path().join("forced.toml");
+    fs::write(&plan, forced).expect("plan");
+    let (code, err) = nvsoak(&["check-config", p(&plan)]);
+    assert_eq!(
+        code,
+        Some(0),
+        "force_overwrite_signatures did not let it through:\n{err}"
+    );
+}
