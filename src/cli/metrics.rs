@@ -259,6 +259,8 @@ mod tests {
             active: true,
             read_q: Some([1e-4; 4]),
             write_q: Some([1e-4; 4]),
+            cpu_per_io_ns: Some((150.0, 900.0)),
+            workers: 1,
             ..Default::default()
         };
         j.read.record(4096, 100_000);

@@ -91,6 +91,7 @@ pub fn families(
         op_families(targets, op, name, &mut out);
     }
     error_families(targets, &mut out);
+    cpu_families(targets, &mut out);
     steady_families(targets, &mut out);
     sweep_families(targets, &mut out);
     soak_families(soak, &mut out);
@@ -332,6 +333,48 @@ fn op_families(targets: &[TargetSnapshot], op: usize, name: &str, out: &mut Vec<
     push(out, q);
     push(out, iops);
     push(out, bw);
+}
+
+/// The CPU the workers spend, so an operator can tell a host-limited figure from a drive's.
+fn cpu_families(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {
+    let mut cpu = Family::counter(
+        "nvsoak_workload_cpu_seconds_total",
+        "CPU time of the workload's I/O worker threads (getrusage per thread, sampled every stats interval): mode=\"user\" is nvsoak's own code, mode=\"system\" the kernel's work on its behalf (system calls, and io_uring completions reaped in the thread). Kernel work on other threads (io-wq) is not included.",
+    );
+    let mut per_io = Family::gauge(
+        "nvsoak_workload_cpu_per_io_seconds",
+        "Worker CPU time per completed I/O over the last stats interval, by mode as nvsoak_workload_cpu_seconds_total (present while the workload runs and completes I/O).",
+    );
+    let mut workers = Family::gauge(
+        "nvsoak_workload_workers",
+        "I/O worker threads of the running workload (present while it runs); a worker whose CPU rate nears 1 is saturated, and the figures then measure the host as much as the drive.",
+    );
+    for t in targets {
+        for (job, j) in &t.jobs {
+            let l = |mode| {
+                [
+                    ("target", t.name.as_str()),
+                    ("workload", job.as_str()),
+                    ("mode", mode),
+                ]
+            };
+            cpu.add(&l("user"), j.cpu.user_ns as f64 / 1e9);
+            cpu.add(&l("system"), j.cpu.sys_ns as f64 / 1e9);
+            if j.active {
+                if let Some((u, k)) = j.cpu_per_io_ns {
+                    per_io.add(&l("user"), u / 1e9);
+                    per_io.add(&l("system"), k / 1e9);
+                }
+                workers.add(
+                    &[("target", t.name.as_str()), ("workload", job.as_str())],
+                    j.workers as f64,
+                );
+            }
+        }
+    }
+    push(out, cpu);
+    push(out, per_io);
+    push(out, workers);
 }
 
 /// I/O errors by errno, and verification failures by kind.

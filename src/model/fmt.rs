@@ -35,6 +35,19 @@ pub fn fmt_latency_us(us: f64) -> String {
     }
 }
 
+/// A CPU cost in nanoseconds: "85 ns", "1.24 µs", "2.10 ms"; "-" when not finite.
+pub fn fmt_cpu_ns(ns: f64) -> String {
+    if !ns.is_finite() || ns < 0.0 {
+        "-".into()
+    } else if ns < 1000.0 {
+        format!("{ns:.0} ns")
+    } else if ns < 1e6 {
+        format!("{:.2} µs", ns / 1e3)
+    } else {
+        format!("{:.2} ms", ns / 1e6)
+    }
+}
+
 /// Decimal bytes per second, as the drive makers rate them: "3.28 GB/s", "406 MB/s".
 pub fn fmt_rate(bps: f64) -> String {
     format!("{}/s", fmt_bytes(bps))

@@ -9,7 +9,9 @@
 use super::charts::{self, LineChart, RefLine, Series, esc};
 pub use super::drive_status::DriveStatus;
 use super::history::{History, TargetSample};
-use crate::model::fmt::{count_of, fmt_bytes, fmt_count, fmt_latency_us, fmt_pct, fmt_rate};
+use crate::model::fmt::{
+    count_of, fmt_bytes, fmt_count, fmt_cpu_ns, fmt_latency_us, fmt_pct, fmt_rate,
+};
 use crate::workload::scheduler::TargetSnapshot;
 
 /// Seconds between automatic reloads of the page.
@@ -91,7 +93,8 @@ fn spark(
 fn target_rows(targets: &[TargetSnapshot]) -> String {
     let mut t = String::from(
         "<table id=\"targets\"><tr><th>Target</th><th>Path</th><th>Engine</th><th>State</th><th>Phase</th><th>Profile</th>\
-         <th>Steady state</th><th>IOPS</th><th>Bandwidth</th><th>Read p50 / p99</th><th>Write p50 / p99</th><th>Errors</th></tr>\n",
+         <th>Steady state</th><th>IOPS</th><th>Bandwidth</th><th>Read p50 / p99</th><th>Write p50 / p99</th>\
+         <th title=\"CPU time of the I/O worker threads per completed I/O over the last interval: nvsoak's own code / the kernel on its behalf\">CPU per I/O (nvsoak / kernel)</th><th>Errors</th></tr>\n",
     );
     for s in targets {
         let (r, w) = s.totals();
@@ -140,7 +143,7 @@ fn target_rows(targets: &[TargetSnapshot]) -> String {
             None => "-".into(),
         };
         t.push_str(&format!(
-            "<tr>{}{}{}{}{}{}{}{}{}{}{}{}</tr>\n",
+            "<tr>{}{}{}{}{}{}{}{}{}{}{}{}{}</tr>\n",
             td(&s.name),
             td(&s.path),
             td(s.engine.as_deref().unwrap_or("-")),
@@ -152,6 +155,14 @@ fn target_rows(targets: &[TargetSnapshot]) -> String {
             num(&fmt_rate(bw)),
             num(&job.map_or("-".into(), |j| q(j.read_iops, j.read_q))),
             num(&job.map_or("-".into(), |j| q(j.write_iops, j.write_q))),
+            num(&job
+                .filter(|j| j.active)
+                .and_then(|j| j.cpu_per_io_ns)
+                .map_or("-".into(), |(u, k)| format!(
+                    "{} / {}",
+                    fmt_cpu_ns(u),
+                    fmt_cpu_ns(k)
+                ))),
             if errors > 0 {
                 cls("bad", &errors.to_string())
             } else {

@@ -11,6 +11,7 @@ pub mod live;
 use hdrhistogram::Histogram;
 
 use crate::model::op::Op;
+pub use crate::util::sched::CpuTime;
 
 /// Upper bounds (seconds) of the Prometheus latency histogram: 10 µs to 10 s.
 pub const LAT_BUCKETS: [f64; 19] = [
@@ -185,6 +186,9 @@ pub struct WorkerStats {
     /// I/Os handed to the engine so far (cumulative). After the final drain it equals
     /// completed plus failed I/Os of both directions.
     pub submitted: u64,
+    /// The worker thread's CPU time as of its latest report (the worker sets it, once per
+    /// report, from [`crate::util::sched::thread_cpu`]).
+    pub cpu: CpuTime,
 }
 
 impl Default for WorkerStats {
@@ -202,6 +206,7 @@ impl WorkerStats {
             write_hist: new_hdr(),
             engine: "none",
             submitted: 0,
+            cpu: CpuTime::default(),
         }
     }
 
@@ -247,6 +252,7 @@ impl WorkerStats {
             worker,
             engine: self.engine,
             submitted: self.submitted,
+            cpu: self.cpu,
             interval,
             ended,
             read: self.read.clone(),
@@ -266,6 +272,8 @@ pub struct WorkerReport {
     /// I/Os handed to the engine, cumulative. In the final report (`done`) this equals
     /// `read.ops + write.ops + read.errors.total() + write.errors.total()`: nothing was lost.
     pub submitted: u64,
+    /// The worker thread's CPU time since it started, cumulative.
+    pub cpu: CpuTime,
     /// Wall time this report's histograms and counter deltas cover, ending at `ended`.
     pub interval: Duration,
     /// The worker's clock when it took this report: the interval is `ended - interval` to

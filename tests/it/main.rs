@@ -16,6 +16,8 @@ mod build_deps;
 mod common;
 /// Config validation through `nvsoak check-config`: one bad config per rule.
 mod config;
+/// nvsoak's own CPU cost per I/O on `/metrics` and the status page.
+mod cpucost;
 /// The daemon end to end: `nvsoak run` on files, /metrics scraped and parsed.
 mod daemon;
 /// The docs against the code: the metrics table is `nvsoak metrics --list`, README's two

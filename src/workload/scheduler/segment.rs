@@ -98,6 +98,11 @@ struct Tally {
     base: (OpCounters, OpCounters),
     /// Each worker's latest cumulative counters.
     last: Vec<Option<(OpCounters, OpCounters)>>,
+    /// The job's worker CPU before this segment, each worker's latest, and their sum when the
+    /// last interval closed.
+    cpu_base: crate::stats::CpuTime,
+    cpu_last: Vec<crate::stats::CpuTime>,
+    cpu_rolled: crate::stats::CpuTime,
     engine: Option<&'static str>,
     seg_read_hist: Histogram<u64>,
     seg_write_hist: Histogram<u64>,
@@ -119,6 +124,9 @@ impl Tally {
         Tally {
             base,
             last: vec![None; workers],
+            cpu_base: crate::stats::CpuTime::default(),
+            cpu_last: vec![crate::stats::CpuTime::default(); workers],
+            cpu_rolled: crate::stats::CpuTime::default(),
             engine: None,
             seg_read_hist: new_hdr(),
             seg_write_hist: new_hdr(),
@@ -187,6 +195,7 @@ impl Tally {
                 self.done[r.worker] = true;
             }
             self.rates[r.worker].update(&r, interval / 2);
+            self.cpu_last[r.worker] = r.cpu;
             self.last[r.worker] = Some((r.read, r.write));
             let _ = recycle[r.worker].send((r.read_hist, r.write_hist));
         }
@@ -229,8 +238,29 @@ impl Tally {
         rate
     }
 
+    /// This segment's worker CPU so far, all workers.
+    fn cpu_sum(&self) -> crate::stats::CpuTime {
+        self.cpu_last
+            .iter()
+            .fold(crate::stats::CpuTime::default(), |a, c| a.plus(c))
+    }
+
+    /// Worker CPU per completed I/O since the last interval closed, in nanoseconds (user,
+    /// kernel); `None` when no I/O completed.
+    fn cpu_per_io_ns(&self, ops: u64) -> Option<(f64, f64)> {
+        let d_ops = ops.saturating_sub(self.last_ops);
+        let d = self.cpu_sum().since(&self.cpu_rolled);
+        (d_ops > 0).then(|| {
+            (
+                d.user_ns as f64 / d_ops as f64,
+                d.sys_ns as f64 / d_ops as f64,
+            )
+        })
+    }
+
     /// Close the interval at `now`: its histograms join the segment's.
     fn roll(&mut self, ops: u64, now: Instant) {
+        self.cpu_rolled = self.cpu_sum();
         let _ = self.seg_read_hist.add(&self.iv_read_hist);
         let _ = self.seg_write_hist.add(&self.iv_write_hist);
         self.iv_read_hist.reset();
@@ -308,14 +338,15 @@ impl Runner {
         });
         let verify = self.snapshot.fixed.verify.clone();
         let crew = self.spawn_workers(&seg, verify.as_ref())?;
-        let base = self.snapshot.view(|s| {
+        let (base, cpu_base) = self.snapshot.view(|s| {
             s.jobs
                 .get(&job.name)
-                .map(|j| (j.read.clone(), j.write.clone()))
+                .map(|j| ((j.read.clone(), j.write.clone()), j.cpu))
                 .unwrap_or_default()
         });
         let started = Instant::now();
         let mut tally = Tally::new(base, workers, started);
+        tally.cpu_base = cpu_base;
         tally.spread = self.member_fds.len();
         tally.member_base = self.snapshot.view(|s| s.members.clone());
         let mut stops = Stops::default();
@@ -526,6 +557,9 @@ impl Runner {
         tw.merge(sw);
         let name = job.name.clone();
         let eng = tally.engine;
+        let cpu = tally.cpu_base.plus(&tally.cpu_sum());
+        let cpu_per_io = tally.cpu_per_io_ns(sr.ops + sw.ops);
+        let workers = tally.cpu_last.len();
         self.snapshot.update(|s| {
             if let Some(e) = eng {
                 s.engine = Some(e.to_string());
@@ -533,6 +567,12 @@ impl Runner {
             let j = s.jobs.entry(name).or_default();
             j.read = tr;
             j.write = tw;
+            j.cpu = cpu;
+            j.workers = workers;
+            // A short tail keeps the last full interval's figure, as the quantiles do.
+            if !(all_done && el < interval.as_secs_f64() / 2.0) {
+                j.cpu_per_io_ns = cpu_per_io;
+            }
             [j.read_iops, j.write_iops, j.read_bw, j.write_bw] = rate;
             // A tail shorter than half an interval (the segment ended just after a
             // tick) has too few operations for quantiles: keep the last full interval's.

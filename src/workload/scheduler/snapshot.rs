@@ -25,6 +25,13 @@ pub struct JobStats {
     pub write_q: Option<[f64; 4]>,
     pub steady: Option<SteadyStatus>,
     pub sweep: Option<SweepResult>,
+    /// The CPU time of this job's worker threads, cumulative like `read` and `write`.
+    pub cpu: crate::stats::CpuTime,
+    /// Nanoseconds of worker CPU per completed I/O over the last stats interval (user space,
+    /// kernel); `None` when the interval completed no I/O.
+    pub cpu_per_io_ns: Option<(f64, f64)>,
+    /// Worker threads of the running segment.
+    pub workers: usize,
     /// True while a segment of this job runs. The interval figures (rates, quantiles) are only
     /// published while active: a finished job's are zero and its rate series go away.
     pub active: bool,

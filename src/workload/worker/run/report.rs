@@ -23,6 +23,7 @@ impl Worker {
         // worker (memory stays bounded however short the interval) and the steady state
         // allocates no histograms.
         if self.recycle.is_none() || st.spare.is_some() || st.outstanding < MAX_OUTSTANDING {
+            self.stats.cpu = crate::util::sched::thread_cpu();
             let rep = self.stats.take_report(
                 self.index,
                 Duration::from_nanos(now - st.last_report),
@@ -56,6 +57,7 @@ impl Worker {
             if st.spare.is_none() {
                 st.spare = self.recycle.as_ref().and_then(|r| r.try_recv().ok());
             }
+            self.stats.cpu = crate::util::sched::thread_cpu();
             let rep = self.stats.take_report(
                 self.index,
                 Duration::from_nanos(now - st.last_report),
