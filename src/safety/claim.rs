@@ -26,6 +26,7 @@ use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::Mode;
 use nix::unistd::{UnlinkatFlags, linkat, unlinkat};
 
+use super::inuse::Reach;
 use crate::util::sysroot::SysRoot;
 
 use super::{
@@ -343,7 +344,7 @@ pub fn claim_file(
                 let st = fstat(pfd.as_fd(), path)?;
                 let marked = check_existing(path, pfd.as_fd(), &st, allow_destroy)?;
                 let file = reopen(pfd.as_fd(), flags, true).map_err(io_err(path))?;
-                hold(path, &file, &st)?;
+                hold(path, &file, &st, reach_of(marked))?;
                 if !marked {
                     super::mark::mark(&file, &st, name).map_err(io_err(path))?;
                     tracing::warn!(target_name = name, path = %resolved.display(),
@@ -359,7 +360,7 @@ pub fn claim_file(
                 Ok(made) => {
                     let st = made.metadata().map_err(io_err(path))?;
                     let file = reopen(made.as_fd(), flags, true).map_err(io_err(path))?;
-                    hold(path, &file, &st)?;
+                    hold(path, &file, &st, Reach::OwnFile)?;
                     return Ok(FileClaim {
                         file,
                         path: resolved,
@@ -403,9 +404,14 @@ pub fn check_file_target(path: &Path, allow_destroy: Option<&str>) -> Result<(),
         }
     };
     let st = fstat(pfd.as_fd(), path)?;
-    check_existing(path, pfd.as_fd(), &st, allow_destroy)?;
+    let marked = check_existing(path, pfd.as_fd(), &st, allow_destroy)?;
     let ro = reopen(pfd.as_fd(), libc::O_RDONLY, false).map_err(io_err(path))?;
-    hold(path, &ro, &st)
+    hold(path, &ro, &st, reach_of(marked))
+}
+
+/// A file nvsoak made or marked is its own; any other may hold someone else's data.
+fn reach_of(marked: bool) -> Reach {
+    if marked { Reach::OwnFile } else { Reach::Every }
 }
 
 /// The checks on a file that exists, in order: a regular file; not backing a loop device, an
@@ -423,9 +429,10 @@ fn check_existing(
             what: kind_of(st.file_type()),
         });
     }
-    inuse::check_file(path, st)?;
     let ro = reopen(pfd, libc::O_RDONLY | libc::O_NONBLOCK, false).map_err(io_err(path))?;
-    if super::mark::is_marked(&ro, st) {
+    let marked = super::mark::is_marked(&ro, st);
+    inuse::check_file(path, st, reach_of(marked))?;
+    if marked {
         return Ok(true);
     }
     let named = allow_destroy
@@ -447,7 +454,8 @@ fn check_existing(
 
 /// Take the exclusive lock that marks a file target as in use, or say who holds the file.
 /// Other processes holding it open (a database, an editor) count as in use too.
-fn hold(path: &Path, file: &File, st: &fs::Metadata) -> Result<(), SafetyError> {
+/// `reach`: whether the file is nvsoak's own ([`Reach`]).
+fn hold(path: &Path, file: &File, st: &fs::Metadata, reach: Reach) -> Result<(), SafetyError> {
     let since = Instant::now();
     loop {
         match file.try_lock() {
@@ -456,7 +464,7 @@ fn hold(path: &Path, file: &File, st: &fs::Metadata) -> Result<(), SafetyError> 
                 let why = SafetyError::Busy {
                     path: path.to_path_buf(),
                     what: path.display().to_string(),
-                    holders: inuse::file_openers(&SysRoot::host(), st)
+                    holders: inuse::file_openers(&SysRoot::host(), st, reach)
                         .unwrap_or_else(|why| vec![why.to_string()]),
                 };
                 if !transient(&why, since) {
@@ -471,11 +479,12 @@ fn hold(path: &Path, file: &File, st: &fs::Metadata) -> Result<(), SafetyError> 
             }
         }
     }
-    let others =
-        inuse::file_openers(&SysRoot::host(), st).map_err(|why| SafetyError::Unverifiable {
+    let others = inuse::file_openers(&SysRoot::host(), st, reach).map_err(|why| {
+        SafetyError::Unverifiable {
             path: path.to_path_buf(),
             why,
-        })?;
+        }
+    })?;
     if !others.is_empty() {
         return Err(SafetyError::Busy {
             path: path.to_path_buf(),

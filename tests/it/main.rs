@@ -85,6 +85,8 @@ mod startup;
 mod state_attacks;
 /// Purge and self-test on a loop device: claimed, refused as not NVMe, recorded.
 mod steps;
+/// nvsoak without root: its own file soaks; a file it cannot vouch for is refused.
+mod unprivileged;
 /// Data verification end to end: corruption, misdirected and lost writes injected into a
 /// running soak's target file; no false mismatches across clean runs and kill -9 restarts.
 mod verdict;

@@ -22,6 +22,7 @@ mod stack;
 
 pub(super) use loops::loop_status;
 use loops::{LoopDev, absent, loop_devices};
+pub(in crate::safety) use procs::Reach;
 pub(super) use procs::file_openers;
 use procs::{mappers, openers};
 pub(super) use stack::LoopLower;
@@ -368,7 +369,7 @@ fn busy(root: &SysRoot, id: &DeviceIdentity, nodes: &[Node], what: &Path) -> Saf
     SafetyError::Busy {
         path: id.path.clone(),
         what: what.display().to_string(),
-        holders: openers(root, |m| {
+        holders: openers(root, Reach::Every, |m| {
             m.file_type().is_block_device() && devnos.contains(&m.rdev())
         })
         .unwrap_or_else(|why| vec![why.to_string()]),
@@ -460,11 +461,12 @@ pub(super) fn check_block_users(
 }
 
 /// The checks a regular-file target must pass whatever `allow_destroy` says: it backs no loop
-/// device, is no active swap file, and is mapped into no process's memory.
-pub(super) fn check_file(path: &Path, st: &fs::Metadata) -> Result<(), SafetyError> {
+/// device, is no active swap file, and is mapped into no process's memory. `reach`: whether
+/// the file is nvsoak's own ([`Reach`]).
+pub(super) fn check_file(path: &Path, st: &fs::Metadata, reach: Reach) -> Result<(), SafetyError> {
     let root = SysRoot::host();
     let scan = Scan::new(&root).map_err(unverifiable(path))?;
-    check_file_users(&scan, path, (st.dev(), st.ino()), None)
+    check_file_users(&scan, path, (st.dev(), st.ino()), None, reach)
 }
 
 /// [`check_file`] on the file with device and inode numbers `key`; `above`: the target's own
@@ -474,6 +476,7 @@ pub(super) fn check_file_users(
     path: &Path,
     key: (u64, u64),
     above: Option<Above<'_>>,
+    reach: Reach,
 ) -> Result<(), SafetyError> {
     let loops: Vec<String> = scan
         .loops
@@ -496,7 +499,7 @@ pub(super) fn check_file_users(
             });
         }
     }
-    let mapped = mappers(scan.root, key.0, key.1).map_err(unverifiable(path))?;
+    let mapped = mappers(scan.root, key.0, key.1, reach).map_err(unverifiable(path))?;
     if !mapped.is_empty() {
         return Err(SafetyError::Mapped {
             path: path.to_path_buf(),

@@ -4,7 +4,8 @@
 //! an error naming it, with one exception: when nvsoak holds `CAP_SYS_PTRACE` (so it may look
 //! at every process of its own standing) and the process holds capabilities nvsoak lacks (the
 //! supervisor of the machine or container nvsoak runs in, which the kernel hides even from
-//! root), the process is above nvsoak's authority and is skipped.
+//! root), the process is above nvsoak's authority and is skipped. A look on nvsoak's own file
+//! ([`Reach::OwnFile`]) also passes over the processes of other users that it may not look at.
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -15,17 +16,36 @@ use crate::util::sysroot::{SysRoot, process_gone};
 /// `CAP_SYS_PTRACE`'s bit in the capability masks.
 pub(super) const CAP_SYS_PTRACE: u32 = 19;
 
+/// Which processes a look may pass over when it cannot look at them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Every process must be looked at, or be above nvsoak's authority ([`above_us`]): the
+    /// file or device may hold someone else's data.
+    Every,
+    /// The file is nvsoak's own: it made it, or the file carries nvsoak's mark. What another
+    /// user's process may hold of it is nvsoak's pattern data, and the kernel's permissions,
+    /// not nvsoak, stand between that process and the file. So a process of another user that
+    /// nvsoak may not look at (an unprivileged nvsoak and root's processes, or `hidepid`) is
+    /// passed over, and nvsoak runs without root. A process of its own user that it cannot
+    /// look at still refuses.
+    OwnFile,
+}
+
 /// Every process this one can see, or why not every process can be seen: an unreadable
 /// `/proc`, or a `/proc` mounted with `hidepid` (systemd's `ProtectProc=invisible`) while this
-/// process lacks `CAP_SYS_PTRACE`, which hides other users' processes.
-fn proc_pids(root: &SysRoot) -> Result<Vec<u32>, Unseen> {
+/// process lacks `CAP_SYS_PTRACE`, which hides other users' processes (passed over for
+/// [`Reach::OwnFile`]).
+fn proc_pids(root: &SysRoot, reach: Reach) -> Result<Vec<u32>, Unseen> {
     let me = own_status(root)?;
     let mountinfo = root.proc_self().join("mountinfo");
     let mi = fs::read_to_string(&mountinfo).map_err(|source| Unseen::Unreadable {
         path: mountinfo,
         source,
     })?;
-    if let Some(hidepid) = hidepid_of(&mi).filter(|_| !has_cap(&me, CAP_SYS_PTRACE)) {
+    if let Some(hidepid) = hidepid_of(&mi)
+        .filter(|_| !has_cap(&me, CAP_SYS_PTRACE))
+        .filter(|_| reach == Reach::Every)
+    {
         return Err(Unseen::ProcHidden { hidepid });
     }
     let dir = root.proc_("");
@@ -83,6 +103,18 @@ pub(in crate::safety) fn has_cap(status: &str, cap: u32) -> bool {
     cap_mask(status, "CapEff:").is_some_and(|mask| mask & (1u64 << cap) != 0)
 }
 
+/// The effective user id in `/proc/<pid>/status` text.
+fn euid(status: &str) -> Option<u32> {
+    let ids = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
+    ids.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Whether a process that could not be looked at is another user's: both effective user ids
+/// are known and differ.
+pub(in crate::safety) fn another_users(ours: &str, theirs: &str) -> bool {
+    matches!((euid(ours), euid(theirs)), (Some(a), Some(b)) if a != b)
+}
+
 /// Whether a process that could not be looked at is above this one's authority: this one
 /// holds `CAP_SYS_PTRACE`, and the other's permitted capabilities include some this one's lack.
 pub(in crate::safety) fn above_us(ours: &str, theirs: &str) -> bool {
@@ -107,15 +139,16 @@ enum Look {
 
 /// Run `look` on every process but this one; collect the ones it hits. A process gone since
 /// the listing is skipped; one that could not be looked at fails the whole check, unless
-/// [`above_us`].
+/// [`above_us`], or another user's on a [`Reach::OwnFile`] look.
 fn each_process(
     root: &SysRoot,
+    reach: Reach,
     look: impl Fn(u32) -> std::io::Result<Look>,
 ) -> Result<Vec<String>, Unseen> {
     let ours = own_status(root)?;
     let me = std::process::id();
     let mut out = Vec::new();
-    for pid in proc_pids(root)? {
+    for pid in proc_pids(root, reach)? {
         if pid == me {
             continue;
         }
@@ -131,6 +164,12 @@ fn each_process(
                         tracing::debug!(
                             pid,
                             "a process above nvsoak's authority could not be looked at; skipped"
+                        );
+                    }
+                    Ok(t) if reach == Reach::OwnFile && another_users(&ours, &t) => {
+                        tracing::debug!(
+                            pid,
+                            "another user's process could not be looked at; nvsoak's own file, skipped"
                         );
                     }
                     _ => {
@@ -150,9 +189,10 @@ fn each_process(
 /// `/proc/<pid>/fd`). This process is left out: it holds the descriptors being checked.
 pub(in crate::safety) fn openers(
     root: &SysRoot,
+    reach: Reach,
     matches: impl Fn(&fs::Metadata) -> bool,
 ) -> Result<Vec<String>, Unseen> {
-    each_process(root, |pid| {
+    each_process(root, reach, |pid| {
         for e in fs::read_dir(root.proc_(format!("{pid}/fd")))? {
             // A descriptor closed since the listing holds nothing.
             match fs::metadata(e?.path()) {
@@ -172,9 +212,10 @@ pub(in crate::safety) fn mappers(
     root: &SysRoot,
     dev: u64,
     ino: u64,
+    reach: Reach,
 ) -> Result<Vec<String>, Unseen> {
     let (major, minor) = (libc::major(dev), libc::minor(dev));
-    each_process(root, |pid| {
+    each_process(root, reach, |pid| {
         let maps = fs::read_to_string(root.proc_(format!("{pid}/maps")))?;
         let hit = maps.lines().any(|l| {
             let mut f = l.split_whitespace().skip(3);
@@ -196,9 +237,10 @@ pub(in crate::safety) fn mappers(
 pub(in crate::safety) fn file_openers(
     root: &SysRoot,
     st: &fs::Metadata,
+    reach: Reach,
 ) -> Result<Vec<String>, Unseen> {
     let key = (st.dev(), st.ino());
-    openers(root, |m| {
+    openers(root, reach, |m| {
         m.file_type().is_file() && (m.dev(), m.ino()) == key
     })
 }

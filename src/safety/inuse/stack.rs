@@ -9,8 +9,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::{
-    Above, Dev, SafetyError, Scan, Unseen, check_block_users, check_file_users, nodes_of, openers,
-    parse_devno, probe_exclusive, read_attr, unverifiable,
+    Above, Dev, Reach, SafetyError, Scan, Unseen, check_block_users, check_file_users, nodes_of,
+    openers, parse_devno, probe_exclusive, read_attr, unverifiable,
 };
 use crate::util::sysroot::SysRoot;
 
@@ -178,7 +178,7 @@ fn walk(
                     probe_exclusive(target, &lower.path, false, || SafetyError::Busy {
                         path: target.to_path_buf(),
                         what: lower.path.display().to_string(),
-                        holders: openers(scan.root, |m| {
+                        holders: openers(scan.root, Reach::Every, |m| {
                             use std::os::unix::fs::{FileTypeExt, MetadataExt};
                             m.file_type().is_block_device()
                                 && m.rdev() == libc::makedev(lower.major, lower.minor)
@@ -197,8 +197,8 @@ fn walk(
                     inner: Box::new(inner),
                 };
                 let file = Path::new(path);
-                check_file_users(scan, file, *key, Some(above)).map_err(beneath)?;
-                let others = openers(scan.root, |m| {
+                check_file_users(scan, file, *key, Some(above), Reach::Every).map_err(beneath)?;
+                let others = openers(scan.root, Reach::Every, |m| {
                     use std::os::unix::fs::MetadataExt;
                     m.file_type().is_file() && (m.dev(), m.ino()) == *key
                 })

@@ -258,12 +258,13 @@ fn a_process_whose_open_files_cannot_be_read_refuses_unless_it_is_above_us() {
     fs::write(&f, b"data").expect("file");
     let st = fs::metadata(&f).expect("stat");
     assert_eq!(
-        file_openers(&fx.root, &st).expect("nobody"),
+        file_openers(&fx.root, &st, Reach::Every).expect("nobody"),
         Vec::<String>::new()
     );
     let pid = std::process::id().wrapping_add(100_000);
     hidden_process(&fx, pid, "0000000000000000");
-    let e = file_openers(&fx.root, &st).expect_err("an ordinary process it could not look at");
+    let e = file_openers(&fx.root, &st, Reach::Every)
+        .expect_err("an ordinary process it could not look at");
     assert!(
         e.to_string()
             .contains(&format!("of pid {pid} (hidden) could not be looked at")),
@@ -272,7 +273,7 @@ fn a_process_whose_open_files_cannot_be_read_refuses_unless_it_is_above_us() {
     // A supervisor holding capabilities nvsoak lacks, while nvsoak may ptrace: skipped.
     hidden_process(&fx, pid, "000001ffffffffff");
     assert_eq!(
-        file_openers(&fx.root, &st).expect("above us"),
+        file_openers(&fx.root, &st, Reach::Every).expect("above us"),
         Vec::<String>::new()
     );
     // The same supervisor when nvsoak lacks CAP_SYS_PTRACE: it could be anyone's.
@@ -280,7 +281,57 @@ fn a_process_whose_open_files_cannot_be_read_refuses_unless_it_is_above_us() {
         "proc/self/status",
         "CapPrm:\t0000000000200000\nCapEff:\t0000000000200000\n",
     );
-    assert!(file_openers(&fx.root, &st).is_err());
+    assert!(file_openers(&fx.root, &st, Reach::Every).is_err());
+}
+
+/// nvsoak without root, on a file it made: root's processes cannot be looked at, and are
+/// passed over; a process of nvsoak's own user that cannot be looked at still refuses, and a
+/// file that may be someone else's still refuses for either.
+#[test]
+fn on_its_own_file_an_unprivileged_nvsoak_passes_over_other_users_processes_only() {
+    let fx = Fx::new();
+    let nobody =
+        "Uid:\t65534\t65534\t65534\t65534\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n";
+    fx.write("proc/self/status", nobody);
+    let f = fx.path("soak.dat");
+    fs::write(&f, b"data").expect("file");
+    let st = fs::metadata(&f).expect("stat");
+    let pid = std::process::id().wrapping_add(100_002);
+    hidden_process(&fx, pid, "000001ffffffffff");
+    fx.write(
+        &format!("proc/{pid}/status"),
+        "Uid:\t0\t0\t0\t0\nCapPrm:\t000001ffffffffff\n",
+    );
+    // Its memory maps cannot be read either.
+    fs::remove_file(fx.path(&format!("proc/{pid}/maps"))).expect("rm");
+    fs::create_dir_all(fx.path(&format!("proc/{pid}/maps"))).expect("mkdir");
+    assert_eq!(
+        file_openers(&fx.root, &st, Reach::OwnFile).expect("root's process passed over"),
+        Vec::<String>::new()
+    );
+    let key = (st.dev(), st.ino());
+    let scan = Scan::new(&fx.root).expect("scan");
+    assert!(check_file_users(&scan, &f, key, None, Reach::OwnFile).is_ok());
+    let e = file_openers(&fx.root, &st, Reach::Every).expect_err("may be someone else's file");
+    assert!(matches!(e, Unseen::Process { .. }), "{e:?}");
+    assert!(check_file_users(&scan, &f, key, None, Reach::Every).is_err());
+    // Its own user's process, hidden (not dumpable): refuses even on its own file.
+    fx.write(&format!("proc/{pid}/status"), nobody);
+    assert!(file_openers(&fx.root, &st, Reach::OwnFile).is_err());
+    // A status without ids says nothing about whose it is: refuses.
+    fx.write(&format!("proc/{pid}/status"), "CapPrm:\t0\n");
+    assert!(file_openers(&fx.root, &st, Reach::OwnFile).is_err());
+    // hidepid hides other users' processes: passed over on its own file only.
+    fx.write(
+        "proc/self/mountinfo",
+        "22 1 0:21 / /proc rw - proc proc rw,hidepid=invisible\n",
+    );
+    fs::remove_dir_all(fx.path(&format!("proc/{pid}"))).expect("rm");
+    assert!(file_openers(&fx.root, &st, Reach::OwnFile).is_ok());
+    assert!(matches!(
+        file_openers(&fx.root, &st, Reach::Every),
+        Err(Unseen::ProcHidden { .. })
+    ));
 }
 
 #[test]
@@ -294,10 +345,14 @@ fn an_opener_is_found_through_its_fd_links_and_a_closed_descriptor_is_nothing() 
     fx.write(&format!("proc/{pid}/comm"), "db\n");
     fx.write(&format!("proc/{pid}/status"), "CapPrm:\t0\n");
     symlink("/nonexistent/closed", fx.path(&format!("proc/{pid}/fd/3"))).expect("link");
-    assert!(file_openers(&fx.root, &st).expect("looked").is_empty());
+    assert!(
+        file_openers(&fx.root, &st, Reach::Every)
+            .expect("looked")
+            .is_empty()
+    );
     symlink(&f, fx.path(&format!("proc/{pid}/fd/4"))).expect("link");
     assert_eq!(
-        file_openers(&fx.root, &st).expect("looked"),
+        file_openers(&fx.root, &st, Reach::Every).expect("looked"),
         vec![format!("pid {pid} (db)")]
     );
     // And a mapping, by hex device numbers and inode.
@@ -314,6 +369,7 @@ fn an_opener_is_found_through_its_fd_links_and_a_closed_descriptor_is_nothing() 
         &f,
         (st.dev(), st.ino()),
         None,
+        Reach::Every,
     )
     .expect_err("mapped");
     assert_eq!(e.check(), "busy", "{e}");
@@ -332,7 +388,8 @@ fn hidden_proc_without_ptrace_refuses() {
     );
     let f = fx.path("t.dat");
     fs::write(&f, b"x").expect("file");
-    let e = file_openers(&fx.root, &fs::metadata(&f).expect("stat")).expect_err("hidden");
+    let e =
+        file_openers(&fx.root, &fs::metadata(&f).expect("stat"), Reach::Every).expect_err("hidden");
     assert!(matches!(e, Unseen::ProcHidden { .. }), "{e:?}");
 }
 
