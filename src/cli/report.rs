@@ -58,7 +58,7 @@ pub fn main(
     };
     match out {
         Some(p) => {
-            std::fs::write(p, &text).map_err(|source| ReportError::Write {
+            crate::util::write_atomic(p, text.as_bytes()).map_err(|source| ReportError::Write {
                 path: p.to_path_buf(),
                 source,
             })?;

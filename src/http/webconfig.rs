@@ -18,9 +18,11 @@ use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureS
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use serde::Deserialize;
+use thiserror::Error;
 
 use super::HttpError;
 use super::auth::BasicAuth;
+use crate::util::bounded;
 
 /// The validated web config: what the server needs, ready to use.
 #[derive(Clone, Default)]
@@ -166,47 +168,38 @@ pub fn load(file: &Path) -> Result<WebConfig, HttpError> {
     parse(file, &text)
 }
 
-/// Reads a file that must be a regular file: it is opened with `O_NONBLOCK` and checked with
-/// `fstat` before any read, so a FIFO, socket or device named by mistake (or swapped in) is
-/// refused at once instead of blocking the thread. Warns when group or others may write it.
-pub fn read_regular(path: &Path, what: &str) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(|e| format!("cannot open the {what} {}: {e}", path.display()))?;
-    let meta = f
-        .metadata()
-        .map_err(|e| format!("cannot stat the {what} {}: {e}", path.display()))?;
-    let ft = meta.file_type();
-    if !ft.is_file() {
-        let kind = if ft.is_fifo() {
-            "a FIFO"
-        } else if ft.is_dir() {
-            "a directory"
-        } else if ft.is_socket() {
-            "a socket"
-        } else if ft.is_block_device() {
-            "a block device"
-        } else if ft.is_char_device() {
-            "a character device"
-        } else {
-            "not a regular file"
-        };
-        return Err(format!(
-            "the {what} {} is {kind}, not a regular file",
-            path.display()
-        ));
-    }
+/// A web config, certificate or key file that could not be read, or holds no certificate.
+#[derive(Debug, Error)]
+pub enum ReadError {
+    #[error("cannot read the {what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: bad PEM certificate: {reason}", path.display())]
+    BadPem { path: PathBuf, reason: String },
+    #[error("{}: no PEM certificate found (expected -----BEGIN CERTIFICATE-----)", path.display())]
+    NoCertificate { path: PathBuf },
+}
+
+/// Reads a file that must be a regular file, through [`bounded`]: opened with `O_NONBLOCK` and
+/// checked with `fstat` before any read, so a FIFO, socket or device named by mistake (or
+/// swapped in) is refused at once instead of blocking the thread, and never more than
+/// [`bounded::WEB_LIMIT`] bytes. Warns when group or others may write it.
+pub fn read_regular(path: &Path, what: &'static str) -> Result<Vec<u8>, ReadError> {
+    use std::os::unix::fs::PermissionsExt;
+    let (buf, meta) =
+        bounded::read_with_meta(path, bounded::WEB_LIMIT).map_err(|source| ReadError::Io {
+            what,
+            path: path.to_path_buf(),
+            source,
+        })?;
     if meta.permissions().mode() & 0o022 != 0 {
         tracing::warn!(file = %path.display(), mode = format!("{:o}", meta.permissions().mode() & 0o7777),
             "the {what} is writable by group or others; anyone who can write it controls the exporter's TLS and authentication");
     }
-    let mut buf = Vec::with_capacity(meta.len().min(1 << 20) as usize);
-    f.read_to_end(&mut buf)
-        .map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))?;
     Ok(buf)
 }
 
@@ -361,10 +354,11 @@ fn cert_and_key(
 
     let cert_path = ctx.resolve(&cert_file);
     files.push(cert_path.clone());
-    let certs = load_certs(&cert_path).map_err(|r| ctx.err(cert_key, r))?;
+    let certs = load_certs(&cert_path).map_err(|r| ctx.err(cert_key, r.to_string()))?;
     let key_path = ctx.resolve(&key_file);
     files.push(key_path.clone());
-    let key_pem = read_regular(&key_path, "TLS key file").map_err(|r| ctx.err(key_key, r))?;
+    let key_pem =
+        read_regular(&key_path, "TLS key file").map_err(|r| ctx.err(key_key, r.to_string()))?;
     let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
         ctx.err(
             key_key,
@@ -400,7 +394,7 @@ fn client_auth(
             let p = ctx.resolve(f);
             files.push(p.clone());
             let mut roots = RootCertStore::empty();
-            for c in load_certs(&p).map_err(|r| ctx.err(ca_key, r))? {
+            for c in load_certs(&p).map_err(|r| ctx.err(ca_key, r.to_string()))? {
                 roots.add(c).map_err(|e| {
                     ctx.err(
                         ca_key,
@@ -492,16 +486,18 @@ fn protocol_versions(
     Ok(versions)
 }
 
-fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, ReadError> {
     let pem = read_regular(path, "certificate file")?;
     let certs: Vec<_> = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("{}: bad PEM certificate: {e}", path.display()))?;
+        .map_err(|e| ReadError::BadPem {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
     if certs.is_empty() {
-        return Err(format!(
-            "{}: no PEM certificate found (expected -----BEGIN CERTIFICATE-----)",
-            path.display()
-        ));
+        return Err(ReadError::NoCertificate {
+            path: path.to_path_buf(),
+        });
     }
     Ok(certs)
 }

@@ -283,13 +283,13 @@ pub fn write(report: &Report, out: &Path) -> Result<Vec<PathBuf>, ReportError> {
     let mut written = Vec::new();
     for (name, svg) in files {
         let p = dir.join(&name);
-        std::fs::write(&p, svg).map_err(|source| ReportError::Write {
+        crate::util::write_atomic(&p, svg.as_bytes()).map_err(|source| ReportError::Write {
             path: p.clone(),
             source,
         })?;
         written.push(p);
     }
-    std::fs::write(out, md).map_err(|source| ReportError::Write {
+    crate::util::write_atomic(out, md.as_bytes()).map_err(|source| ReportError::Write {
         path: out.to_path_buf(),
         source,
     })?;

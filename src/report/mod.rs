@@ -334,10 +334,11 @@ pub const FRONTIER_BASIS: &str = "highest-IOPS measured sweep point whose averag
 /// Read an operator-supplied ratings table for `nvsoak report --ratings`.
 pub fn load_ratings(path: &Path) -> Result<crate::nvme::ratings::RatingsTable, ReportError> {
     use crate::nvme::ratings::{RatingsError, RatingsTable};
-    let text = std::fs::read_to_string(path).map_err(|e| ReportError::Ratings {
-        path: path.to_path_buf(),
-        reason: format!("cannot read it: {e}"),
-    })?;
+    let text = crate::util::bounded::read_to_string(path, crate::util::bounded::CONFIG_LIMIT)
+        .map_err(|e| ReportError::Ratings {
+            path: path.to_path_buf(),
+            reason: format!("cannot read it: {e}"),
+        })?;
     RatingsTable::parse(&text, &path.display().to_string()).map_err(|e| ReportError::Ratings {
         path: path.to_path_buf(),
         reason: match e {

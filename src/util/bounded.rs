@@ -1,7 +1,9 @@
 //! Reading a file: only a regular file, opened without blocking (a FIFO in its place cannot hang
 //! the reader), and never more than a limit per kind of file (a link to `/dev/zero` or a sparse
 //! giant cannot exhaust memory). The config, the checkpoint and its generation maps, results
-//! files, the known-drives list and the ratings table are all read through here.
+//! files, the known-drives list, the ratings table, the web config and its certificates and
+//! key are all read through here; `tests/it/boundaries.rs` keeps every other read of a file
+//! nvsoak is handed out of the library.
 
 /// The most a config file (or a ratings table) may hold.
 pub const CONFIG_LIMIT: u64 = 16 << 20;
@@ -11,11 +13,32 @@ pub const CHECKPOINT_LIMIT: u64 = 256 << 20;
 pub const RESULTS_LIMIT: u64 = 256 << 20;
 /// The most the known-drives list may hold.
 pub const DRIVES_LIMIT: u64 = 16 << 20;
+/// The most a web config file, a PEM certificate bundle or a TLS key file may hold.
+pub const WEB_LIMIT: u64 = 4 << 20;
 
-use std::fs::File;
+use std::fs::{File, FileType, Metadata};
 use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
+
+/// What a file that is not a regular file is, in words.
+pub fn kind_of(t: FileType) -> &'static str {
+    if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else {
+        "a regular file"
+    }
+}
 
 /// The whole of `path` as text, refused when it is not a regular file or is larger than
 /// `limit` bytes.
@@ -36,7 +59,19 @@ pub fn read_own(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     read_with(path, limit, libc::O_NOFOLLOW)
 }
 
+/// [`read`], with the metadata of the file that was read (from the opened descriptor), for a
+/// caller that also judges its owner or mode.
+pub fn read_with_meta(path: &Path, limit: u64) -> io::Result<(Vec<u8>, Metadata)> {
+    let (file, meta) = open_regular(path, limit, 0)?;
+    Ok((read_limited(file, limit)?, meta))
+}
+
 fn read_with(path: &Path, limit: u64, flags: libc::c_int) -> io::Result<Vec<u8>> {
+    let (file, _) = open_regular(path, limit, flags)?;
+    read_limited(file, limit)
+}
+
+fn open_regular(path: &Path, limit: u64, flags: libc::c_int) -> io::Result<(File, Metadata)> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY | flags)
@@ -45,13 +80,13 @@ fn read_with(path: &Path, limit: u64, flags: libc::c_int) -> io::Result<Vec<u8>>
     if !meta.file_type().is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "not a regular file",
+            format!("{}, not a regular file", kind_of(meta.file_type())),
         ));
     }
     if meta.len() > limit {
         return Err(too_large(limit));
     }
-    read_limited(file, limit)
+    Ok((file, meta))
 }
 
 fn read_limited(file: File, limit: u64) -> io::Result<Vec<u8>> {

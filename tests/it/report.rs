@@ -1300,3 +1300,64 @@ fn browser_shows_the_verdict_table_and_yield_first() {
     assert_eq!(v["passColor"], "rgb(44, 160, 44)");
     cdp.screenshot(&screenshot_dir().join("verdict.png"));
 }
+
+/// The ratings table and the report's `--out` tried as an attacker would (issue 28, reads with
+/// no bound and files followed): `--ratings` naming a FIFO or `/dev/zero` is refused at once,
+/// and `--out` naming a symlink to someone else's file replaces the link with the report and
+/// leaves that file as it was.
+#[test]
+fn a_hostile_ratings_table_is_refused_and_out_never_writes_through_a_symlink() {
+    let dir = shm_dir();
+    let fifo = dir.path().join("ratings.fifo");
+    let status = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(status.success());
+    let base = fixture_args();
+    for path in [fifo.as_path(), Path::new("/dev/zero")] {
+        let mut child = Command::new(bin())
+            .arg("report")
+            .args(args_with(
+                &base,
+                &["--format", "json", "--ratings", &path.display().to_string()],
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn report");
+        let (status, err) = wait_exit(
+            &mut child,
+            Duration::from_secs(30),
+            &format!("report --ratings {} did not return", path.display()),
+        );
+        assert!(!status.success(), "{}", path.display());
+        assert!(
+            err.contains("not a regular file") && err.contains(&path.display().to_string()),
+            "{}: {err}",
+            path.display()
+        );
+    }
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, b"someone else's").expect("victim");
+    let link = dir.path().join("report.html");
+    std::os::unix::fs::symlink(&victim, &link).expect("symlink");
+    let out = report(&args_with(
+        &base,
+        &["--format", "html", "--out", &link.display().to_string()],
+    ));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read(&victim).expect("victim"),
+        b"someone else's",
+        "the report was written through the symlink"
+    );
+    let meta = std::fs::symlink_metadata(&link).expect("report");
+    assert!(meta.file_type().is_file(), "the link was not replaced");
+    assert!(
+        std::fs::read_to_string(&link)
+            .expect("report")
+            .contains("<html")
+    );
+}
