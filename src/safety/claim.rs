@@ -27,6 +27,7 @@ use nix::sys::stat::Mode;
 use nix::unistd::{UnlinkatFlags, linkat, unlinkat};
 
 use super::inuse::Reach;
+use crate::util::bounded;
 use crate::util::sysroot::SysRoot;
 
 use super::{
@@ -300,21 +301,15 @@ fn open_dir(dir: &Path) -> Result<OwnedFd, SafetyError> {
     }
 }
 
+/// What a file target that is not a regular file is: [`bounded::kind_of`], with what a
+/// symlink or block device found here means (the path changed after it was resolved).
 fn kind_of(t: fs::FileType) -> &'static str {
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_symlink() {
+    if t.is_symlink() {
         "a symbolic link (it changed after its path was resolved)"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() {
-        "a character device"
     } else if t.is_block_device() {
         "a block device (it changed after the configuration was read)"
     } else {
-        "not a regular file"
+        bounded::kind_of(t)
     }
 }
 

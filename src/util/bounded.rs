@@ -36,7 +36,7 @@ pub fn kind_of(t: FileType) -> &'static str {
     } else if t.is_symlink() {
         "a symbolic link"
     } else {
-        "a regular file"
+        "an unknown kind of file"
     }
 }
 

@@ -494,3 +494,17 @@ pub fn run_exit_when_done(dir: &std::path::Path, config: &str) -> (Option<i32>, 
     assert!(!err.contains("panicked"), "{err}");
     (status.code(), err)
 }
+
+/// Whether this test process may act as `nobody` (uid 65534): it is root and util-linux's
+/// `setpriv` is there. Says why not on stderr.
+pub fn can_act_as_nobody() -> bool {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root to act as nobody");
+        return false;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: setpriv (util-linux) is missing");
+        return false;
+    }
+    true
+}

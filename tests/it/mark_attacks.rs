@@ -85,12 +85,7 @@ fn pattern() -> Vec<u8> {
 
 #[test]
 fn a_sidecar_forged_by_nobody_does_not_make_roots_file_nvsoaks() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root to act as nobody");
-        return;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped: setpriv (util-linux) is missing");
+    if !crate::common::can_act_as_nobody() {
         return;
     }
     let d = crate::common::shm_dir();

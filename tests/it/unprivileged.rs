@@ -34,6 +34,22 @@ fn as_nobody(bin: &Path, args: &[&str]) -> (Option<i32>, String) {
     )
 }
 
+/// `nvsoak run --config CFG --exit-when-done` as `nobody`, on a port of its own.
+fn run_as_nobody(bin: &Path, cfg: &str) -> (Option<i32>, String) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    as_nobody(
+        bin,
+        &[
+            "run",
+            "--config",
+            cfg,
+            "--web.listen-address",
+            &addr,
+            "--exit-when-done",
+        ],
+    )
+}
+
 fn plan(state: &Path, path: &Path, allow_destroy: Option<&Path>) -> String {
     let allow = allow_destroy
         .map(|a| format!("allow_destroy = \"{}\"\n", a.display()))
@@ -68,12 +84,7 @@ fn pattern() -> Vec<u8> {
 
 #[test]
 fn without_root_its_own_file_soaks_and_a_file_it_cannot_vouch_for_is_refused() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root to act as nobody");
-        return;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped: setpriv (util-linux) is missing");
+    if !crate::common::can_act_as_nobody() {
         return;
     }
     let d = crate::common::shm_dir();
@@ -106,19 +117,8 @@ fn without_root_its_own_file_soaks_and_a_file_it_cannot_vouch_for_is_refused() {
     let own = home.join("own.dat");
     let cfg = d.path().join("own.toml");
     fs::write(&cfg, plan(&state, &own, None)).expect("plan");
-    let addr = format!("127.0.0.1:{}", free_port());
     let cfg_s = cfg.to_str().expect("utf-8");
-    let (code, err) = as_nobody(
-        &bin,
-        &[
-            "run",
-            "--config",
-            cfg_s,
-            "--web.listen-address",
-            &addr,
-            "--exit-when-done",
-        ],
-    );
+    let (code, err) = run_as_nobody(&bin, cfg_s);
     assert_eq!(code, Some(0), "nobody's soak on its own file: {err}");
     assert_eq!(fs::metadata(&own).expect("made").len(), 1 << 20);
     assert_ne!(
@@ -140,18 +140,7 @@ fn without_root_its_own_file_soaks_and_a_file_it_cannot_vouch_for_is_refused() {
     let (code, err) = as_nobody(&bin, &["check-config", cfg_s]);
     assert_ne!(code, Some(0), "check-config approved it:\n{err}");
     assert!(err.contains("cannot tell whether it is in use"), "{err}");
-    let addr = format!("127.0.0.1:{}", free_port());
-    let (code, err) = as_nobody(
-        &bin,
-        &[
-            "run",
-            "--config",
-            cfg_s,
-            "--web.listen-address",
-            &addr,
-            "--exit-when-done",
-        ],
-    );
+    let (code, err) = run_as_nobody(&bin, cfg_s);
     assert_ne!(code, Some(0), "run wrote it:\n{err}");
     assert!(err.contains("could not be looked at"), "{err}");
     assert_eq!(fs::read(&theirs).expect("read"), pattern(), "written");
