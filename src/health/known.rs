@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::util::beneath::StateDir;
+
 /// One remembered controller.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KnownDrive {
@@ -21,15 +23,24 @@ struct File {
     drives: Vec<KnownDrive>,
 }
 
+/// The list's name in the state directory.
+const NAME: &str = "drives.json";
+
+/// `<state_dir>/drives.json` (for messages; it is reached beneath the state directory's
+/// descriptor, [`StateDir`]).
 pub fn path(state_dir: &Path) -> PathBuf {
-    state_dir.join("drives.json")
+    state_dir.join(NAME)
+}
+
+fn read(state_dir: &Path) -> std::io::Result<Vec<u8>> {
+    StateDir::open(state_dir)?.read(NAME, crate::util::bounded::DRIVES_LIMIT)
 }
 
 /// The remembered drives; none when the file is missing. An unreadable file is logged and
 /// left in place (the next save replaces it atomically with what the poller knows).
 pub fn load(state_dir: &Path) -> Vec<KnownDrive> {
     let p = path(state_dir);
-    match crate::util::bounded::read_own(&p, crate::util::bounded::DRIVES_LIMIT) {
+    match read(state_dir) {
         Ok(b) => match serde_json::from_slice::<File>(&b) {
             Ok(f) => f.drives,
             Err(e) => {
@@ -49,20 +60,20 @@ pub fn load(state_dir: &Path) -> Vec<KnownDrive> {
 /// Writes `drives` (atomically) when they differ from what the file holds; with no drive ever
 /// seen, no file.
 pub fn save(state_dir: &Path, drives: &[KnownDrive]) -> std::io::Result<()> {
+    let sd = StateDir::open(state_dir)?;
     let held = load_quiet(state_dir);
-    if held.as_deref() == Some(drives) || (drives.is_empty() && !path(state_dir).exists()) {
+    if held.as_deref() == Some(drives) || (drives.is_empty() && !sd.exists(NAME)) {
         return Ok(());
     }
     let body = serde_json::to_vec_pretty(&File {
         drives: drives.to_vec(),
     })
     .map_err(std::io::Error::other)?;
-    crate::util::write_atomic(&path(state_dir), &body)
+    sd.write_all(NAME, &body)
 }
 
 fn load_quiet(state_dir: &Path) -> Option<Vec<KnownDrive>> {
-    let b = crate::util::bounded::read_own(&path(state_dir), crate::util::bounded::DRIVES_LIMIT)
-        .ok()?;
+    let b = read(state_dir).ok()?;
     serde_json::from_slice::<File>(&b).ok().map(|f| f.drives)
 }
 

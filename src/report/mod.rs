@@ -146,11 +146,36 @@ pub fn load_file(path: &Path) -> Result<Loaded, ReportError> {
             source,
         }
     })?;
+    parse_loaded(path, &text)
+}
+
+/// [`load_file`] of `results/<name>` beneath the state directory `sd` (never through a
+/// symlink).
+fn load_in(sd: &crate::state::StateDir, name: &str) -> Result<Loaded, ReportError> {
+    let rel = format!("{RESULTS_DIR}/{name}");
+    let path = sd.display(&rel);
+    let text = sd
+        .read(&rel, RESULTS_LIMIT)
+        .and_then(|b| {
+            String::from_utf8(b)
+                .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+        })
+        .map_err(|source| ReportError::Read {
+            path: path.clone(),
+            source,
+        })?;
+    parse_loaded(&path, &text)
+}
+
+/// The results folder of a state directory.
+const RESULTS_DIR: &str = "results";
+
+fn parse_loaded(path: &Path, text: &str) -> Result<Loaded, ReportError> {
     let parse = |source| ReportError::Parse {
         path: path.to_path_buf(),
         source,
     };
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(parse)?;
+    let value: serde_json::Value = serde_json::from_str(text).map_err(parse)?;
     if let Some(o) = checked::first_out_of_range(&value) {
         return Err(ReportError::Figure {
             path: path.to_path_buf(),
@@ -193,19 +218,15 @@ pub fn load_state_dir_with(
     if !archived {
         return Ok((current, skipped));
     }
-    let rdir = dir.join("results");
-    let mut old: Vec<(PathBuf, Archived)> = std::fs::read_dir(&rdir)
-        .map_err(|source| ReportError::Read {
-            path: rdir.clone(),
-            source,
-        })?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter_map(|p| Archived::from_path(&p).map(|a| (p, a)))
+    let rdir = dir.join(RESULTS_DIR);
+    let (sd, entries) = list_results(dir)?;
+    let mut old: Vec<(String, Archived)> = entries
+        .into_iter()
+        .filter_map(|n| Archived::from_path(Path::new(&n)).map(|a| (n, a)))
         .collect();
     old.sort_by(|a, b| a.1.moved_at.total_cmp(&b.1.moved_at).then(a.0.cmp(&b.0)));
-    for (p, _) in old {
-        match load_file(&p) {
+    for (n, _) in old {
+        match load_in(&sd, &n) {
             Ok(l) => current.push(l),
             Err(e) => skipped.push(e.to_string()),
         }
@@ -223,25 +244,28 @@ pub fn load_state_dir_with(
     Ok((current, skipped))
 }
 
-fn load_current(dir: &Path) -> Result<Vec<Loaded>, ReportError> {
-    let rdir = dir.join("results");
-    let rd = match std::fs::read_dir(&rdir) {
-        Ok(rd) => rd,
+/// The state directory and the names in its results folder (sorted), reached beneath its
+/// descriptor: a symlink at `results` is refused, never followed.
+fn list_results(dir: &Path) -> Result<(crate::state::StateDir, Vec<String>), ReportError> {
+    let rdir = dir.join(RESULTS_DIR);
+    let listed = crate::state::StateDir::open(dir).and_then(|sd| Ok((sd.list(RESULTS_DIR)?, sd)));
+    match listed {
+        Ok((entries, sd)) => Ok((sd, entries.into_iter().map(|e| e.name).collect())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ReportError::NoResults { dir: rdir });
+            Err(ReportError::NoResults { dir: rdir })
         }
-        Err(source) => return Err(ReportError::Read { path: rdir, source }),
-    };
-    let mut paths: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    paths.sort();
-    if paths.is_empty() {
+        Err(source) => Err(ReportError::Read { path: rdir, source }),
+    }
+}
+
+fn load_current(dir: &Path) -> Result<Vec<Loaded>, ReportError> {
+    let rdir = dir.join(RESULTS_DIR);
+    let (sd, names) = list_results(dir)?;
+    let names: Vec<String> = names.into_iter().filter(|n| n.ends_with(".json")).collect();
+    if names.is_empty() {
         return Err(ReportError::NoResults { dir: rdir });
     }
-    load_files(&paths)
+    names.iter().map(|n| load_in(&sd, n)).collect()
 }
 
 /// The whole report; also the JSON output.

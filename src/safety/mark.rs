@@ -17,21 +17,27 @@
 use std::fs::{self, File};
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::OnceLock;
+
+use crate::util::beneath::StateDir;
 
 /// The attribute nvsoak sets as root.
 pub const TRUSTED_XATTR: &str = "trusted.nvsoak.target";
 /// The attribute nvsoak sets when not root (believed only on its own, unshared files).
 pub const USER_XATTR: &str = "user.nvsoak.target";
 
-static STATE_MARKS: OnceLock<PathBuf> = OnceLock::new();
+static STATE_DIR: OnceLock<PathBuf> = OnceLock::new();
 
-/// Where marks go when a filesystem takes no extended attributes: `<state.dir>/marks`. Set once
-/// by the daemon after it took the state directory's lock (which checked the directory).
+/// The folder of marks in the state directory.
+const MARKS_DIR: &str = "marks";
+
+/// Where marks go when a filesystem takes no extended attributes: `<state.dir>/marks`, reached
+/// beneath the state directory's descriptor ([`StateDir`]). Set once by the daemon after it
+/// took the state directory's lock (which checked the directory).
 pub fn use_state_dir(state_dir: &std::path::Path) {
-    let _ = STATE_MARKS.set(state_dir.join("marks"));
+    let _ = STATE_DIR.set(state_dir.to_path_buf());
 }
 
 fn value(name: &str, st: &fs::Metadata) -> String {
@@ -97,26 +103,21 @@ fn unshared(file: &File, st: &fs::Metadata) -> bool {
     st.uid() == me() && st.mode() & 0o022 == 0 && get(file, c"system.posix_acl_access").is_none()
 }
 
-fn record_path(st: &fs::Metadata) -> Option<PathBuf> {
-    STATE_MARKS
+/// The state directory and the record's name beneath it, `marks/<dev>-<ino>`.
+fn record_path(st: &fs::Metadata) -> Option<(PathBuf, String)> {
+    STATE_DIR
         .get()
-        .map(|d| d.join(format!("{}-{}", st.dev(), st.ino())))
+        .map(|d| (d.clone(), format!("{MARKS_DIR}/{}-{}", st.dev(), st.ino())))
 }
 
 fn recorded(st: &fs::Metadata) -> bool {
-    let Some(p) = record_path(st) else {
+    let Some((dir, rel)) = record_path(st) else {
         return false;
     };
-    let Ok(f) = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(&p)
-    else {
+    let Ok((f, m)) = StateDir::open(&dir).and_then(|sd| sd.open_file(&rel)) else {
         return false;
     };
-    let ours = f
-        .metadata()
-        .is_ok_and(|m| m.file_type().is_file() && m.uid() == me() && m.mode() & 0o022 == 0);
+    let ours = m.uid() == me() && m.mode() & 0o022 == 0;
     let mut text = String::new();
     ours && f.take(512).read_to_string(&mut text).is_ok() && matches(text.trim(), st, true)
 }
@@ -157,17 +158,15 @@ pub fn mark(file: &File, st: &fs::Metadata, name: &str) -> io::Result<()> {
             Err(e) => return Err(e),
         }
     }
-    let Some(p) = record_path(st) else {
+    let Some((dir, rel)) = record_path(st) else {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "its filesystem takes no extended attributes for nvsoak's mark, and no state directory holds marks in this process",
         ));
     };
-    if let Some(d) = p.parent() {
-        fs::DirBuilder::new().recursive(true).create(d)?;
-    }
-    crate::util::write_file_atomic(&p, |w| io::Write::write_all(w, format!("{v}\n").as_bytes()))?;
-    crate::util::sync_dir(&p)
+    let sd = StateDir::open(&dir)?;
+    sd.create_dirs(MARKS_DIR)?;
+    sd.write_all(&rel, format!("{v}\n").as_bytes())
 }
 
 #[cfg(test)]

@@ -3,35 +3,39 @@
 //! names), the results files and the known-drives list all leave their place through here;
 //! nothing in `state` deletes a checkpoint.
 
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::PathBuf;
 
+use super::checkpoint::read_in;
 use super::sidecar::is_sidecar;
-use super::{CHECKPOINT_FILE, StateError, fsync_dir, io_err, now_unix, read};
+use super::{CHECKPOINT_FILE, StateDir, StateError, fsync_dir, io_err, now_unix};
 
-fn unique_aside(path: &Path, why: &str) -> PathBuf {
-    let ts = now_unix() as u64;
-    let base = format!("{}.{why}-{ts}", path.display());
-    let mut p = PathBuf::from(&base);
-    let mut n = 1;
-    while p.exists() {
-        p = PathBuf::from(format!("{base}-{n}"));
-        n += 1;
+/// Rename `rel` to `<rel>.{why}-<unix time>[-<n>]` beneath `sd`, never over an existing file
+/// (`RENAME_NOREPLACE`: a name taken meanwhile moves on to the next `n`). Returns the new name.
+fn rename_aside(sd: &StateDir, rel: &str, why: &str) -> io::Result<String> {
+    let base = format!("{rel}.{why}-{}", now_unix() as u64);
+    let mut to = base.clone();
+    for n in 1..10_000 {
+        match sd.rename_noreplace(rel, &to) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => to = format!("{base}-{n}"),
+            r => return r.map(|()| to),
+        }
     }
-    p
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!("every name {base}-N is taken"),
+    ))
 }
 
-/// Move one record file aside, never over an existing file: `path` becomes
-/// `<path>.{why}-<unix time>` (with `-<n>` appended when that name is taken), and its directory
-/// is fsynced. Returns the new path. The checkpoint, its sidecars and the results files all go
-/// aside through here.
-pub fn move_file_aside(path: &Path, why: &str) -> Result<PathBuf, StateError> {
-    let to = unique_aside(path, why);
-    fs::rename(path, &to).map_err(io_err(path))?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        fsync_dir(dir)?;
-    }
-    Ok(to)
+/// Move one record file aside, never over an existing file: `rel` (a name beneath the state
+/// directory `sd`) becomes `<rel>.{why}-<unix time>` (with `-<n>` appended when that name is
+/// taken), and its directory is fsynced. Returns the new path. The checkpoint, its sidecars and
+/// the results files all go aside through here.
+pub fn move_file_aside(sd: &StateDir, rel: &str, why: &str) -> Result<PathBuf, StateError> {
+    let to = rename_aside(sd, rel, why).map_err(io_err(&sd.display(rel)))?;
+    let parent = rel.rsplit_once('/').map_or("", |(p, _)| p);
+    sd.sync(parent).map_err(io_err(&sd.display(parent)))?;
+    Ok(sd.display(&to))
 }
 
 /// Where a moved-aside record came from: `<name>.<why>-<unix time>[-<n>]` split into
@@ -59,20 +63,18 @@ pub fn parse_aside_name(file_name: &str) -> Option<(&str, &str, u64)> {
 
 /// Move the checkpoint (and the sidecars it names, when it parses) aside with suffix
 /// `.{why}-<unix time>`. Returns the checkpoint's new path, `None` if there was none.
-pub(super) fn move_aside(dir: &Path, why: &str) -> Result<Option<PathBuf>, StateError> {
-    let path = dir.join(CHECKPOINT_FILE);
-    if !path.exists() {
+pub(super) fn move_aside(sd: &StateDir, why: &str) -> Result<Option<PathBuf>, StateError> {
+    if !sd.exists(CHECKPOINT_FILE) {
         return Ok(None);
     }
-    if let Ok(Some(cp)) = read(dir) {
+    if let Ok(Some(cp)) = read_in(sd) {
         for g in cp.targets.iter().filter_map(|t| t.genmap.as_ref()) {
-            if is_sidecar(&g.file) && !g.file.contains('/') {
-                let sp = dir.join(&g.file);
-                if sp.exists() {
-                    let _ = fs::rename(&sp, unique_aside(&sp, why));
-                }
+            if is_sidecar(&g.file) && !g.file.contains('/') && sd.exists(&g.file) {
+                let _ = rename_aside(sd, &g.file, why);
             }
         }
     }
-    move_file_aside(&path, why).map(Some)
+    let moved = move_file_aside(sd, CHECKPOINT_FILE, why).map(Some);
+    fsync_dir(sd)?;
+    moved
 }

@@ -11,7 +11,9 @@ use crate::model::checkpoint::{CHECKPOINT_VERSION, Checkpoint};
 use crate::model::genmap::GenMap;
 
 use super::aside::move_aside;
-use super::{CHECKPOINT_FILE, StateError, fsync_dir, io_err, sidecar, write_atomic};
+use super::{
+    CHECKPOINT_FILE, StateDir, StateError, fsync_dir, io_err, open_dir, sidecar, write_atomic,
+};
 
 /// A checkpoint loaded at start, with its generation maps (every unit marked recovered).
 #[derive(Debug)]
@@ -29,20 +31,30 @@ pub struct Loaded {
 /// [`GenMapRef`]: crate::model::checkpoint::GenMapRef
 pub fn save(dir: &Path, cp: &Checkpoint, genmaps: &[(&str, &GenMap)]) -> Result<(), StateError> {
     fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let sd = open_dir(dir)?;
     let mut cp = cp.clone();
-    sidecar::write_all(dir, &mut cp, genmaps)?;
-    let previous = read(dir).ok().flatten();
+    sidecar::write_all(&sd, &mut cp, genmaps)?;
+    let previous = read_in(&sd).ok().flatten();
     let json = serde_json::to_vec_pretty(&cp)?;
-    write_atomic(dir, CHECKPOINT_FILE, |w| w.write_all(&json))?;
-    fsync_dir(dir)?;
-    sidecar::prune(dir, &cp, previous.as_ref());
+    write_atomic(&sd, CHECKPOINT_FILE, |w| w.write_all(&json))?;
+    fsync_dir(&sd)?;
+    sidecar::prune(&sd, &cp, previous.as_ref());
     Ok(())
 }
 
 /// Read and parse the checkpoint without changing anything (`Ok(None)` when there is none).
 pub fn read(dir: &Path) -> Result<Option<Checkpoint>, StateError> {
-    let path = dir.join(CHECKPOINT_FILE);
-    let data = match crate::util::bounded::read_own(&path, crate::util::bounded::CHECKPOINT_LIMIT) {
+    match StateDir::open(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(dir)(e)),
+        Ok(sd) => read_in(&sd),
+    }
+}
+
+/// [`read`] beneath an open state directory.
+pub(super) fn read_in(sd: &StateDir) -> Result<Option<Checkpoint>, StateError> {
+    let path = sd.display(CHECKPOINT_FILE);
+    let data = match sd.read(CHECKPOINT_FILE, crate::util::bounded::CHECKPOINT_LIMIT) {
         Ok(d) => d,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         // A FIFO, a directory, a symlink or a giant in its place is no checkpoint nvsoak wrote.
@@ -134,20 +146,23 @@ pub fn load_for(
     expected_plan_hash: &str,
     devices: &BTreeMap<String, String>,
 ) -> Result<Result<Loaded, Fresh>, StateError> {
-    if let Ok(rd) = fs::read_dir(dir) {
-        for e in rd.flatten() {
-            let n = e.file_name().to_string_lossy().into_owned();
-            if n.starts_with('.') && n.contains(".tmp-") {
-                let _ = fs::remove_file(e.path());
-            }
+    let sd = match StateDir::open(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Err(Fresh::NoCheckpoint)),
+        r => r.map_err(io_err(dir))?,
+    };
+    // Temporary files of a save that was interrupted (never a record: renamed into place or
+    // nothing).
+    for e in sd.list("").unwrap_or_default() {
+        if e.is_file && e.name.starts_with('.') && e.name.contains(".tmp-") {
+            let _ = sd.remove(&e.name);
         }
     }
-    let path = dir.join(CHECKPOINT_FILE);
-    let cp = match read(dir) {
+    let path = sd.display(CHECKPOINT_FILE);
+    let cp = match read_in(&sd) {
         Ok(None) => return Ok(Err(Fresh::NoCheckpoint)),
         Ok(Some(cp)) => cp,
         Err(StateError::Corrupt { reason, .. }) => {
-            let to = move_aside(dir, "corrupt")?;
+            let to = move_aside(&sd, "corrupt")?;
             tracing::warn!(
                 checkpoint = %path.display(),
                 moved_to = ?to,
@@ -158,7 +173,7 @@ pub fn load_for(
         Err(e) => return Err(e),
     };
     if cp.plan_hash != expected_plan_hash {
-        let to = move_aside(dir, "stale")?;
+        let to = move_aside(&sd, "stale")?;
         tracing::warn!(
             checkpoint = %path.display(),
             moved_to = ?to,
@@ -172,7 +187,7 @@ pub fn load_for(
         if let (Some(saved), Some(now)) = (&t.identity, devices.get(&t.name))
             && saved != now
         {
-            let to = move_aside(dir, "device")?;
+            let to = move_aside(&sd, "device")?;
             tracing::warn!(
                 checkpoint = %path.display(),
                 moved_to = ?to,
@@ -186,10 +201,10 @@ pub fn load_for(
             return Ok(Err(Fresh::OtherDevice));
         }
     }
-    let genmaps = match sidecar::read_all(dir, &cp) {
+    let genmaps = match sidecar::read_all(&sd, &cp) {
         Ok(m) => m,
         Err((t, sidecar, e)) => {
-            let to = move_aside(dir, "corrupt")?;
+            let to = move_aside(&sd, "corrupt")?;
             tracing::warn!(
                 checkpoint = %path.display(),
                 moved_to = ?to,
@@ -210,5 +225,9 @@ pub fn load_for(
 /// Move the checkpoint aside (`.reset-<ts>`) so the next run starts over. Returns where it
 /// went, `None` if there was no checkpoint.
 pub fn reset(dir: &Path) -> Result<Option<PathBuf>, StateError> {
-    move_aside(dir, "reset")
+    match StateDir::open(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(dir)(e)),
+        Ok(sd) => move_aside(&sd, "reset"),
+    }
 }

@@ -44,6 +44,17 @@ const CHECKPOINT_PEEK_LIMIT: u64 = 256 << 20;
 pub struct StateLock {
     _lock: nix::fcntl::Flock<File>,
     pub path: PathBuf,
+    /// The state directory as `lock` named it: while the lock is held, [`StateDir::open`] of
+    /// it hands out the descriptor checked here.
+    ///
+    /// [`StateDir::open`]: crate::util::beneath::StateDir::open
+    dir: PathBuf,
+}
+
+impl Drop for StateLock {
+    fn drop(&mut self) {
+        crate::util::beneath::release(&self.dir);
+    }
 }
 
 /// Whether nvsoak writes an entry of this name at the top of a state directory: its lock,
@@ -242,6 +253,33 @@ fn open_lock(dir: &Path, dirfd: &OwnedFd) -> Result<Option<(File, LockText)>, St
     Ok(Some((f, classify(&text))))
 }
 
+/// nvsoak's folders in a state directory: neither may be a symbolic link, which would send
+/// every record written into it elsewhere. (Every file inside is reached beneath the
+/// directory's descriptor with `RESOLVE_NO_SYMLINKS` anyway, so a link made later is refused
+/// when it is reached; this says so at start, in `check-config` too, rather than as a failed
+/// save.) A symlink in the place of a record file (`checkpoint.json`, `drives.json`) is read as
+/// no record of nvsoak's and moved aside: renaming a link never touches what it points to.
+const NEVER_LINKS: [&str; 2] = ["results", "marks"];
+
+fn refuse_links(dir: &Path, dirfd: &OwnedFd) -> Result<(), StateError> {
+    for name in NEVER_LINKS {
+        let st = nix::sys::stat::fstatat(
+            dirfd.as_fd(),
+            name,
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        );
+        if st.is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK) {
+            return Err(StateError::Unsafe {
+                path: dir.to_path_buf(),
+                why: format!(
+                    "its {name} is a symbolic link; nvsoak never follows one inside its state directory (remove the link, or give state.dir a directory of its own)"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The checks [`lock`] makes before it takes or writes anything, on the open directory:
 /// returns the lock file when there is one, whether nvsoak's directory check passed.
 fn checked(dir: &Path, dirfd: &OwnedFd) -> Result<Option<(File, LockText)>, StateError> {
@@ -249,6 +287,7 @@ fn checked(dir: &Path, dirfd: &OwnedFd) -> Result<Option<(File, LockText)>, Stat
         .metadata()
         .map_err(io_err(dir))?;
     check_dir_meta(dir, &st)?;
+    refuse_links(dir, dirfd)?;
     let lock = open_lock(dir, dirfd)?;
     match &lock {
         Some((_, LockText::Ours(_))) => {}
@@ -307,7 +346,10 @@ pub fn lock(dir: &Path) -> Result<StateLock, StateError> {
                 Err(e) => return Err(io_err(&path)(e.into())),
             },
         };
-        return take(dir, &path, file);
+        let held = take(dir, &path, file)?;
+        // From here on the state directory is reached through the descriptor just checked.
+        crate::util::beneath::hold(dir, dirfd);
+        return Ok(held);
     }
     Err(io_err(&path)(io::Error::other(
         "the lock keeps appearing and disappearing",
@@ -342,6 +384,7 @@ fn take(dir: &Path, path: &Path, file: File) -> Result<StateLock, StateError> {
     Ok(StateLock {
         _lock: lock,
         path: path.to_path_buf(),
+        dir: dir.to_path_buf(),
     })
 }
 

@@ -28,7 +28,10 @@
 //! - `aside`: the one policy for moving a record out of the way ([`move_file_aside`],
 //!   [`parse_aside_name`]);
 //! - `save_stats`: the counters of the daemon's background saves ([`SaveStats`]);
-//! - `results`: the results files; `lock`: the state directory's lock and ownership.
+//! - `results`: the results files; `lock`: the state directory's lock and ownership;
+//! - [`StateDir`] (`util::beneath`): the one way into the state directory: every file in it reached
+//!   beneath its descriptor with `RESOLVE_NO_SYMLINKS`, the lock's checked descriptor reused
+//!   while it is held.
 
 use std::fs;
 use std::io::{self, BufWriter};
@@ -45,6 +48,7 @@ mod sidecar;
 #[cfg(test)]
 mod tests;
 
+pub use crate::util::beneath::{Entry, StateDir};
 pub use aside::{move_file_aside, parse_aside_name};
 pub use checkpoint::{Fresh, Loaded, device_key, load, load_for, read, reset, save};
 pub use lock::{LOCK_FILE, StateLock, check as check_dir, holder, is_nvsoak_name, lock};
@@ -100,19 +104,22 @@ pub fn now_unix() -> f64 {
         .unwrap_or(0.0)
 }
 
-fn fsync_dir(dir: &Path) -> Result<(), StateError> {
-    fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err(dir))
+/// The state directory `dir` ([`StateDir::open`]).
+fn open_dir(dir: &Path) -> Result<StateDir, StateError> {
+    StateDir::open(dir).map_err(io_err(dir))
 }
 
-/// Write `name` in `dir` atomically ([`crate::util::write_file_atomic`]). The caller fsyncs
-/// the directory.
+fn fsync_dir(sd: &StateDir) -> Result<(), StateError> {
+    sd.sync("").map_err(io_err(sd.path()))
+}
+
+/// Write `name` in the state directory atomically ([`StateDir::write_atomic`]). The caller
+/// fsyncs the directory.
 fn write_atomic<T>(
-    dir: &Path,
+    sd: &StateDir,
     name: &str,
     fill: impl FnOnce(&mut BufWriter<fs::File>) -> io::Result<T>,
 ) -> Result<T, StateError> {
-    let path = dir.join(name);
-    crate::util::write_file_atomic(&path, fill).map_err(io_err(&path))
+    sd.write_atomic(name, fill)
+        .map_err(io_err(&sd.display(name)))
 }

@@ -9,12 +9,33 @@ use std::path::{Path, PathBuf};
 
 use crate::model::checked;
 use crate::model::results::TargetResults;
+use crate::state::StateDir;
 
-/// `results/<target>.ocptv.jsonl`.
+/// The results folder's name in the state directory.
+const RESULTS_DIR: &str = "results";
+
+/// `results/<target>.json`, beneath the state directory.
+fn rel(target: &str) -> String {
+    format!("{RESULTS_DIR}/{target}.json")
+}
+
+/// `results/<target>.ocptv.jsonl`, beneath the state directory.
+fn ocptv_rel(target: &str) -> String {
+    format!("{RESULTS_DIR}/{target}.ocptv.jsonl")
+}
+
+/// `<state_dir>/results/<target>.ocptv.jsonl` (for messages; it is reached beneath the state
+/// directory's descriptor).
 pub fn ocptv_path(state_dir: &Path, target: &str) -> PathBuf {
-    state_dir
-        .join("results")
-        .join(format!("{target}.ocptv.jsonl"))
+    state_dir.join(ocptv_rel(target))
+}
+
+/// Write `target`'s OCPTV record atomically beneath the state directory (the results folder
+/// created when missing), its folder synced.
+pub fn write_ocptv(state_dir: &Path, target: &str, text: &[u8]) -> std::io::Result<()> {
+    let sd = StateDir::open(state_dir)?;
+    sd.create_dirs(RESULTS_DIR)?;
+    sd.write_all(&ocptv_rel(target), text)
 }
 
 /// `<state_dir>/results/<target>.json`.
@@ -23,7 +44,9 @@ pub fn ocptv_path(state_dir: &Path, target: &str) -> PathBuf {
 /// never overwritten.
 pub fn load(state_dir: &Path, target: &str) -> Option<TargetResults> {
     let path = results_path(state_dir, target);
-    let data = match crate::util::bounded::read_own(&path, crate::util::bounded::RESULTS_LIMIT) {
+    let read = StateDir::open(state_dir)
+        .and_then(|sd| sd.read(&rel(target), crate::util::bounded::RESULTS_LIMIT));
+    let data = match read {
         Ok(d) => d,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
         Err(e) => {
@@ -75,9 +98,10 @@ fn checked_results(data: &[u8]) -> Result<TargetResults, Unreadable> {
 pub fn save(state_dir: &Path, r: &TargetResults) -> bool {
     let path = results_path(state_dir, &r.target);
     let res = (|| -> std::io::Result<()> {
-        std::fs::create_dir_all(state_dir.join("results"))?;
+        let sd = StateDir::open(state_dir)?;
+        sd.create_dirs(RESULTS_DIR)?;
         let data = serde_json::to_vec_pretty(r)?;
-        crate::util::write_atomic(&path, &data)
+        sd.write_all(&rel(&r.target), &data)
     })();
     match res {
         Ok(()) => true,
@@ -88,8 +112,10 @@ pub fn save(state_dir: &Path, r: &TargetResults) -> bool {
     }
 }
 
+/// `<state_dir>/results/<target>.json` (for messages; it is reached beneath the state
+/// directory's descriptor).
 pub fn results_path(state_dir: &Path, target: &str) -> PathBuf {
-    state_dir.join("results").join(format!("{target}.json"))
+    state_dir.join(rel(target))
 }
 
 /// What each reason for moving a results file aside means, for the log and the report.
@@ -111,18 +137,19 @@ pub fn archive_reason_text(why: &str) -> &'static str {
 /// the new path, `None` when there was no file (or it could not be moved: logged).
 pub fn archive(state_dir: &Path, target: &str, why: &str) -> Option<PathBuf> {
     let path = results_path(state_dir, target);
-    if std::fs::symlink_metadata(&path).is_err() {
+    let sd = StateDir::open(state_dir).ok()?;
+    if !sd.exists(&rel(target)) {
         return None;
     }
     // The run's OCPTV record goes aside with it.
-    let ocptv = crate::state::results::ocptv_path(state_dir, target);
-    if std::fs::symlink_metadata(&ocptv).is_ok()
-        && let Err(e) = crate::state::move_file_aside(&ocptv, why)
+    let ocptv = ocptv_rel(target);
+    if sd.exists(&ocptv)
+        && let Err(e) = crate::state::move_file_aside(&sd, &ocptv, why)
     {
-        tracing::error!(target_name = %target, path = %ocptv.display(), error = %e,
+        tracing::error!(target_name = %target, path = %sd.display(&ocptv).display(), error = %e,
             "could not move the earlier OCPTV record aside");
     }
-    match crate::state::move_file_aside(&path, why) {
+    match crate::state::move_file_aside(&sd, &rel(target), why) {
         Ok(to) => {
             tracing::warn!(target_name = %target, results = %path.display(),
                 moved_to = %to.display(),
@@ -144,26 +171,24 @@ pub fn archive_all(
     state_dir: &Path,
     why: &str,
 ) -> Result<Vec<(PathBuf, PathBuf)>, crate::state::StateError> {
-    let dir = state_dir.join("results");
-    let rd = match std::fs::read_dir(&dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => return Err(crate::state::StateError::Io { path: dir, source }),
+    let io = |source| crate::state::StateError::Io {
+        path: state_dir.join(RESULTS_DIR),
+        source,
     };
-    let mut paths: Vec<PathBuf> = rd
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            (p.extension().is_some_and(|x| x == "json")
-                || p.to_str().is_some_and(|s| s.ends_with(".ocptv.jsonl")))
-                && p.is_file()
-        })
-        .collect();
-    paths.sort();
+    let listed = StateDir::open(state_dir).and_then(|sd| Ok((sd.list(RESULTS_DIR)?, sd)));
+    let (entries, sd) = match listed {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(e)),
+    };
     let mut moved = Vec::new();
-    for p in paths {
-        let to = crate::state::move_file_aside(&p, why)?;
-        moved.push((p, to));
+    for e in entries
+        .iter()
+        .filter(|e| e.is_file && (e.name.ends_with(".json") || e.name.ends_with(".ocptv.jsonl")))
+    {
+        let from = format!("{RESULTS_DIR}/{}", e.name);
+        let to = crate::state::move_file_aside(&sd, &from, why)?;
+        moved.push((sd.display(&from), to));
     }
     Ok(moved)
 }

@@ -4,14 +4,13 @@
 //! length, checksum and target all match its reference. The map's format is `model::genmap`.
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
 
 use crate::model::checkpoint::{Checkpoint, GenMapRef};
 use crate::model::genmap::GenMap;
 
-use super::{StateError, write_atomic};
+use super::{StateDir, StateError, io_err, write_atomic};
 
 /// A writer that counts and checksums what passes through.
 struct Tally<'a, W: Write> {
@@ -51,7 +50,7 @@ pub(super) fn is_sidecar(name: &str) -> bool {
 
 /// Write one new sidecar per map in `genmaps` and fill in its target's [`GenMapRef`] in `cp`.
 pub(super) fn write_all(
-    dir: &Path,
+    dir: &StateDir,
     cp: &mut Checkpoint,
     genmaps: &[(&str, &GenMap)],
 ) -> Result<(), StateError> {
@@ -89,7 +88,7 @@ pub(super) fn write_all(
 
 /// After a save: remove every sidecar that neither `cp` nor the `previous` checkpoint names
 /// (a reader may still be on the previous one).
-pub(super) fn prune(dir: &Path, cp: &Checkpoint, previous: Option<&Checkpoint>) {
+pub(super) fn prune(dir: &StateDir, cp: &Checkpoint, previous: Option<&Checkpoint>) {
     // Keep the sidecars of this save and the previous one (a reader may still be on it).
     let mut keep: Vec<String> = cp
         .targets
@@ -103,19 +102,21 @@ pub(super) fn prune(dir: &Path, cp: &Checkpoint, previous: Option<&Checkpoint>) 
                 .filter_map(|t| t.genmap.as_ref().map(|g| g.file.clone())),
         );
     }
-    if let Ok(rd) = fs::read_dir(dir) {
-        for e in rd.flatten() {
-            let n = e.file_name().to_string_lossy().into_owned();
-            if is_sidecar(&n) && !keep.contains(&n) {
-                let _ = fs::remove_file(e.path());
-            }
+    for e in dir.list("").unwrap_or_default() {
+        if e.is_file && is_sidecar(&e.name) && !keep.contains(&e.name) {
+            let _ = dir.remove(&e.name);
         }
     }
 }
 
-/// Read one generation-map sidecar and check it against its reference.
+/// Read one generation-map sidecar of the state directory `dir` and check it against its
+/// reference.
 pub fn read_genmap(dir: &Path, r: &GenMapRef) -> Result<GenMap, StateError> {
-    let path = dir.join(&r.file);
+    read_genmap_in(&StateDir::open(dir).map_err(io_err(dir))?, r)
+}
+
+fn read_genmap_in(dir: &StateDir, r: &GenMapRef) -> Result<GenMap, StateError> {
+    let path = dir.display(&r.file);
     let corrupt = |reason: String| StateError::Corrupt {
         path: path.clone(),
         reason,
@@ -123,7 +124,8 @@ pub fn read_genmap(dir: &Path, r: &GenMapRef) -> Result<GenMap, StateError> {
     if r.file.contains('/') || !is_sidecar(&r.file) {
         return Err(corrupt(format!("bad generation map name \"{}\"", r.file)));
     }
-    let data = crate::util::bounded::read_own(&path, r.len)
+    let data = dir
+        .read(&r.file, r.len)
         .map_err(|e| corrupt(format!("generation map missing or not nvsoak's ({e})")))?;
     if data.len() as u64 != r.len {
         return Err(corrupt(format!(
@@ -141,7 +143,7 @@ pub fn read_genmap(dir: &Path, r: &GenMapRef) -> Result<GenMap, StateError> {
 /// Every sidecar `cp` names, each checked against its reference and its target's name. Fails
 /// with (target, sidecar file, why) at the first that is missing, damaged or another target's.
 pub(super) fn read_all(
-    dir: &Path,
+    dir: &StateDir,
     cp: &Checkpoint,
 ) -> Result<BTreeMap<String, GenMap>, (String, String, StateError)> {
     let mut genmaps = BTreeMap::new();
@@ -149,10 +151,10 @@ pub(super) fn read_all(
         let Some(r) = &t.genmap else { continue };
         let own = format!("genmap-{idx}-{}-", sanitise(&t.name));
         let res = if r.file.starts_with(&own) {
-            read_genmap(dir, r)
+            read_genmap_in(dir, r)
         } else {
             Err(StateError::Corrupt {
-                path: dir.join(&r.file),
+                path: dir.display(&r.file),
                 reason: format!(
                     "generation map {} does not belong to target \"{}\" (its name should start with {own})",
                     r.file, t.name

@@ -375,10 +375,11 @@ fn aside_names_parse_back_and_never_collide() {
     }
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("r.json");
+    let sd = StateDir::open(d.path()).unwrap();
     let mut moved = Vec::new();
     for i in 0..3 {
         fs::write(&p, format!("run {i}")).unwrap();
-        moved.push(move_file_aside(&p, "restart").unwrap());
+        moved.push(move_file_aside(&sd, "r.json", "restart").unwrap());
     }
     assert!(!p.exists());
     for (i, m) in moved.iter().enumerate() {

@@ -2,7 +2,8 @@
 //! the reader), and never more than a limit per kind of file (a link to `/dev/zero` or a sparse
 //! giant cannot exhaust memory). The config, the checkpoint and its generation maps, results
 //! files, the known-drives list, the ratings table, the web config and its certificates and
-//! key are all read through here; `tests/it/boundaries.rs` keeps every other read of a file
+//! key are all read through here (the state directory's files opened beneath its descriptor by
+//! [`crate::util::beneath`], then read by [`read_opened`]); `tests/it/boundaries.rs` keeps every other read of a file
 //! nvsoak is handed out of the library.
 
 /// The most a config file (or a ratings table) may hold.
@@ -53,17 +54,32 @@ pub fn read(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     read_with(path, limit, 0)
 }
 
-/// [`read`] for a file nvsoak wrote itself in its state directory: a symlink in its place is
-/// refused (`ELOOP`), never followed.
-pub fn read_own(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
-    read_with(path, limit, libc::O_NOFOLLOW)
-}
-
 /// [`read`], with the metadata of the file that was read (from the opened descriptor), for a
 /// caller that also judges its owner or mode.
 pub fn read_with_meta(path: &Path, limit: u64) -> io::Result<(Vec<u8>, Metadata)> {
     let (file, meta) = open_regular(path, limit, 0)?;
     Ok((read_limited(file, limit)?, meta))
+}
+
+/// The whole of a file already opened (beneath the state directory's descriptor, say), refused
+/// when it is not a regular file or is larger than `limit` bytes.
+pub fn read_opened(file: File, limit: u64) -> io::Result<Vec<u8>> {
+    check_regular(&file, limit)?;
+    read_limited(file, limit)
+}
+
+fn check_regular(file: &File, limit: u64) -> io::Result<Metadata> {
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}, not a regular file", kind_of(meta.file_type())),
+        ));
+    }
+    if meta.len() > limit {
+        return Err(too_large(limit));
+    }
+    Ok(meta)
 }
 
 fn read_with(path: &Path, limit: u64, flags: libc::c_int) -> io::Result<Vec<u8>> {
@@ -76,16 +92,7 @@ fn open_regular(path: &Path, limit: u64, flags: libc::c_int) -> io::Result<(File
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY | flags)
         .open(path)?;
-    let meta = file.metadata()?;
-    if !meta.file_type().is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{}, not a regular file", kind_of(meta.file_type())),
-        ));
-    }
-    if meta.len() > limit {
-        return Err(too_large(limit));
-    }
+    let meta = check_regular(&file, limit)?;
     Ok((file, meta))
 }
 

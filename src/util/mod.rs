@@ -1,6 +1,7 @@
 //! Small helpers the whole crate shares, one of each: the Unix clock, atomic file writes, and
 //! recovering a lock a panicking thread poisoned.
 
+pub mod beneath;
 pub mod bounded;
 pub mod host;
 pub mod sched;
@@ -24,17 +25,23 @@ pub fn unix_now() -> f64 {
 
 static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// A temporary name for a file called `name`, unique to this process and call:
+/// `.NAME.tmp-PID-N`.
+pub fn tmp_name(name: &str) -> String {
+    format!(
+        ".{name}.tmp-{}-{}",
+        std::process::id(),
+        TMP_SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 /// A temporary name beside `path`, unique to this process and call: `.NAME.tmp-PID-N`.
 pub fn tmp_path(path: &Path) -> PathBuf {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    path.with_file_name(format!(
-        ".{name}.tmp-{}-{}",
-        std::process::id(),
-        TMP_SEQ.fetch_add(1, Ordering::Relaxed)
-    ))
+    path.with_file_name(tmp_name(&name))
 }
 
 /// Write `path` atomically without syncing its directory: `fill` writes a temporary file

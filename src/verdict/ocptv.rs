@@ -471,7 +471,7 @@ pub fn write(state_dir: &Path, r: &TargetResults) -> Option<PathBuf> {
         text.push('\n');
     }
     let path = crate::state::results::ocptv_path(state_dir, &r.target);
-    match crate::util::write_atomic(&path, text.as_bytes()) {
+    match crate::state::results::write_ocptv(state_dir, &r.target, text.as_bytes()) {
         Ok(()) => Some(path),
         Err(e) => {
             tracing::warn!(path = %path.display(), error = %e, "writing the OCPTV record failed");

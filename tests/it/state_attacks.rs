@@ -217,3 +217,141 @@ fn state_reset_refuses_while_a_daemon_holds_the_state() {
     );
     assert_eq!(code, Some(0), "{err}");
 }
+
+/// A soak of a minute on a small file target, its results refreshed every 200 ms.
+const SOAK: &str = r#"
+[state]
+dir = "{dir}/state"
+checkpoint_interval = "200ms"
+[health]
+enabled = false
+[[target]]
+name = "t0"
+path = "{dir}/t0.dat"
+size = "16MiB"
+engine = "psync"
+[[target.phase]]
+kind = "soak"
+profile = "4k-random-read"
+iodepth = 2
+rate = "2000iops"
+duration = "1m"
+"#;
+
+/// Start [`SOAK`] and wait until its results file is on disk.
+fn soaking() -> Daemon {
+    let d = Daemon::spawn_in_env(
+        crate::common::shm_dir(),
+        SOAK,
+        &[],
+        &[("NVSOAK_TEST_RESULTS_SAVE_MS", "200")],
+    );
+    let results = d.dir.path().join("state/results/t0.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !results.is_file() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no results file within 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    d
+}
+
+/// SIGTERM, keeping the scratch directory to look at afterwards.
+fn terminate_keeping(
+    mut d: Daemon,
+) -> (
+    tempfile::TempDir,
+    (std::process::ExitStatus, std::time::Duration, String),
+) {
+    let dir = std::mem::replace(&mut d.dir, crate::common::shm_dir());
+    (dir, d.terminate())
+}
+
+#[test]
+fn symlinks_inside_the_state_directory_are_refused_at_start_and_their_targets_left_whole() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let victim_dir = scratch.path().join("victim-dir");
+    fs::create_dir(&victim_dir).expect("mkdir");
+    fs::write(victim_dir.join("t0.json"), b"another application's").expect("write");
+    let victim_file = scratch.path().join("victim-file");
+    fs::write(&victim_file, b"precious").expect("write");
+    for (name, to) in [
+        ("results", &victim_dir),
+        ("marks", &victim_dir),
+        ("results", &victim_file),
+    ] {
+        let state = tempfile::tempdir_in(scratch.path()).expect("tempdir");
+        let state = state.keep();
+        std::os::unix::fs::symlink(to, state.join(name)).expect("symlink");
+        let before = (contents(&victim_dir), fs::read(&victim_file).expect("read"));
+        let msg = both_refuse(
+            scratch.path(),
+            &state,
+            &format!("its {name} is a symbolic link"),
+        );
+        assert!(msg.contains("never follows one"), "{msg}");
+        assert_eq!(
+            (contents(&victim_dir), fs::read(&victim_file).expect("read")),
+            before,
+            "{name}: the link's target changed"
+        );
+        assert_eq!(
+            contents(&state).len(),
+            1,
+            "{name}: nothing was made beside the link"
+        );
+    }
+}
+
+#[test]
+fn symlinks_inside_the_state_directory_made_mid_run_are_never_followed() {
+    let d = soaking();
+    let state = d.dir.path().join("state");
+    let victim = d.dir.path().join("victim");
+    fs::create_dir(&victim).expect("mkdir");
+    // The results folder swapped for a link to another directory while the soak runs: every
+    // later save of the results (the one at shutdown at least) meets the link.
+    fs::rename(state.join("results"), state.join("kept-by-test")).expect("mv");
+    std::os::unix::fs::symlink(&victim, state.join("results")).expect("symlink");
+    let (_kept, (status, _, err)) = terminate_keeping(d);
+    assert!(status.success(), "{err}");
+    assert_eq!(
+        contents(&victim),
+        Vec::new(),
+        "written through the link:\n{err}"
+    );
+    assert!(err.contains("writing results failed"), "{err}");
+    assert!(
+        state.join("kept-by-test/t0.json").is_file(),
+        "the earlier record is where it was"
+    );
+}
+
+#[test]
+fn a_state_directory_swapped_for_a_symlink_mid_run_keeps_its_records_where_it_was_checked() {
+    let d = soaking();
+    let state = d.dir.path().join("state");
+    let moved = d.dir.path().join("state-moved");
+    let victim = d.dir.path().join("victim");
+    fs::create_dir(&victim).expect("mkdir");
+    let before = fs::read(state.join("results/t0.json")).expect("read");
+    let swapped_at = nvsoak::util::unix_now();
+    fs::rename(&state, &moved).expect("mv");
+    std::os::unix::fs::symlink(&victim, &state).expect("symlink");
+    let (_kept, (status, _, err)) = terminate_keeping(d);
+    assert!(status.success(), "{err}");
+    assert_eq!(
+        contents(&victim),
+        Vec::new(),
+        "written through the swapped path:\n{err}"
+    );
+    // The shutdown's saves went to the directory the lock checked, by its descriptor.
+    let after = fs::read(moved.join("results/t0.json")).expect("read");
+    assert_ne!(after, before, "the results were not saved at shutdown");
+    let cp = nvsoak::state::read(&moved)
+        .expect("readable")
+        .expect("a checkpoint");
+    assert!(cp.saved_at >= swapped_at, "{} < {swapped_at}", cp.saved_at);
+}
