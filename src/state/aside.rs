@@ -6,13 +6,11 @@
 use std::io;
 use std::path::PathBuf;
 
-use super::checkpoint::read_in;
-use super::sidecar::is_sidecar;
-use super::{CHECKPOINT_FILE, StateDir, StateError, fsync_dir, io_err, now_unix};
+use super::{StateDir, StateError, io_err, now_unix};
 
 /// Rename `rel` to `<rel>.{why}-<unix time>[-<n>]` beneath `sd`, never over an existing file
 /// (`RENAME_NOREPLACE`: a name taken meanwhile moves on to the next `n`). Returns the new name.
-fn rename_aside(sd: &StateDir, rel: &str, why: &str) -> io::Result<String> {
+pub(super) fn rename_aside(sd: &StateDir, rel: &str, why: &str) -> io::Result<String> {
     let base = format!("{rel}.{why}-{}", now_unix() as u64);
     let mut to = base.clone();
     for n in 1..10_000 {
@@ -59,22 +57,4 @@ pub fn parse_aside_name(file_name: &str) -> Option<(&str, &str, u64)> {
         return None;
     }
     Some((name, why, ts.parse().ok()?))
-}
-
-/// Move the checkpoint (and the sidecars it names, when it parses) aside with suffix
-/// `.{why}-<unix time>`. Returns the checkpoint's new path, `None` if there was none.
-pub(super) fn move_aside(sd: &StateDir, why: &str) -> Result<Option<PathBuf>, StateError> {
-    if !sd.exists(CHECKPOINT_FILE) {
-        return Ok(None);
-    }
-    if let Ok(Some(cp)) = read_in(sd) {
-        for g in cp.targets.iter().filter_map(|t| t.genmap.as_ref()) {
-            if is_sidecar(&g.file) && !g.file.contains('/') && sd.exists(&g.file) {
-                let _ = rename_aside(sd, &g.file, why);
-            }
-        }
-    }
-    let moved = move_file_aside(sd, CHECKPOINT_FILE, why).map(Some);
-    fsync_dir(sd)?;
-    moved
 }

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use crate::model::checkpoint::{CHECKPOINT_VERSION, Checkpoint};
 use crate::model::genmap::GenMap;
 
-use super::aside::move_aside;
+use super::aside::{move_file_aside, rename_aside};
+use super::sidecar::is_sidecar;
 use super::{
     CHECKPOINT_FILE, StateDir, StateError, fsync_dir, io_err, open_dir, sidecar, write_atomic,
 };
@@ -230,4 +231,22 @@ pub fn reset(dir: &Path) -> Result<Option<PathBuf>, StateError> {
         Err(e) => Err(io_err(dir)(e)),
         Ok(sd) => move_aside(&sd, "reset"),
     }
+}
+
+/// Move the checkpoint (and the sidecars it names, when it parses) aside with suffix
+/// `.{why}-<unix time>`. Returns the checkpoint's new path, `None` if there was none.
+pub(super) fn move_aside(sd: &StateDir, why: &str) -> Result<Option<PathBuf>, StateError> {
+    if !sd.exists(CHECKPOINT_FILE) {
+        return Ok(None);
+    }
+    if let Ok(Some(cp)) = read_in(sd) {
+        for g in cp.targets.iter().filter_map(|t| t.genmap.as_ref()) {
+            if is_sidecar(&g.file) && !g.file.contains('/') && sd.exists(&g.file) {
+                let _ = rename_aside(sd, &g.file, why);
+            }
+        }
+    }
+    let moved = move_file_aside(sd, CHECKPOINT_FILE, why).map(Some);
+    fsync_dir(sd)?;
+    moved
 }
