@@ -13,6 +13,7 @@
 //! the hot path does not allocate.
 
 pub mod buf;
+pub mod kernelbugs;
 pub mod null;
 pub mod passthru;
 pub mod pollcap;
@@ -117,6 +118,11 @@ pub enum EngineError {
         "NVMe passthrough (engine = \"io_uring_cmd\" or \"io_uring_cmd_poll\") cannot be used here: {0}; use engine = \"io_uring\" for the block device path"
     )]
     PassthruUnsupported(#[source] passthru::PassthruRefusal),
+    #[error("engine = \"{}\" is refused on this kernel: {reason}", engine.as_str())]
+    KernelBug {
+        engine: EngineChoice,
+        reason: String,
+    },
 }
 
 /// The interrupt-driven engine of a polled one (what to use where polling is refused).
@@ -212,6 +218,12 @@ pub fn open(choice: EngineChoice, setup: EngineSetup) -> Result<Box<dyn IoEngine
         }
         EngineChoice::IoUringCmd => Ok(Box::new(passthru::PassthruEngine::new(setup)?)),
         EngineChoice::IoUringCmdPoll => {
+            if let Some(reason) = kernelbugs::refusal_here(choice) {
+                return Err(EngineError::KernelBug {
+                    engine: choice,
+                    reason,
+                });
+            }
             // The generic device shares the namespace's request queue, so the block device's
             // `queue/io_poll` says whether its passthrough commands can be polled.
             pollcap::check(std::path::Path::new("/sys"), &*setup.fd).map_err(|refusal| {

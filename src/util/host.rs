@@ -1,4 +1,4 @@
-//! The host's name, as records and IDs carry it.
+//! The host's name, as records and IDs carry it, and the running kernel's release.
 
 /// The host's name for records and IDs: the kernel's hostname; on a host that has none (the
 /// kernel says `(none)`, or nothing), `host-` and the first 12 characters of its machine ID
@@ -29,4 +29,18 @@ pub fn pick_hostname(kernel: Option<&str>, machine_id: Option<&str>) -> String {
         }
         _ => "localhost".into(),
     }
+}
+/// The running kernel's release (`6.1.0-57-cloud-amd64`), from `/proc/sys/kernel/osrelease`.
+pub fn kernel_release() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// `(major, minor)` of a kernel release string such as `6.1.0-27-cloud-amd64`.
+pub fn parse_release(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
 }

@@ -9,19 +9,7 @@ use std::path::Path;
 /// The first kernel release whose tmpfs accepts O_DIRECT.
 const TMPFS_DIRECT_SINCE: (u32, u32) = (6, 6);
 
-/// `(major, minor)` of a kernel release string such as `6.1.0-27-cloud-amd64`.
-pub fn parse_release(release: &str) -> Option<(u32, u32)> {
-    let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next()?.parse().ok()?;
-    Some((major, minor))
-}
-
-fn running_release() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .ok()
-        .map(|s| s.trim().to_string())
-}
+use crate::util::host::{kernel_release as running_release, parse_release};
 
 /// Whether the filesystem holding `path` (or, for a file not yet created, its nearest existing
 /// ancestor) is tmpfs.
@@ -69,7 +57,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kernel_releases_parse() {
+    fn tmpfs_direct_io_starts_at_6_6() {
         assert_eq!(parse_release("6.1.0-27-cloud-amd64"), Some((6, 1)));
         assert_eq!(parse_release("6.18.44-fc-v973\n"), Some((6, 18)));
         assert_eq!(parse_release("5.10"), Some((5, 10)));

@@ -725,9 +725,11 @@ const FILE_ACCESS_ALLOWED: &[(&str, &str)] = &[
     ),
     ("ata/", "SCSI generic nodes for SG_IO, and sysfs"),
     ("pcie/", "sysfs: the PCIe topology, links and AER counters"),
-    ("util/host.rs", "procfs and sysfs: the kernel's own files"),
+    (
+        "util/host.rs",
+        "procfs and sysfs: the kernel's own files (hostname, release)",
+    ),
     ("util/sched.rs", "procfs: a thread's scheduler statistics"),
-    ("workload/odirect.rs", "procfs: the kernel's release"),
     (
         "workload/scheduler/open.rs",
         "a read-only open of a target's path to ask its queue whether it polls",

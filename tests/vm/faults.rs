@@ -112,12 +112,13 @@ fn media_errors_are_counted_and_the_soak_goes_on() {
 }
 
 /// Boots a soak on nvme0n1, waits for it to run, and pulls the controller out with QMP.
-pub fn unplugged(name: &str) -> Vm {
+pub fn unplugged(name: &str, kernel: crate::harness::GuestKernel) -> Vm {
     let cfg = config(
         "1s",
         &nvme_target("ns0", "/dev/nvme0n1", "SOAK0001", 50, "300s"),
     );
-    let spec = daemon_spec(name, &cfg, "", "run ls ls /sys/class/nvme");
+    let mut spec = daemon_spec(name, &cfg, "", "run ls ls /sys/class/nvme");
+    spec.kernel = kernel;
     let vm = Vm::boot(&spec);
     let t = [("target", "ns0")];
     let d = [("device", "nvme0")];
@@ -135,7 +136,7 @@ pub fn unplugged(name: &str) -> Vm {
 #[test]
 fn hot_unplug_marks_the_drive_down_and_the_daemon_keeps_serving() {
     crate::require_vm!();
-    let mut vm = unplugged("hot-unplug");
+    let mut vm = unplugged("hot-unplug", crate::harness::GuestKernel::V6_1);
     let t = [("target", "ns0")];
     let d = [("device", "nvme0")];
     let m = vm.wait_metrics(
@@ -167,7 +168,7 @@ fn hot_unplug_marks_the_drive_down_and_the_daemon_keeps_serving() {
 #[test]
 fn hot_unplug_stops_the_workload() {
     crate::require_vm!();
-    let mut vm = unplugged("hot-unplug-stop");
+    let mut vm = unplugged("hot-unplug-stop", crate::harness::GuestKernel::V6_1);
     let t = [("target", "ns0")];
     vm.wait_metrics("the target's phase to stop", Duration::from_secs(30), |m| {
         (m.get("nvsoak_phase_running", &t) == Some(0.0)).then_some(())

@@ -1,5 +1,5 @@
 //! The VM tests: the real Linux `nvme` driver against QEMU's emulated NVMe controller, with
-//! `nvme` from nvme-cli as the cross-check peer. Each scenario boots a fresh VM (TCG, Debian's
+//! `nvme` from nvme-cli as the cross-check peer. Each scenario boots a fresh VM (TCG, Debian's 6.1 or 6.12
 //! cloud kernel from `scripts/fetch-vm-kernel`, an initramfs the harness builds). Without the
 //! prerequisites the tests skip with a printed reason, unless `NVSOAK_VM_REQUIRED=1` (set by
 //! `scripts/test`), which turns a missing prerequisite into a failure with the install command.

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::daemon::{config, daemon_spec, stop_daemon};
-use crate::harness::{Vm, VmSpec};
+use crate::harness::{GuestKernel, Vm, VmSpec};
 
 fn soak_config(name: &str, path: &str, serial: &str, engine: &str) -> String {
     format!(
@@ -43,6 +43,16 @@ const BLKSTAT: &str = r#"blk() { awk '{ print $1 + $5 }' /sys/block/nvme0n1/stat
 #[test]
 fn passthrough_soak_verifies_agrees_and_bypasses_the_block_layer() {
     crate::require_vm!();
+    passthrough_soak(GuestKernel::V6_1);
+}
+
+#[test]
+fn passthrough_soak_verifies_agrees_and_bypasses_the_block_layer_on_6_12() {
+    crate::require_vm!();
+    passthrough_soak(GuestKernel::V6_12);
+}
+
+fn passthrough_soak(kernel: GuestKernel) {
     let script = format!(
         r#"{BLKSTAT}
 wait_for /dev/ng0n1 10 || echo 'no /dev/ng0n1'
@@ -59,7 +69,8 @@ emit rcmd /tmp/state-c/results/c.json
 emit rblk /tmp/state-b/results/b.json
 "#
     );
-    let mut spec = VmSpec::new("passthru", &script);
+    let mut spec = VmSpec::new(&format!("passthru-{}", kernel.line()), &script);
+    spec.kernel = kernel;
     spec.files.insert(
         "/etc/cmd.toml".into(),
         soak_config("c", "/dev/nvme0n1", "SOAK0001", "io_uring_cmd").into_bytes(),
@@ -147,24 +158,94 @@ fn blkdebug_conf() -> String {
 #[test]
 fn passthrough_media_errors_surface_their_nvme_status() {
     crate::require_vm!();
-    media_errors("io_uring_cmd", "");
+    media_errors(GuestKernel::V6_1, "io_uring_cmd", "");
 }
 
-/// The same on the polled passthrough path (guest with a poll queue).
-///
-/// Ignored: on the VM's Debian 6.1.0-57 kernel, polling passthrough commands that fail
-/// intermittently oopses the guest (general protection fault in `bio_poll` from the NVMe
-/// generic device's uring_cmd iopoll, the task then stuck in `io_uring_cancel_generic`), a
-/// kernel bug nvsoak cannot avoid; it passed in two full runs and crashed the guest in the
-/// third. Run it with `--ignored` on a newer guest kernel.
 #[test]
-#[ignore = "guest kernel 6.1 oopses in bio_poll when polled passthrough commands fail"]
-fn polled_passthrough_media_errors_surface_their_nvme_status() {
+fn passthrough_media_errors_surface_their_nvme_status_on_6_12() {
     crate::require_vm!();
-    media_errors("io_uring_cmd_poll", "nvme.poll_queues=1");
+    media_errors(GuestKernel::V6_12, "io_uring_cmd", "");
 }
 
-fn media_errors(engine: &str, append: &str) {
+/// The same on the polled passthrough path (guest with a poll queue), on 6.12. Linux 6.1
+/// oopses here (see `engine::kernelbugs`), so there the engine is refused instead (below).
+#[test]
+fn polled_passthrough_media_errors_surface_their_nvme_status_on_6_12() {
+    crate::require_vm!();
+    media_errors(
+        GuestKernel::V6_12,
+        "io_uring_cmd_poll",
+        "nvme.poll_queues=1",
+    );
+}
+
+/// Many polled passthrough soaks into the bad band in one 6.12 guest: each ends FAIL on its
+/// I/O errors (exit 2), and the kernel log shows no oops. On 6.1 the first such soak crashed
+/// the guest in `bio_poll`.
+#[test]
+fn polled_passthrough_into_media_errors_never_oopses_6_12() {
+    crate::require_vm!();
+    let rounds = 8;
+    let (done, dmesg, rcs) = polled_media_error_rounds(GuestKernel::V6_12, rounds);
+    for bad in [
+        "general protection",
+        "Oops",
+        "BUG:",
+        "Call Trace",
+        "bio_poll",
+    ] {
+        assert!(!dmesg.contains(bad), "6.12 guest log has {bad:?}:\n{dmesg}");
+    }
+    assert_eq!(done, rounds, "every round finished: {rcs:?}");
+    assert!(
+        rcs.iter().all(|&rc| rc == 2),
+        "each round FAILs on its media errors (exit 2): {rcs:?}"
+    );
+}
+
+/// On 6.1, `engine = "io_uring_cmd_poll"` is refused by check-config and by run, before any
+/// I/O, with the kernel, the reason and the engines to use instead; the interrupt-driven
+/// passthrough engine still runs (its media-error test above).
+#[test]
+fn polled_passthrough_is_refused_on_6_1_with_the_kernel_and_the_alternative() {
+    crate::require_vm!();
+    let script = "run release cat /proc/sys/kernel/osrelease\n\
+         run check nvsoak check-config /etc/cp.toml\n\
+         run run nvsoak run --config /etc/cp.toml --exit-when-done\n\
+         ls /tmp/state-cp/results 2>/dev/null | wc -l > /tmp/nres\n\
+         emit nres /tmp/nres\n";
+    let mut spec = VmSpec::new("passthru-poll-refused-6.1", script);
+    spec.kernel = GuestKernel::V6_1;
+    spec.append = "nvme.poll_queues=1".into();
+    spec.files.insert(
+        "/etc/cp.toml".into(),
+        soak_config("cp", "/dev/nvme0n1", "SOAK0001", "io_uring_cmd_poll").into_bytes(),
+    );
+    let mut vm = Vm::boot(&spec);
+    let t = Duration::from_secs(180);
+    let release = vm.wait_ok("release", t).stdout_str();
+    let release = release.trim();
+    assert!(release.starts_with("6.1."), "{release}");
+    for key in ["check", "run"] {
+        let r = vm.wait_result(key, t);
+        assert_ne!(r.status, 0, "{key} must refuse on {release}: {}", r.stderr);
+        for want in [
+            format!("Linux {release} can crash in bio_poll"),
+            "engine = \"io_uring_cmd\"".to_string(),
+            "fixed from Linux 6.5".to_string(),
+        ] {
+            assert!(
+                r.stderr.contains(&want),
+                "{key}: wants {want:?}: {}",
+                r.stderr
+            );
+        }
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    }
+    vm.finish(Duration::from_secs(60));
+}
+
+fn media_errors(kernel: GuestKernel, engine: &str, append: &str) {
     let target = format!(
         r#"
 [[target]]
@@ -179,7 +260,8 @@ duration = "10s"
 "#
     );
     let cfg = config("1s", &target);
-    let mut spec = daemon_spec(&format!("{engine}-media"), &cfg, "", "");
+    let mut spec = daemon_spec(&format!("{engine}-media-{}", kernel.line()), &cfg, "", "");
+    spec.kernel = kernel;
     spec.append = append.into();
     spec.drives[0].size = 64 << 20;
     spec.drives[0].blkdebug = Some(blkdebug_conf());
@@ -220,8 +302,10 @@ const IRQ: &str = r#"irq() { awk '/nvme0q[1-9]/ { for (i = 2; i <= NF; i++) { if
 /// `engine = "io_uring_cmd_poll"` with the driver given a poll queue: the soak counts its
 /// operations, verifies clean, agrees with the drive's data units written, and its commands
 /// complete by polling (almost no interrupts on the I/O queues).
+/// On 6.12: 6.1 refuses the polled passthrough engine (see
+/// `polled_passthrough_is_refused_on_6_1_with_the_kernel_and_the_alternative`).
 #[test]
-fn polled_passthrough_soak_verifies_agrees_and_raises_no_interrupts() {
+fn polled_passthrough_soak_verifies_agrees_and_raises_no_interrupts_on_6_12() {
     crate::require_vm!();
     let script = format!(
         r#"{IRQ}
@@ -236,7 +320,8 @@ emit counts /tmp/counts
 emit r /tmp/state-cp/results/cp.json
 "#
     );
-    let mut spec = VmSpec::new("passthru-poll", &script);
+    let mut spec = VmSpec::new("passthru-poll-6.12", &script);
+    spec.kernel = GuestKernel::V6_12;
     spec.append = "nvme.poll_queues=1".into();
     spec.files.insert(
         "/etc/cmdpoll.toml".into(),
@@ -301,6 +386,16 @@ emit r /tmp/state-cp/results/cp.json
 #[test]
 fn generic_node_targets_are_checked_and_held_as_their_namespace() {
     crate::require_vm!();
+    generic_node_targets(GuestKernel::V6_1);
+}
+
+#[test]
+fn generic_node_targets_are_checked_and_held_as_their_namespace_on_6_12() {
+    crate::require_vm!();
+    generic_node_targets(GuestKernel::V6_12);
+}
+
+fn generic_node_targets(kernel: GuestKernel) {
     let script = r#"wait_for /dev/ng0n1 10 || echo 'no /dev/ng0n1'
 ip link set lo up
 run ngcheck nvsoak check-config /etc/ng.toml
@@ -319,7 +414,8 @@ run blkengine nvsoak check-config /etc/blkengine.toml
 run nopoll timeout 60 nvsoak run --config /etc/nopoll.toml --exit-when-done
 run nopollcheck nvsoak check-config /etc/nopoll.toml
 "#;
-    let mut spec = VmSpec::new("passthru-ng", script);
+    let mut spec = VmSpec::new(&format!("passthru-ng-{}", kernel.line()), script);
+    spec.kernel = kernel;
     let ng = soak_config("g", "/dev/ng0n1", "SOAK0001", "io_uring_cmd")
         .replace("duration = \"4s\"", "duration = \"15s\"");
     spec.files.insert("/etc/ng.toml".into(), ng.into_bytes());
@@ -410,16 +506,82 @@ run nopollcheck nvsoak check-config /etc/nopoll.toml
             "{key}: io_uring_cmd_poll without poll queues must be refused"
         );
         assert_ne!(r.status, 124, "{key}: timed out: {}", r.stderr);
+        // 6.1 refuses the engine outright (its bio_poll bug), before looking for poll queues.
+        let reason = match kernel {
+            GuestKernel::V6_1 => "can crash in bio_poll",
+            GuestKernel::V6_12 => "queue/io_poll is 0",
+        };
         assert!(
             r.stderr.contains("engine = \"io_uring_cmd_poll\"")
-                && r.stderr.contains("queue/io_poll is 0")
-                && r.stderr.contains("nvme.poll_queues")
-                && r.stderr.contains("use engine = \"io_uring_cmd\""),
-            "{key}: the refusal gives the reason and the remedy: {}",
+                && r.stderr.contains(reason)
+                && (kernel == GuestKernel::V6_1 || r.stderr.contains("nvme.poll_queues"))
+                && r.stderr.contains("engine = \"io_uring_cmd\""),
+            "{key}: the refusal gives the reason ({reason}) and the remedy: {}",
             r.stderr
         );
     }
     for r in [&held, &serial, &blkengine, &nopoll, &nopollcheck] {
         assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
     }
+}
+
+/// Polled passthrough against the blkdebug bad band, `rounds` soaks in one guest, each followed
+/// by a look at the kernel log for an oops. Returns (rounds completed, the guest's dmesg, the
+/// rounds' exit statuses).
+pub fn polled_media_error_rounds(kernel: GuestKernel, rounds: u32) -> (u32, String, Vec<i32>) {
+    let script = format!(
+        r#"i=0
+: > /tmp/rcs
+while [ $i -lt {rounds} ]; do
+  i=$((i+1))
+  rm -rf /tmp/state-pm
+  nvsoak run --config /etc/pm.toml --exit-when-done >/tmp/round.log 2>&1
+  echo "$?" >> /tmp/rcs
+  echo "@@NVSOAK-ROUND $i"
+  if dmesg | grep -q -e 'general protection' -e 'Oops' -e 'BUG:' -e 'Call Trace'; then
+    echo "@@NVSOAK-OOPS $i"; break
+  fi
+done
+emit rcs /tmp/rcs
+emit lastlog /tmp/round.log
+dmesg > /tmp/dmesg
+emit dmesg /tmp/dmesg
+"#
+    );
+    let cfg = r#"[exporter]
+listen = "127.0.0.1:9757"
+[state]
+dir = "/tmp/state-pm"
+[health]
+enabled = false
+[[target]]
+name = "pm"
+path = "/dev/nvme0n1"
+allow_destroy = "SOAK0001"
+engine = "io_uring_cmd_poll"
+[[target.phase]]
+kind = "soak"
+job = { name = "mix", read = 70, bs = "4k", access = "random", iodepth = 8, workers = 1 }
+duration = "3s"
+"#;
+    let mut spec = VmSpec::new(&format!("pm-rounds-{}", kernel.line()), &script);
+    spec.kernel = kernel;
+    spec.append = "nvme.poll_queues=1".into();
+    spec.drives[0].size = 64 << 20;
+    spec.drives[0].blkdebug = Some(blkdebug_conf());
+    spec.files
+        .insert("/etc/pm.toml".into(), cfg.as_bytes().to_vec());
+    let mut vm = Vm::boot(&spec);
+    let t = Duration::from_secs(60 + 40 * u64::from(rounds));
+    let rcs: Vec<i32> = vm
+        .wait_ok("rcs", t)
+        .stdout_str()
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let last = vm.wait_ok("lastlog", t).stdout_str();
+    let dmesg = vm.wait_ok("dmesg", t).stdout_str();
+    vm.finish(Duration::from_secs(60));
+    println!("last round's log:\n{last}");
+    (rcs.len() as u32, dmesg, rcs)
 }

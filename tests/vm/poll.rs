@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{Vm, VmSpec};
+use crate::harness::{GuestKernel, Vm, VmSpec};
 
 fn config(name: &str, engine: &str) -> String {
     format!(
@@ -50,6 +50,16 @@ fn soak_ops(results: &str) -> (u64, u64, u64, u64) {
 #[test]
 fn polled_completions_run_verified_without_interrupts() {
     crate::require_vm!();
+    polled_completions(GuestKernel::V6_1);
+}
+
+#[test]
+fn polled_completions_run_verified_without_interrupts_on_6_12() {
+    crate::require_vm!();
+    polled_completions(GuestKernel::V6_12);
+}
+
+fn polled_completions(kernel: GuestKernel) {
     let script = format!(
         r#"{IRQ}
 cat /sys/block/nvme0n1/queue/io_poll > /tmp/io_poll
@@ -65,7 +75,8 @@ emit rpoll /tmp/state-p/results/p.json
 emit rintr /tmp/state-i/results/i.json
 "#
     );
-    let mut spec = VmSpec::new("poll", &script);
+    let mut spec = VmSpec::new(&format!("poll-{}", kernel.line()), &script);
+    spec.kernel = kernel;
     spec.append = "nvme.poll_queues=1".into();
     spec.files.insert(
         "/etc/poll.toml".into(),
@@ -129,11 +140,22 @@ emit rintr /tmp/state-i/results/i.json
 #[test]
 fn without_poll_queues_the_polled_engine_is_refused_with_the_reason() {
     crate::require_vm!();
+    no_poll_queues_refused(GuestKernel::V6_1);
+}
+
+#[test]
+fn without_poll_queues_the_polled_engine_is_refused_with_the_reason_on_6_12() {
+    crate::require_vm!();
+    no_poll_queues_refused(GuestKernel::V6_12);
+}
+
+fn no_poll_queues_refused(kernel: GuestKernel) {
     let script = "cat /sys/block/nvme0n1/queue/io_poll > /tmp/io_poll\n\
          emit io_poll /tmp/io_poll\n\
          run check nvsoak check-config /etc/poll.toml\n\
          run run nvsoak run --config /etc/poll.toml --exit-when-done\n";
-    let mut spec = VmSpec::new("poll-refused", script);
+    let mut spec = VmSpec::new(&format!("poll-refused-{}", kernel.line()), script);
+    spec.kernel = kernel;
     spec.files.insert(
         "/etc/poll.toml".into(),
         config("p", "io_uring_poll").into_bytes(),

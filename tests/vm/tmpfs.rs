@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{Vm, VmSpec};
+use crate::harness::{GuestKernel, Vm, VmSpec};
 
 fn config(direct: bool) -> String {
     format!(
@@ -76,5 +76,34 @@ fn direct_io_on_tmpfs_is_refused_with_advice_and_buffered_runs() {
         "buffered run on tmpfs finishes: {}",
         run.stderr
     );
+    vm.finish(Duration::from_secs(60));
+}
+
+/// On 6.12 tmpfs accepts O_DIRECT (from 6.6): the same `direct = true` target is not refused
+/// by check-config or run, and its verified soak finishes.
+#[test]
+fn direct_io_on_tmpfs_runs_on_6_12() {
+    crate::require_vm!();
+    let script = "mkdir -p /mnt/shm && mount -t tmpfs tmpfs /mnt/shm\n\
+         run release cat /proc/sys/kernel/osrelease\n\
+         run check_direct nvsoak check-config /etc/direct.toml\n\
+         run run_direct nvsoak run --config /etc/direct.toml --exit-when-done\n";
+    let mut spec = VmSpec::new("tmpfs-direct-6.12", script);
+    spec.kernel = GuestKernel::V6_12;
+    spec.files
+        .insert("/etc/direct.toml".into(), config(true).into_bytes());
+    let mut vm = Vm::boot(&spec);
+    let t = Duration::from_secs(120);
+    let release = vm.wait_ok("release", t).stdout_str();
+    assert!(release.trim().starts_with("6.12."), "{release}");
+    let check = vm.wait_result("check_direct", t);
+    assert_eq!(check.status, 0, "check-config on 6.12: {}", check.stderr);
+    let run = vm.wait_result("run_direct", t);
+    assert_eq!(
+        run.status, 0,
+        "O_DIRECT on tmpfs runs on 6.12: {}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("refuses O_DIRECT"), "{}", run.stderr);
     vm.finish(Duration::from_secs(60));
 }

@@ -61,7 +61,21 @@ fn gate<'a>(v: &'a Value, name: &str) -> &'a Value {
 #[test]
 fn a_clean_soak_on_the_emulated_nvme_passes_with_exit_0() {
     crate::require_vm!();
-    let mut vm = Vm::boot(&spec("verdict-pass", "20s"));
+    clean_soak_passes(crate::harness::GuestKernel::V6_1);
+}
+
+/// The daemon's whole start-up (config, write-safety checks, exporter without TLS, health
+/// poller, engine set-up) and a verified PASS, on 6.12.
+#[test]
+fn a_clean_soak_on_the_emulated_nvme_passes_with_exit_0_on_6_12() {
+    crate::require_vm!();
+    clean_soak_passes(crate::harness::GuestKernel::V6_12);
+}
+
+fn clean_soak_passes(kernel: crate::harness::GuestKernel) {
+    let mut s = spec(&format!("verdict-pass-{}", kernel.line()), "20s");
+    s.kernel = kernel;
+    let mut vm = Vm::boot(&s);
     let (status, log, v, ocptv) = outcome(&vm);
     if status != 0 {
         vm.fail(&format!(

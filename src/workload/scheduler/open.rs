@@ -390,6 +390,16 @@ fn poll_preflight(spec: &TargetSpec, path: &Path) -> Result<(), TargetError> {
     if !spec.engine.is_polled() {
         return Ok(());
     }
+    if let Some(reason) = crate::engine::kernelbugs::refusal_here(spec.engine) {
+        return Err(TargetError::Refused {
+            target: spec.name.clone(),
+            reason: crate::engine::EngineError::KernelBug {
+                engine: spec.engine,
+                reason,
+            }
+            .to_string(),
+        });
+    }
     let at = if path.exists() {
         path.to_path_buf()
     } else {
