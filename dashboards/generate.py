@@ -407,6 +407,15 @@ def device_detail():
         (f"nvsoak_read_bandwidth_bytes_per_second{{{W}}}", "{{target}} {{workload}} read"),
         (f"nvsoak_write_bandwidth_bytes_per_second{{{W}}}", "{{target}} {{workload}} write"),
     ], unit="Bps", w=12))
+    P.append(timeseries(lay, "Worker CPU per worker (1 = saturated)", [
+        (f"sum by (instance, target, workload, mode) (rate(nvsoak_workload_cpu_seconds_total{{{W}}}[$__rate_interval])) / on (instance, target, workload) group_left max by (instance, target, workload) (nvsoak_workload_workers{{{W}}})", "{{target}} {{workload}} {{mode}}"),
+    ], unit="percentunit", w=12, stack=True,
+        thresholds=steps((0.9, "orange")),
+        desc="CPU time of the I/O worker threads per worker, split into nvsoak's own code (user) and the kernel's work on its behalf (system). Near 1 on an interrupt-driven engine the host, not the drive, sets the pace (alert NvsoakHostLimited); polled engines spin by design. Gaps: no workload running."))
+    P.append(timeseries(lay, "Worker CPU per I/O", [
+        (f"nvsoak_workload_cpu_per_io_seconds{{{W}}}", "{{target}} {{workload}} {{mode}}"),
+    ], unit="s", w=12, stack=True,
+        desc="Worker CPU time per completed I/O over the last stats interval: user is nvsoak's own cost, system the kernel's block and io_uring path. Compare with fio in scripts/bench-vs-fio."))
 
     P.append(row(lay, "Phase and steady state"))
     P.append(table(lay, "Phase", [

@@ -304,6 +304,14 @@ pub struct SoakSummary {
     pub errors: u64,
     /// Verification failures found in this plan, whichever phase read the block.
     pub verify_errors: u64,
+    /// CPU seconds of the I/O worker threads during the soak phases, summed over every run:
+    /// nvsoak's own code (`user`) and the kernel's work on the workers' behalf (`system`).
+    /// `None` in files written before nvsoak recorded them. [`SoakSummary::cpu_per_io_ns`]
+    /// divides them by the soak's I/Os.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_user_secs: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_system_secs: Option<f64>,
     /// Drive-side figures, when the target is an NVMe namespace and health polling works.
     pub smart_written_bytes_delta: Option<u64>,
     pub observed_dwpd: Option<f64>,
@@ -392,6 +400,16 @@ impl PlanTotals {
 }
 
 impl SoakSummary {
+    /// Worker CPU nanoseconds per completed soak I/O, `(user, system)`; `None` when the file
+    /// has no CPU figures or the soak completed no I/O.
+    pub fn cpu_per_io_ns(&self) -> Option<(f64, f64)> {
+        let ops = self.read_ops + self.write_ops;
+        match (self.cpu_user_secs, self.cpu_system_secs) {
+            (Some(u), Some(k)) if ops > 0 => Some((u * 1e9 / ops as f64, k * 1e9 / ops as f64)),
+            _ => None,
+        }
+    }
+
     /// The soak's totals as checkpoint totals (for the resume's larger-of rule).
     pub fn to_totals(&self) -> crate::model::totals::Totals {
         crate::model::totals::Totals {
@@ -402,6 +420,8 @@ impl SoakSummary {
             write_ops: self.write_ops,
             errors: self.errors,
             verify_errors: self.verify_errors,
+            cpu_user_ns: self.cpu_user_secs.map_or(0, |s| (s * 1e9) as u64),
+            cpu_sys_ns: self.cpu_system_secs.map_or(0, |s| (s * 1e9) as u64),
             ..Default::default()
         }
     }

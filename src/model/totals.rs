@@ -29,6 +29,13 @@ pub struct Totals {
     /// `TargetState::totals`), summed over restarts (downtime excluded).
     #[serde(default)]
     pub soak_elapsed_secs: f64,
+    /// CPU time of the I/O worker threads, nanoseconds, summed over restarts: nvsoak's own
+    /// code (user) and the kernel's work on the workers' behalf (system), getrusage per thread.
+    /// 0 in records written before nvsoak kept them.
+    #[serde(default)]
+    pub cpu_user_ns: u64,
+    #[serde(default)]
+    pub cpu_sys_ns: u64,
 }
 
 impl Totals {
@@ -45,5 +52,7 @@ impl Totals {
         self.errors = self.errors.max(other.errors);
         self.verify_errors = self.verify_errors.max(other.verify_errors);
         self.soak_elapsed_secs = self.soak_elapsed_secs.max(other.soak_elapsed_secs);
+        self.cpu_user_ns = self.cpu_user_ns.max(other.cpu_user_ns);
+        self.cpu_sys_ns = self.cpu_sys_ns.max(other.cpu_sys_ns);
     }
 }

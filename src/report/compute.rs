@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::drive_common::{opt_bytes, opt_count};
 use crate::model::curve::{CurvePoint, RatedFigures};
-use crate::model::fmt::{fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us};
+use crate::model::fmt::{fmt_bytes, fmt_count, fmt_cpu_ns, fmt_elapsed, fmt_latency_us};
 use crate::model::results::{DriveSoak, SoakSummary};
 
 /// The soak figures the report shows, derived from the results file's summary.
@@ -57,6 +57,12 @@ pub struct SoakFigures {
     /// without drive data.
     #[serde(default)]
     pub accounting_off: Option<bool>,
+    /// Worker CPU seconds over the soak phases, `(user, system)`; `None` in older files.
+    #[serde(default)]
+    pub cpu_secs: Option<(f64, f64)>,
+    /// Worker CPU nanoseconds per soak I/O, `(user, system)`.
+    #[serde(default)]
+    pub cpu_per_io_ns: Option<(f64, f64)>,
     /// `None` without drive data.
     #[serde(default)]
     pub throttled: Option<bool>,
@@ -260,7 +266,28 @@ pub fn soak_figures_with(
         drive,
         phases: s.phases.clone(),
         history: s.history.clone(),
+        cpu_secs: s.cpu_user_secs.zip(s.cpu_system_secs),
+        cpu_per_io_ns: s.cpu_per_io_ns(),
     }
+}
+
+/// The soak's worker CPU in words: "12.3 s (user 2.1 s, system 10.2 s); 1.20 µs per I/O, of
+/// which nvsoak's own code 180 ns (15 %)"; `None` without CPU figures.
+pub fn cpu_text(s: &SoakFigures) -> Option<String> {
+    let (u, k) = s.cpu_secs?;
+    let mut out = format!("{:.1} s (user {u:.1} s, system {k:.1} s)", u + k);
+    if let Some((pu, pk)) = s.cpu_per_io_ns {
+        let total = pu + pk;
+        out.push_str(&format!(
+            "; {} per I/O, of which nvsoak's own code {}",
+            fmt_cpu_ns(total),
+            fmt_cpu_ns(pu)
+        ));
+        if total > 0.0 {
+            out.push_str(&format!(" ({:.0} %)", 100.0 * pu / total));
+        }
+    }
+    Some(out)
 }
 
 /// One line per soak phase: "phase 2, 4k-random-write: 00:01:00, wrote 1.07 GB, read 0 B,

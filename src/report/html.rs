@@ -508,6 +508,9 @@ fn soak_table(d: &DriveReport) -> String {
         false,
     );
     kv("Thermal throttling", throttling_text(s), false);
+    if let Some(cpu) = compute::cpu_text(s) {
+        kv("Worker CPU, soak phases", cpu, false);
+    }
     kv("I/O errors", s.errors.to_string(), s.errors > 0);
     kv(
         "Verify errors",

@@ -249,6 +249,9 @@ fn soak_section(md: &mut String, s: &SoakFigures) {
         s.verify_errors,
         opt(s.accounting_ratio, |r| format!("{r:.3}"))
     ));
+    if let Some(cpu) = super::compute::cpu_text(s) {
+        md.push_str(&format!("Worker CPU, soak phases: {}\n\n", cell(&cpu)));
+    }
     md.push_str("### Drive during the soak\n\n");
     match &s.drive {
         None => md.push_str("No drive-side figures: not an NVMe namespace, health polling off, or no successful SMART poll during the soak.\n\n"),

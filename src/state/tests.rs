@@ -26,6 +26,8 @@ fn sample() -> Checkpoint {
         verify_errors_by_kind: [("bad_checksum".to_string(), 1)].into(),
         verified_bytes: 3 << 30,
         soak_elapsed_secs: 86_400.0,
+        cpu_user_ns: 12_345_678_901,
+        cpu_sys_ns: 98_765_432_109,
     };
     t.steady_history = vec![100_000.0, 101_000.5, 99_000.0];
     t.smart_at_soak_start = Some(serde_json::json!({"data_units_written": 12345}));

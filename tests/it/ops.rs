@@ -810,6 +810,9 @@ async fn web_config_errors_name_file_and_key() {
 /// Every metric name the team agreed on (DESIGN.md, issue 3's table, the derived series).
 /// Histograms are listed by family name.
 const AGREED_WORKLOAD: &[&str] = &[
+    "nvsoak_workload_cpu_seconds_total",
+    "nvsoak_workload_cpu_per_io_seconds",
+    "nvsoak_workload_workers",
     "nvsoak_read_ops_total",
     "nvsoak_write_ops_total",
     "nvsoak_read_bytes_total",

@@ -495,6 +495,91 @@ fn report_from_a_real_sweep_matches_the_results_file() {
     assert_eq!(drawn_series(&html), vec![1, 1]);
 }
 
+/// The soak's worker CPU reaches the results file and every report format: seconds split into
+/// nvsoak's own (user) and the kernel's (system), and nanoseconds per soak I/O that are those
+/// seconds over the soak's I/Os. It covers the soak phases only (a precondition ran first).
+#[test]
+fn the_soaks_worker_cpu_is_in_the_results_and_the_report() {
+    let cfg = r#"
+[state]
+dir = "{dir}/state"
+[health]
+enabled = false
+[[target]]
+name = "c"
+path = "{dir}/c.dat"
+size = "16MiB"
+engine = "io_uring"
+[[target.phase]]
+kind = "precondition"
+passes = 2
+[[target.phase]]
+kind = "soak"
+job = { name = "mix", read = 70, bs = "4k", access = "random", iodepth = 8 }
+duration = "3s"
+"#;
+    let dir = run_to_completion(cfg, Duration::from_secs(120));
+    let state = dir.path().join("state");
+    let results: Value = serde_json::from_str(
+        &std::fs::read_to_string(state.join("results/c.json")).expect("results file"),
+    )
+    .expect("results JSON");
+    let soak = &results["soak"];
+    let (u, k) = (
+        soak["cpu_user_secs"].as_f64().expect("cpu_user_secs"),
+        soak["cpu_system_secs"].as_f64().expect("cpu_system_secs"),
+    );
+    let ops = soak["read_ops"].as_u64().unwrap_or(0) + soak["write_ops"].as_u64().unwrap_or(0);
+    assert!(ops > 1000, "{soak}");
+    // A 3 s soak on one worker: some CPU, and at most its wall time (plus one stats interval
+    // of sampling lag either side).
+    assert!(
+        u + k > 0.0 && u + k < 3.0 + 2.5,
+        "user {u} s, system {k} s: {soak}"
+    );
+    let per_io_ns = (u + k) * 1e9 / ops as f64;
+    assert!(per_io_ns > 100.0, "{per_io_ns} ns per I/O");
+
+    let ss = state.display().to_string();
+    let out = report(&["--state", &ss, "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    let figs = &v["drives"][0]["soak"];
+    let cpu = figs["cpu_per_io_ns"].as_array().expect("cpu_per_io_ns");
+    let (pu, pk) = (
+        cpu[0].as_f64().unwrap_or(f64::NAN),
+        cpu[1].as_f64().unwrap_or(f64::NAN),
+    );
+    assert!(((pu + pk) - per_io_ns).abs() < 1e-6 * per_io_ns, "{figs}");
+    assert!(
+        (pu - u * 1e9 / ops as f64).abs() < 1e-6 * per_io_ns,
+        "{figs}"
+    );
+    let md_path = dir.path().join("r.md");
+    let ms = md_path.display().to_string();
+    let out = report(&["--state", &ss, "--format", "md", "--out", &ms]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(&md_path).expect("markdown report");
+    assert!(md.contains("Worker CPU, soak phases: "), "{md}");
+    assert!(md.contains("per I/O, of which nvsoak's own code"), "{md}");
+    let html_path = dir.path().join("r.html");
+    let hs = html_path.display().to_string();
+    assert!(report(&["--state", &ss, "--out", &hs]).status.success());
+    let html = std::fs::read_to_string(&html_path).expect("html");
+    assert!(
+        html.contains("Worker CPU, soak phases"),
+        "the HTML report shows the CPU"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Headless Chromium, through the DevTools protocol on 127.0.0.1.
 

@@ -569,6 +569,7 @@ fn state_show_and_reset_cli() {
         verify_errors_by_kind: [("stale_generation".to_string(), 1)].into(),
         verified_bytes: 0,
         soak_elapsed_secs: 90_000.0,
+        ..Default::default()
     };
     t.steady_history = vec![1000.0, 1010.0];
     let map = GenMap::new(0, 64 << 20, 42);

@@ -339,3 +339,36 @@ fn smart_log_round_trips_through_the_checkpoint_json() {
     let back: SmartLog = serde_json::from_value(v).expect("from value");
     assert_eq!(back, s);
 }
+
+#[test]
+fn soak_cpu_per_io_is_the_soak_cpu_over_its_ios_and_absent_in_older_files() {
+    let s = SoakSummary {
+        read_ops: 600,
+        write_ops: 400,
+        cpu_user_secs: Some(0.0002),
+        cpu_system_secs: Some(0.0018),
+        ..Default::default()
+    };
+    let (u, k) = s.cpu_per_io_ns().expect("figures");
+    assert!(
+        (u - 200.0).abs() < 1e-6 && (k - 1800.0).abs() < 1e-6,
+        "{u} {k}"
+    );
+    let t = s.to_totals();
+    assert_eq!((t.cpu_user_ns, t.cpu_sys_ns), (200_000, 1_800_000));
+    // No I/O: no per-I/O figure (not 0, not infinity).
+    let idle = SoakSummary {
+        cpu_user_secs: Some(1.0),
+        cpu_system_secs: Some(1.0),
+        ..Default::default()
+    };
+    assert_eq!(idle.cpu_per_io_ns(), None);
+    // A file written before the figures existed loads without them, and writes none back.
+    let old: SoakSummary = serde_json::from_str(
+        r#"{"started":0,"elapsed_secs":1,"read_bytes":0,"written_bytes":0,"read_ops":5,"write_ops":5,"errors":0,"verify_errors":0,"smart_written_bytes_delta":null,"observed_dwpd":null,"rated_dwpd":null,"endurance_consumed_ratio":null,"throttled_secs":null,"iops_throttled":null,"iops_unthrottled":null}"#,
+    )
+    .expect("old soak summary");
+    assert_eq!((old.cpu_user_secs, old.cpu_per_io_ns()), (None, None));
+    let back = serde_json::to_string(&old).expect("json");
+    assert!(!back.contains("cpu_"), "{back}");
+}

@@ -358,6 +358,8 @@ impl Runner {
             write_ops: t.write_ops,
             errors: t.errors,
             verify_errors,
+            cpu_user_secs: Some(t.cpu_user_ns as f64 / 1e9),
+            cpu_system_secs: Some(t.cpu_sys_ns as f64 / 1e9),
             plan: Some(crate::model::results::PlanTotals::of(&plan)),
             history: if with_history {
                 history.map(|h| (*h).clone()).or(prev.history.clone())

@@ -193,7 +193,7 @@ pub(crate) fn job_totals(jobs: &BTreeMap<String, JobStats>) -> (OpCounters, OpCo
     (r, w)
 }
 
-/// This run's I/O over every job, as totals (no elapsed time).
+/// This run's I/O and worker CPU over every job, as totals (no elapsed time).
 fn io_of(jobs: &BTreeMap<String, JobStats>) -> Totals {
     let (r, w) = job_totals(jobs);
     Totals {
@@ -202,6 +202,8 @@ fn io_of(jobs: &BTreeMap<String, JobStats>) -> Totals {
         read_ops: r.ops,
         write_ops: w.ops,
         errors: r.errors.total() + w.errors.total(),
+        cpu_user_ns: jobs.values().map(|j| j.cpu.user_ns).sum(),
+        cpu_sys_ns: jobs.values().map(|j| j.cpu.sys_ns).sum(),
         ..Default::default()
     }
 }
@@ -214,6 +216,8 @@ fn add_io(a: &mut Totals, b: &Totals) {
     a.write_ops += b.write_ops;
     a.errors += b.errors;
     a.soak_elapsed_secs += b.soak_elapsed_secs;
+    a.cpu_user_ns += b.cpu_user_ns;
+    a.cpu_sys_ns += b.cpu_sys_ns;
 }
 
 /// `a - b` for the I/O counters (never below zero).
@@ -224,6 +228,8 @@ fn sub_io(a: &Totals, b: &Totals) -> Totals {
         read_ops: a.read_ops.saturating_sub(b.read_ops),
         write_ops: a.write_ops.saturating_sub(b.write_ops),
         errors: a.errors.saturating_sub(b.errors),
+        cpu_user_ns: a.cpu_user_ns.saturating_sub(b.cpu_user_ns),
+        cpu_sys_ns: a.cpu_sys_ns.saturating_sub(b.cpu_sys_ns),
         ..Default::default()
     }
 }
@@ -656,5 +662,57 @@ impl HostIoSource for TargetsHostIo {
                 }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    use super::*;
+
+    fn jobs(user_ns: u64, sys_ns: u64, ops: u64) -> BTreeMap<String, JobStats> {
+        let mut j = JobStats {
+            cpu: crate::stats::CpuTime { user_ns, sys_ns },
+            ..Default::default()
+        };
+        j.read.ops = ops;
+        BTreeMap::from([("mix".to_string(), j)])
+    }
+
+    /// Only the soak phases' worker CPU reaches the soak totals (a precondition's does not),
+    /// and an earlier run's carried CPU is added, never replaced.
+    #[test]
+    fn soak_totals_carry_only_the_soak_phases_cpu_over_restarts() {
+        let mut a = SoakAccount {
+            carried: Totals {
+                cpu_user_ns: 7,
+                cpu_sys_ns: 11,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        // The precondition ran with 1000 + 5000 ns of CPU before the soak began.
+        a.begin(&jobs(1_000, 5_000, 100), 10.0);
+        let t = a.totals(&jobs(1_300, 5_900, 160), 11.0);
+        assert_eq!((t.cpu_user_ns, t.cpu_sys_ns), (7 + 300, 11 + 900));
+        a.end(&jobs(1_500, 6_000, 200), 12.0);
+        // A sweep after the soak adds CPU that is not the soak's.
+        let t = a.totals(&jobs(9_999, 99_999, 900), 13.0);
+        assert_eq!((t.cpu_user_ns, t.cpu_sys_ns), (7 + 500, 11 + 1_000));
+        assert_eq!(t.read_ops, 100);
+    }
+
+    #[test]
+    fn the_larger_record_of_cpu_wins_after_kill_9() {
+        let mut cp = Totals {
+            cpu_user_ns: 10,
+            cpu_sys_ns: 50,
+            ..Default::default()
+        };
+        cp.max_each(&Totals {
+            cpu_user_ns: 20,
+            cpu_sys_ns: 40,
+            ..Default::default()
+        });
+        assert_eq!((cp.cpu_user_ns, cp.cpu_sys_ns), (20, 50));
     }
 }
