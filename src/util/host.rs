@@ -30,6 +30,7 @@ pub fn pick_hostname(kernel: Option<&str>, machine_id: Option<&str>) -> String {
         _ => "localhost".into(),
     }
 }
+
 /// The running kernel's release (`6.1.0-57-cloud-amd64`), from `/proc/sys/kernel/osrelease`.
 pub fn kernel_release() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
@@ -43,4 +44,18 @@ pub fn parse_release(release: &str) -> Option<(u32, u32)> {
     let major = parts.next()?.parse().ok()?;
     let minor = parts.next()?.parse().ok()?;
     Some((major, minor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_releases_parse() {
+        assert_eq!(parse_release("6.1.0-27-cloud-amd64"), Some((6, 1)));
+        assert_eq!(parse_release("6.18.44-fc-v973\n"), Some((6, 18)));
+        assert_eq!(parse_release("6.12.95+deb12-cloud-amd64"), Some((6, 12)));
+        assert_eq!(parse_release("5.10"), Some((5, 10)));
+        assert_eq!(parse_release("garbage"), None);
+    }
 }

@@ -6,10 +6,10 @@
 use std::io;
 use std::path::Path;
 
+use crate::util::host::{kernel_release as running_release, parse_release};
+
 /// The first kernel release whose tmpfs accepts O_DIRECT.
 const TMPFS_DIRECT_SINCE: (u32, u32) = (6, 6);
-
-use crate::util::host::{kernel_release as running_release, parse_release};
 
 /// Whether the filesystem holding `path` (or, for a file not yet created, its nearest existing
 /// ancestor) is tmpfs.
@@ -58,10 +58,6 @@ mod tests {
 
     #[test]
     fn tmpfs_direct_io_starts_at_6_6() {
-        assert_eq!(parse_release("6.1.0-27-cloud-amd64"), Some((6, 1)));
-        assert_eq!(parse_release("6.18.44-fc-v973\n"), Some((6, 18)));
-        assert_eq!(parse_release("5.10"), Some((5, 10)));
-        assert_eq!(parse_release("garbage"), None);
         assert!(parse_release("6.1.0").unwrap() < TMPFS_DIRECT_SINCE);
         assert!(parse_release("6.6.0").unwrap() >= TMPFS_DIRECT_SINCE);
         assert!(parse_release("7.0").unwrap() >= TMPFS_DIRECT_SINCE);

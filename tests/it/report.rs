@@ -375,6 +375,19 @@ random_read_iops = 243_000
 /// Run `nvsoak run --exit-when-done` with `config` and wait for it to exit. These plans measure
 /// figures and do not verify data, so the verify gate is turned off (else the verdict is
 /// INCOMPLETE, exit 3).
+/// `nvsoak report --state STATE --format md --out DIR/r.md`, which must succeed; the markdown.
+fn markdown_report(dir: &std::path::Path, state: &str) -> String {
+    let md_path = dir.join("r.md");
+    let ms = md_path.display().to_string();
+    let out = report(&["--state", state, "--format", "md", "--out", &ms]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(&md_path).expect("markdown report")
+}
+
 fn run_to_completion(config: &str, timeout: Duration) -> tempfile::TempDir {
     let dir = shm_dir();
     let cfg = format!("{config}\n[gates]\nverify_errors = false\n")
@@ -497,7 +510,8 @@ fn report_from_a_real_sweep_matches_the_results_file() {
 
 /// The soak's worker CPU reaches the results file and every report format: seconds split into
 /// nvsoak's own (user) and the kernel's (system), and nanoseconds per soak I/O that are those
-/// seconds over the soak's I/Os. It covers the soak phases only (a precondition ran first).
+/// seconds over the soak's I/Os. (That a precondition's CPU is left out is the unit test
+/// `snapshot::cpu_tests`; here the precondition only runs first.)
 #[test]
 fn the_soaks_worker_cpu_is_in_the_results_and_the_report() {
     let cfg = r#"
@@ -559,15 +573,7 @@ duration = "3s"
         (pu - u * 1e9 / ops as f64).abs() < 1e-6 * per_io_ns,
         "{figs}"
     );
-    let md_path = dir.path().join("r.md");
-    let ms = md_path.display().to_string();
-    let out = report(&["--state", &ss, "--format", "md", "--out", &ms]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let md = std::fs::read_to_string(&md_path).expect("markdown report");
+    let md = markdown_report(dir.path(), &ss);
     assert!(md.contains("Worker CPU, soak phases: "), "{md}");
     assert!(md.contains("per I/O, of which nvsoak's own code"), "{md}");
     let html_path = dir.path().join("r.html");
@@ -1274,15 +1280,7 @@ fn the_soak_phase_is_recorded_apart_from_the_precondition() {
     let secs = p["elapsed_secs"].as_f64().unwrap_or(0.0);
     assert!((1.5..60.0).contains(&secs), "{p}");
     let ss = state.display().to_string();
-    let md_path = dir.path().join("r.md");
-    let md_s = md_path.display().to_string();
-    let out = report(&["--state", &ss, "--format", "md", "--out", &md_s]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let md = std::fs::read_to_string(&md_path).expect("markdown");
+    let md = markdown_report(dir.path(), &ss);
     assert!(md.contains("- phase 2, 4k-random-read: "), "{md}");
 }
 
