@@ -228,8 +228,11 @@ pub(super) fn after_reload(
     targets.set(running.snapshots());
     *crate::util::lock(&app.refused) = out.refused.clone();
     // The next scrape shows the new targets, not a body rendered before the reload.
+    let interval = running.settings.stats.interval;
     app.metrics_cache
-        .set_max_age(super::app::metrics_max_age(running.settings.stats.interval));
+        .set_max_age(super::app::metrics_max_age(interval));
+    app.status_cache
+        .set_max_age(super::app::status_max_age(interval));
     if out.started_targets
         && let Some(h) = &app.health
     {

@@ -69,7 +69,7 @@ type HistPair = (Histogram<u64>, Histogram<u64>);
 struct Crew {
     handles: Vec<WorkerHandle>,
     rx: mpsc::Receiver<WorkerReport>,
-    recycle: Vec<mpsc::Sender<HistPair>>,
+    recycle: Vec<mpsc::SyncSender<HistPair>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -187,7 +187,12 @@ impl Tally {
         out
     }
 
-    fn take(&mut self, r: WorkerReport, recycle: &[mpsc::Sender<HistPair>], interval: Duration) {
+    fn take(
+        &mut self,
+        r: WorkerReport,
+        recycle: &[mpsc::SyncSender<HistPair>],
+        interval: Duration,
+    ) {
         if self.engine.is_none() {
             self.engine = Some(r.engine);
         }
@@ -201,7 +206,9 @@ impl Tally {
             self.rates[r.worker].update(&r, interval / 2);
             self.cpu_last[r.worker] = r.cpu;
             self.last[r.worker] = Some((r.read, r.write));
-            let _ = recycle[r.worker].send((r.read_hist, r.write_hist));
+            // Never blocks: a worker has at most MAX_OUTSTANDING pairs out (a full channel
+            // drops the pair here, and the worker coalesces until one comes back).
+            let _ = recycle[r.worker].try_send((r.read_hist, r.write_hist));
         }
     }
 
@@ -446,10 +453,16 @@ impl Runner {
         let (tx, rx) = mpsc::sync_channel::<WorkerReport>(worker::report_capacity(workers));
         let stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::with_capacity(workers);
-        let mut recycle: Vec<mpsc::Sender<HistPair>> = Vec::with_capacity(workers);
+        let mut recycle: Vec<mpsc::SyncSender<HistPair>> = Vec::with_capacity(workers);
         let base_seed = seed_for(&self.spec.name, self.segment_counter);
         for i in 0..workers {
-            let (back_tx, back_rx) = mpsc::channel();
+            // Bounded too, so that the worker's receive never frees: an unbounded channel's
+            // receiver frees each block of a few dozen messages, and a free takes the lock of
+            // the allocator arena the block came from. A worker at nice 19 preempted while
+            // holding it (hundreds of runnable workers on two cores: seconds before it runs
+            // again) stalled every daemon thread that allocated from that arena: a render of
+            // /metrics or the status page blocked for 3-4 s (issue 35, bench-targets).
+            let (back_tx, back_rx) = mpsc::sync_channel(worker::MAX_OUTSTANDING + 1);
             recycle.push(back_tx);
             let (plan, wopts) = self.worker_plan(seg, verify, i, base_seed, &stop, back_rx);
             match worker::spawn_with(plan, wopts, tx.clone()) {

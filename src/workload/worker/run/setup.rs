@@ -46,11 +46,6 @@ fn lower_priority() {
     match bench_priority() {
         BenchPriority::Nice(n) => renice(n, &WARNED),
         BenchPriority::Default => renice(WORKER_NICE, &WARNED),
-        BenchPriority::Idle => {
-            let p = libc::sched_param { sched_priority: 0 };
-            // SAFETY: experiment
-            unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) };
-        }
     }
 }
 
@@ -62,7 +57,6 @@ fn lower_priority() {
 enum BenchPriority {
     Default,
     Nice(i32),
-    Idle,
 }
 
 fn bench_priority() -> BenchPriority {
@@ -78,7 +72,6 @@ fn bench_priority() -> BenchPriority {
 
 fn parse_bench_priority(v: Option<&str>) -> BenchPriority {
     match v.map(str::trim) {
-        Some("idle") => BenchPriority::Idle,
         Some(n) => n
             .strip_prefix("nice:")
             .and_then(|n| n.parse::<i32>().ok())
