@@ -14,7 +14,7 @@ use super::HealthWiring;
 use super::app::{DaemonApp, TargetList};
 use super::checkpoint::CheckpointSaver;
 use crate::config::Settings;
-use crate::workload::scheduler::{self, RunOptions, SharedSnapshot};
+use crate::workload::scheduler::{self, RunOptions, SharedSnapshot, TargetError, TargetHandle};
 use crate::workload::targets::{StartFrom, TargetSet};
 
 /// What runs now: the settings in effect, the running targets, and the plan hash the
@@ -84,6 +84,17 @@ pub(super) fn pre_poll(
 }
 
 /// Start every target, refusing aliases first; on a failure the started ones are stopped.
+/// Every target is opened and claimed before any plan runs (a [`Gate`] holds them), so a
+/// refusal stops the start before any I/O, and the opening does not compete with the I/O.
+/// The targets are opened on a few threads at once (a fresh file target's preallocation is
+/// most of its opening), each thread's file targets' process checks made by one walk over
+/// `/proc` once it claimed them all ([`UseBatch`]); a finding cancels the start, before any
+/// plan ran. The error of a refused start is the first refused target's in the config's
+/// order, as when they were opened one by one: targets are taken in that order, so every
+/// target before a refused one was opened too.
+///
+/// [`Gate`]: crate::util::gate::Gate
+/// [`UseBatch`]: crate::safety::UseBatch
 pub(super) fn start_targets(
     settings: &Settings,
     opts: &RunOptions,
@@ -93,27 +104,104 @@ pub(super) fn start_targets(
 ) -> Result<TargetSet> {
     // Two names for one device or file are refused before anything opens.
     scheduler::check_aliases(&settings.targets)?;
+    let specs = &settings.targets;
+    let froms: Vec<std::sync::Mutex<Option<StartFrom>>> = specs
+        .iter()
+        .map(|spec| {
+            let resume = loaded
+                .as_ref()
+                .and_then(|l| l.checkpoint.target(&spec.name).cloned());
+            let from = match resume {
+                Some(state) => StartFrom::Resume {
+                    state: Box::new(state),
+                    genmap: loaded.as_mut().and_then(|l| l.genmaps.remove(&spec.name)),
+                },
+                // Starting over: the earlier results file goes aside, never overwritten.
+                None => StartFrom::Fresh {
+                    why: fresh.map_or("orphan", crate::state::Fresh::results_reason),
+                },
+            };
+            std::sync::Mutex::new(Some(from))
+        })
+        .collect();
+    type Slot = std::sync::Mutex<Option<std::result::Result<TargetHandle, TargetError>>>;
+    let slots: Vec<Slot> = specs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let gate = crate::util::gate::Gate::new();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let openers = std::thread::available_parallelism()
+        .map_or(2, std::num::NonZeroUsize::get)
+        .clamp(1, 4)
+        .min(specs.len().max(1));
+    let open_one = |i: usize| {
+        let from = crate::util::lock(&froms[i]).take();
+        let Some(from) = from else { return };
+        let r = TargetSet::launch(&specs[i], from, opts, global_stop, Some(gate.clone()));
+        if r.is_err() {
+            failed.store(true, Ordering::SeqCst);
+        }
+        *crate::util::lock(&slots[i]) = Some(r);
+    };
+    let refusals: Vec<Box<crate::safety::BatchRefusal>> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..openers)
+            .map(|_| {
+                s.spawn(|| {
+                    let batch = crate::safety::UseBatch::begin();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        if i >= specs.len() || failed.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        open_one(i);
+                    }
+                    if failed.load(Ordering::SeqCst) {
+                        return None;
+                    }
+                    batch.finish().err()
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .filter_map(|t| t.join().ok().flatten())
+            .collect()
+    });
     let mut set = TargetSet::new();
-    for spec in &settings.targets {
-        let resume = loaded
-            .as_ref()
-            .and_then(|l| l.checkpoint.target(&spec.name).cloned());
-        let from = match resume {
-            Some(state) => StartFrom::Resume {
-                state: Box::new(state),
-                genmap: loaded.as_mut().and_then(|l| l.genmaps.remove(&spec.name)),
-            },
-            // Starting over: the earlier results file goes aside, never overwritten.
-            None => StartFrom::Fresh {
-                why: fresh.map_or("orphan", crate::state::Fresh::results_reason),
-            },
-        };
-        if let Err(e) = set.start(spec, from, opts, global_stop) {
-            global_stop.store(true, Ordering::SeqCst);
-            set.stop_all();
-            return Err(e.into());
+    let mut first_err: Option<TargetError> = None;
+    for slot in slots {
+        match slot
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
+            Some(Ok(h)) => set.adopt(h),
+            Some(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            None => {}
         }
     }
+    let first_err = first_err.or_else(|| {
+        // Each thread's batch names its first finding; the first in the config's order wins.
+        refusals
+            .into_iter()
+            .min_by_key(|r| specs.iter().position(|t| t.name == r.target))
+            .map(|r| TargetError::Refused {
+                target: r.target,
+                reason: r.error.to_string(),
+            })
+    });
+    if let Some(e) = first_err {
+        global_stop.store(true, Ordering::SeqCst);
+        gate.cancel();
+        set.stop_all();
+        return Err(e.into());
+    }
+    tracing::debug!(
+        targets = set.len(),
+        openers,
+        "every target opened and claimed; their plans start"
+    );
+    gate.open();
     Ok(set)
 }
 
@@ -140,8 +228,11 @@ pub(super) fn after_reload(
     targets.set(running.snapshots());
     *crate::util::lock(&app.refused) = out.refused.clone();
     // The next scrape shows the new targets, not a body rendered before the reload.
+    let interval = running.settings.stats.interval;
     app.metrics_cache
-        .set_max_age(super::app::metrics_max_age(running.settings.stats.interval));
+        .set_max_age(super::app::metrics_max_age(interval));
+    app.status_cache
+        .set_max_age(super::app::status_max_age(interval));
     if out.started_targets
         && let Some(h) = &app.health
     {

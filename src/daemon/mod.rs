@@ -216,6 +216,10 @@ fn serve(
         refused: Default::default(),
         auth: Some(prepared.auth_guard()),
         metrics_cache: crate::http::cache::MetricsCache::new(app::metrics_max_age(stats_interval)),
+        status_cache: crate::http::cache::MetricsCache::of(
+            crate::http::cache::Body::Status,
+            app::status_max_age(stats_interval),
+        ),
     });
     let server = prepared.attach(app.clone())?;
     let addr = server.local_addr();

@@ -91,6 +91,10 @@ pub trait App: Send + Sync + 'static {
     fn metrics_cache(&self) -> Option<&cache::MetricsCache> {
         None
     }
+    /// A cache the status page is served through ([`cache`]); `None` renders every request.
+    fn status_cache(&self) -> Option<&cache::MetricsCache> {
+        None
+    }
 }
 
 /// An extra page an [`App`] serves.
@@ -652,9 +656,9 @@ impl Shared {
                 Ok(true) => text(StatusCode::OK, "ok\n"),
                 _ => text(StatusCode::SERVICE_UNAVAILABLE, "unhealthy\n"),
             },
-            _ => match tokio::task::spawn_blocking(move || app.status_page()).await {
-                Ok(body) => with_type(StatusCode::OK, "text/html; charset=utf-8", body),
-                Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "status page failed\n"),
+            _ => match cache::cached_body(app, cache::Body::Status).await {
+                Some(body) => with_type(StatusCode::OK, "text/html; charset=utf-8", body),
+                None => text(StatusCode::INTERNAL_SERVER_ERROR, "status page failed\n"),
             },
         }
     }

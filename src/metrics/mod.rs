@@ -161,17 +161,216 @@ pub fn push(out: &mut Vec<MetricFamily>, f: Family) {
     }
 }
 
-/// Render families in the Prometheus text format.
+/// Render families in the Prometheus text format (version 0.0.4), byte for byte what
+/// `prometheus::TextEncoder` writes (a test compares the two), without its allocation per
+/// sample: each value and label is written straight into one buffer, sized from the previous
+/// render's length.
+///
+/// Why (issue 35): at 200 targets (26k series, 2.2 MB) the encoder's own allocations and the
+/// buffer's regrowth were half of a render's CPU.
 pub fn encode_text(families: &[MetricFamily]) -> Result<String, prometheus::Error> {
-    use prometheus::Encoder;
-    let mut buf = Vec::new();
-    prometheus::TextEncoder::new().encode(families, &mut buf)?;
-    String::from_utf8(buf).map_err(|e| prometheus::Error::Msg(e.to_string()))
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static LAST_LEN: AtomicUsize = AtomicUsize::new(0);
+    let mut out = String::with_capacity(LAST_LEN.load(Ordering::Relaxed) * 9 / 8 + 1024);
+    for mf in families {
+        encode_family(mf, &mut out)?;
+    }
+    LAST_LEN.store(out.len(), Ordering::Relaxed);
+    Ok(out)
+}
+
+fn encode_family(mf: &MetricFamily, out: &mut String) -> Result<(), prometheus::Error> {
+    use std::fmt::Write;
+    let name = mf.name();
+    if name.is_empty() {
+        return Err(prometheus::Error::Msg("a metric family has no name".into()));
+    }
+    if mf.get_metric().is_empty() {
+        return Err(prometheus::Error::Msg(format!(
+            "metric family {name} has no metrics"
+        )));
+    }
+    let help = mf.help();
+    if !help.is_empty() {
+        out.push_str("# HELP ");
+        out.push_str(name);
+        out.push(' ');
+        escape_into(out, help, false);
+        out.push('\n');
+    }
+    let t = mf.get_field_type();
+    let type_name = match t {
+        MetricType::COUNTER => "counter",
+        MetricType::GAUGE => "gauge",
+        MetricType::HISTOGRAM => "histogram",
+        MetricType::SUMMARY => "summary",
+        MetricType::UNTYPED => "untyped",
+    };
+    let _ = writeln!(out, "# TYPE {name} {type_name}");
+    for m in mf.get_metric() {
+        let labels = m.get_label();
+        match t {
+            MetricType::COUNTER => sample(out, name, "", labels, None, m.get_counter().get_value()),
+            MetricType::GAUGE => sample(out, name, "", labels, None, m.get_gauge().get_value()),
+            MetricType::HISTOGRAM => {
+                let h = m.get_histogram();
+                let mut inf_seen = false;
+                let mut le = String::new();
+                for b in h.get_bucket() {
+                    let ub = b.upper_bound();
+                    le.clear();
+                    let _ = write!(le, "{ub}");
+                    sample(
+                        out,
+                        name,
+                        "_bucket",
+                        labels,
+                        Some(("le", &le)),
+                        b.cumulative_count() as f64,
+                    );
+                    inf_seen |= ub.is_sign_positive() && ub.is_infinite();
+                }
+                if !inf_seen {
+                    sample(
+                        out,
+                        name,
+                        "_bucket",
+                        labels,
+                        Some(("le", "+Inf")),
+                        h.get_sample_count() as f64,
+                    );
+                }
+                sample(out, name, "_sum", labels, None, h.get_sample_sum());
+                sample(
+                    out,
+                    name,
+                    "_count",
+                    labels,
+                    None,
+                    h.get_sample_count() as f64,
+                );
+            }
+            MetricType::SUMMARY => {
+                let sm = m.get_summary();
+                let mut q = String::new();
+                for x in sm.get_quantile() {
+                    q.clear();
+                    let _ = write!(q, "{}", x.quantile());
+                    sample(out, name, "", labels, Some(("quantile", &q)), x.value());
+                }
+                sample(out, name, "_sum", labels, None, sm.sample_sum());
+                sample(out, name, "_count", labels, None, sm.sample_count() as f64);
+            }
+            MetricType::UNTYPED => {
+                return Err(prometheus::Error::Msg(format!(
+                    "metric family {name} is untyped"
+                )));
+            }
+        }
+        if m.timestamp_ms() != 0 {
+            // Never set by nvsoak; kept as the reference encoder writes it.
+            out.pop();
+            let _ = writeln!(out, " {}", m.timestamp_ms());
+        }
+    }
+    Ok(())
+}
+
+/// One sample line: `name{labels,extra} value`.
+fn sample(
+    out: &mut String,
+    name: &str,
+    suffix: &str,
+    labels: &[LabelPair],
+    extra: Option<(&str, &str)>,
+    value: f64,
+) {
+    use std::fmt::Write;
+    out.push_str(name);
+    out.push_str(suffix);
+    if !labels.is_empty() || extra.is_some() {
+        let mut sep = '{';
+        for (k, v) in labels.iter().map(|l| (l.name(), l.value())).chain(extra) {
+            out.push(sep);
+            out.push_str(k);
+            out.push_str("=\"");
+            escape_into(out, v, true);
+            out.push('"');
+            sep = ',';
+        }
+        out.push('}');
+    }
+    let _ = writeln!(out, " {value}");
+}
+
+/// `v` with backslashes and newlines (and, in label values, double quotes) escaped.
+fn escape_into(out: &mut String, v: &str, quotes: bool) {
+    if !(v.contains(['\\', '\n']) || quotes && v.contains('"')) {
+        out.push_str(v);
+        return;
+    }
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '"' if quotes => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The crate's reference encoder, which [`encode_text`] replaces.
+    fn reference(families: &[MetricFamily]) -> String {
+        use prometheus::Encoder;
+        let mut buf = Vec::new();
+        prometheus::TextEncoder::new()
+            .encode(families, &mut buf)
+            .expect("reference encode");
+        String::from_utf8(buf).expect("utf-8")
+    }
+
+    #[test]
+    fn the_text_is_byte_for_byte_the_reference_encoders() {
+        let mut out = Vec::new();
+        let mut c = Family::counter("x_ops_total", "Ops, with a \\ backslash\nand a newline.");
+        c.add(&[("target", "t0"), ("path", "/dev/\"odd\"\\name\n")], 5.0);
+        c.add(&[("target", "é ünïcode")], 1e21);
+        c.add(&[], 0.1 + 0.2);
+        push(&mut out, c);
+        let mut g = Family::gauge("x_up", "");
+        for v in [
+            1.0,
+            -0.0,
+            1e-7,
+            123456789.125,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ] {
+            g.add(&[("v", &format!("{v:?}"))], v);
+        }
+        push(&mut out, g);
+        let mut h = Family::histogram("x_latency_seconds", "Latency.");
+        h.add_histogram(&[("op", "read")], &[0.0001, 0.5, 1.0], &[1, 2, 3, 4], 7.5);
+        h.add_histogram(&[], &[f64::INFINITY], &[2, 0], 0.25);
+        push(&mut out, h);
+        let mut s = Family::summary("x_q_seconds", "Quantiles.");
+        s.add_summary(
+            &[("t", "a")],
+            &[(0.5, 0.001), (0.99, 0.02), (0.999, f64::NAN)],
+            9,
+            0.5,
+        );
+        push(&mut out, s);
+        let text = encode_text(&out).expect("encode");
+        assert_eq!(text, reference(&out));
+        // Twice: the second render starts from the first one's length.
+        assert_eq!(encode_text(&out).expect("encode"), text);
+    }
 
     #[test]
     fn renders_counter_gauge_histogram() {

@@ -340,6 +340,9 @@ pub fn claim_file(
                 let marked = check_existing(path, pfd.as_fd(), &st, allow_destroy)?;
                 let file = reopen(pfd.as_fd(), flags, true).map_err(io_err(path))?;
                 hold(path, &file, &st, reach_of(marked))?;
+                if inuse::batch::defers(reach_of(marked)) {
+                    inuse::batch::defer(name, &resolved, (st.dev(), st.ino()));
+                }
                 if !marked {
                     super::mark::mark(&file, &st, name).map_err(io_err(path))?;
                     tracing::warn!(target_name = name, path = %resolved.display(),
@@ -356,6 +359,9 @@ pub fn claim_file(
                     let st = made.metadata().map_err(io_err(path))?;
                     let file = reopen(made.as_fd(), flags, true).map_err(io_err(path))?;
                     hold(path, &file, &st, Reach::OwnFile)?;
+                    if inuse::batch::defers(Reach::OwnFile) {
+                        inuse::batch::defer(name, &resolved, (st.dev(), st.ino()));
+                    }
                     return Ok(FileClaim {
                         file,
                         path: resolved,
@@ -473,6 +479,10 @@ fn hold(path: &Path, file: &File, st: &fs::Metadata, reach: Reach) -> Result<(),
                 });
             }
         }
+    }
+    if inuse::batch::defers(reach) {
+        // The batch's walk checks the openers (and the maps) once every claim is made.
+        return Ok(());
     }
     let others = inuse::file_openers(&SysRoot::host(), st, reach).map_err(|why| {
         SafetyError::Unverifiable {

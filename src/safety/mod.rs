@@ -42,6 +42,7 @@ pub use claim::{
 };
 pub use identity::{DeviceIdentity, identify, identify_fd};
 use identity::{identity_names, normalise_wwn};
+pub use inuse::batch::{BatchRefusal, UseBatch};
 pub use inuse::{MountEntry, Unseen, parse_mountinfo};
 
 /// What kind of on-disk structure a signature belongs to.

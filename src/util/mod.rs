@@ -3,6 +3,7 @@
 
 pub mod beneath;
 pub mod bounded;
+pub mod gate;
 pub mod host;
 pub mod sched;
 pub mod suggest;

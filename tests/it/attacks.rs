@@ -646,6 +646,115 @@ fn a_file_mapped_by_another_process_is_refused_always() {
     assert_eq!(fs::read(&f).expect("read"), vec![3u8; 1 << 20]);
 }
 
+/// Six file targets, each `path = <dir>/tN.dat`, 1 MiB, writing (or, `write = false`,
+/// reading) for `duration`.
+fn six_targets(dir: &Path, state: &Path, write: bool, duration: &str) -> String {
+    let mut cfg = format!(
+        "[state]\ndir = \"{}\"\n[health]\nenabled = false\n[gates]\nverify_errors = false\n",
+        state.display()
+    );
+    let read = if write { 0 } else { 100 };
+    for i in 1..=6 {
+        cfg.push_str(&format!(
+            "[[target]]\nname = \"t{i}\"\npath = \"{}\"\nsize = \"1MiB\"\nengine = \"psync\"\n\
+             direct = false\n[[target.phase]]\nkind = \"soak\"\n\
+             job = {{ name = \"w\", read = {read}, bs = \"4k\", access = \"random\", iodepth = 1 }}\n\
+             duration = \"{duration}\"\n",
+            dir.join(format!("t{i}.dat")).display()
+        ));
+    }
+    cfg
+}
+
+/// The daemon's start-up checks its own file targets' users with one walk over /proc once all
+/// of them are claimed (issue 35). The attacker: another process holds open, or maps, one of
+/// six files nvsoak made and marked earlier, while the daemon starts on all six with a write
+/// plan. The start is refused naming that target, the file and the process, and no target was
+/// written at all (every plan is held until the walk has passed them all).
+#[test]
+fn an_own_file_held_or_mapped_elsewhere_refuses_a_many_target_start_before_any_write() {
+    let dir = crate::common::shm_dir();
+    let d = dir.path();
+    // nvsoak makes and marks the six files (a read-only soak of a moment).
+    let cfg = d.join("make.toml");
+    fs::write(&cfg, six_targets(d, &d.join("state-make"), false, "1s")).expect("plan");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let (code, err) = nvsoak(&[
+        "run",
+        "--config",
+        p(&cfg),
+        "--web.listen-address",
+        &addr,
+        "--exit-when-done",
+    ]);
+    assert!(
+        (1..=6).all(|i| d.join(format!("t{i}.dat")).exists()),
+        "the files were not made (exit {code:?}):\n{err}"
+    );
+    let holds = [
+        (
+            "map",
+            "import mmap,sys,time\nf=open(sys.argv[1],'r+b')\nm=mmap.mmap(f.fileno(),0)\nf.close()\nprint('ready',flush=True)\ntime.sleep(60)",
+            "mapped into the memory of",
+        ),
+        (
+            "hold",
+            "import sys,time\nf=open(sys.argv[1],'rb')\nprint('ready',flush=True)\ntime.sleep(60)",
+            "is in use",
+        ),
+    ];
+    for (how, script, want) in holds {
+        let victim = d.join("t4.dat");
+        let mut child = Command::new("python3")
+            .args(["-c", script, p(&victim)])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut line = String::new();
+        {
+            use std::io::BufRead;
+            let out = child.stdout.as_mut().expect("stdout");
+            std::io::BufReader::new(out)
+                .read_line(&mut line)
+                .expect("read");
+        }
+        assert_eq!(line.trim(), "ready");
+        let before: Vec<Vec<u8>> = (1..=6)
+            .map(|i| fs::read(d.join(format!("t{i}.dat"))).expect("read"))
+            .collect();
+        let cfg = d.join(format!("write-{how}.toml"));
+        fs::write(
+            &cfg,
+            six_targets(d, &d.join(format!("state-{how}")), true, "3s"),
+        )
+        .expect("plan");
+        let addr = format!("127.0.0.1:{}", free_port());
+        let (code, err) = nvsoak(&[
+            "run",
+            "--config",
+            p(&cfg),
+            "--web.listen-address",
+            &addr,
+            "--exit-when-done",
+        ]);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_ne!(code, Some(0), "{how}: run did not refuse:\n{err}");
+        let msg = error_line(&err);
+        assert!(msg.contains("t4"), "{how}: {msg}");
+        assert!(msg.contains(want), "{how}: {msg}");
+        assert!(msg.contains(&format!("pid {}", child.id())), "{how}: {msg}");
+        for (i, b) in before.iter().enumerate() {
+            let now = fs::read(d.join(format!("t{}.dat", i + 1))).expect("read");
+            assert!(
+                now == *b,
+                "{how}: t{} was written although the start was refused",
+                i + 1
+            );
+        }
+    }
+}
+
 #[test]
 fn a_file_target_larger_than_its_filesystem_is_refused_by_both_and_leaves_no_file() {
     let d = crate::common::shm_dir();

@@ -16,6 +16,7 @@ use thiserror::Error;
 use super::{DeviceIdentity, SafetyError};
 use crate::util::sysroot::SysRoot;
 
+pub(super) mod batch;
 mod loops;
 mod procs;
 mod stack;
@@ -463,10 +464,13 @@ pub(super) fn check_block_users(
 /// The checks a regular-file target must pass whatever `allow_destroy` says: it backs no loop
 /// device, is no active swap file, and is mapped into no process's memory. `reach`: whether
 /// the file is nvsoak's own ([`Reach`]).
+/// Within a [`batch::UseBatch`], the mapped check of nvsoak's own file is left to the batch
+/// (the claim defers it with its open check).
 pub(super) fn check_file(path: &Path, st: &fs::Metadata, reach: Reach) -> Result<(), SafetyError> {
     let root = SysRoot::host();
     let scan = Scan::new(&root).map_err(unverifiable(path))?;
-    check_file_users(&scan, path, (st.dev(), st.ino()), None, reach)
+    let procs = !batch::defers(reach);
+    check_file_users_with(&scan, path, (st.dev(), st.ino()), None, reach, procs)
 }
 
 /// [`check_file`] on the file with device and inode numbers `key`; `above`: the target's own
@@ -477,6 +481,18 @@ pub(super) fn check_file_users(
     key: (u64, u64),
     above: Option<Above<'_>>,
     reach: Reach,
+) -> Result<(), SafetyError> {
+    check_file_users_with(scan, path, key, above, reach, true)
+}
+
+/// [`check_file_users`]; `procs`: whether to look at the processes' maps now.
+fn check_file_users_with(
+    scan: &Scan<'_>,
+    path: &Path,
+    key: (u64, u64),
+    above: Option<Above<'_>>,
+    reach: Reach,
+    procs: bool,
 ) -> Result<(), SafetyError> {
     let loops: Vec<String> = scan
         .loops
@@ -498,6 +514,9 @@ pub(super) fn check_file_users(
                 what: f.clone(),
             });
         }
+    }
+    if !procs {
+        return Ok(());
     }
     let mapped = mappers(scan.root, key.0, key.1, reach).map_err(unverifiable(path))?;
     if !mapped.is_empty() {

@@ -245,6 +245,77 @@ pub(in crate::safety) fn file_openers(
     })
 }
 
+/// Every other process's regular files, held open (`/proc/<pid>/fd`) and mapped
+/// (`/proc/<pid>/maps`), from one walk over the processes: the file checks of many targets
+/// answered at once (see [`super::batch`]). Keys are (device, inode) numbers.
+pub(in crate::safety) struct ProcTable {
+    open: std::collections::HashMap<(u64, u64), Vec<u32>>,
+    mapped: std::collections::HashMap<(u64, u64), Vec<u32>>,
+}
+
+impl ProcTable {
+    /// Walk every process but this one, under the same rules as a single check (a process
+    /// that could not be looked at fails the walk unless `reach` lets it be passed over).
+    pub(in crate::safety) fn walk(root: &SysRoot, reach: Reach) -> Result<ProcTable, Unseen> {
+        let table = std::cell::RefCell::new(ProcTable {
+            open: Default::default(),
+            mapped: Default::default(),
+        });
+        each_process(root, reach, |pid| {
+            let mut open = Vec::new();
+            for e in fs::read_dir(root.proc_(format!("{pid}/fd")))? {
+                match fs::metadata(e?.path()) {
+                    Ok(m) if m.file_type().is_file() => open.push((m.dev(), m.ino())),
+                    Ok(_) => {}
+                    Err(e) if process_gone(&e) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            let maps = fs::read_to_string(root.proc_(format!("{pid}/maps")))?;
+            let mut t = table.borrow_mut();
+            for key in open {
+                t.open.entry(key).or_default().push(pid);
+            }
+            for key in maps.lines().filter_map(mapped_file) {
+                t.mapped.entry(key).or_default().push(pid);
+            }
+            Ok(Look::Miss)
+        })?;
+        Ok(table.into_inner())
+    }
+
+    /// The processes (`pid 1234 (comm)`) holding the file `key` open.
+    pub(in crate::safety) fn openers(&self, root: &SysRoot, key: (u64, u64)) -> Vec<String> {
+        Self::described(root, self.open.get(&key))
+    }
+
+    /// The processes mapping the file `key`.
+    pub(in crate::safety) fn mappers(&self, root: &SysRoot, key: (u64, u64)) -> Vec<String> {
+        Self::described(root, self.mapped.get(&key))
+    }
+
+    fn described(root: &SysRoot, pids: Option<&Vec<u32>>) -> Vec<String> {
+        let mut pids = pids.cloned().unwrap_or_default();
+        pids.sort_unstable();
+        pids.dedup();
+        pids.into_iter().map(|p| describe_pid(root, p)).collect()
+    }
+}
+
+/// The (device, inode) numbers of the file a `/proc/<pid>/maps` line maps (device as hex
+/// `major:minor`), `None` for an anonymous mapping (inode 0) or a line that does not parse.
+fn mapped_file(line: &str) -> Option<(u64, u64)> {
+    let mut f = line.split_whitespace().skip(3);
+    let (d, i) = (f.next()?, f.next()?);
+    let (a, b) = d.split_once(':')?;
+    let (major, minor) = (
+        u32::from_str_radix(a, 16).ok()?,
+        u32::from_str_radix(b, 16).ok()?,
+    );
+    let ino = i.parse::<u64>().ok().filter(|i| *i != 0)?;
+    Some((libc::makedev(major, minor), ino))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +332,17 @@ mod tests {
         assert_eq!(hidepid_of(off), None);
         let two = "22 1 0:21 / /proc rw - proc proc rw,hidepid=2,gid=4\n";
         assert_eq!(hidepid_of(two).as_deref(), Some("hidepid=2"));
+    }
+
+    #[test]
+    fn a_maps_line_names_its_file_by_device_and_inode_and_anonymous_maps_nothing() {
+        let l = "7f1c2a000000-7f1c2a021000 rw-s 00000000 00:1a 4242          /dev/shm/t1.dat";
+        assert_eq!(mapped_file(l), Some((libc::makedev(0, 0x1a), 4242)));
+        let l = "7f1c2a000000-7f1c2a021000 r--p 00000000 fd:01 131 /usr/lib/libc.so.6";
+        assert_eq!(mapped_file(l), Some((libc::makedev(0xfd, 1), 131)));
+        let anon = "7ffd5e3f1000-7ffd5e412000 rw-p 00000000 00:00 0                  [stack]";
+        assert_eq!(mapped_file(anon), None);
+        assert_eq!(mapped_file("garbage"), None);
     }
 
     #[test]

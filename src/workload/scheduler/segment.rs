@@ -69,7 +69,7 @@ type HistPair = (Histogram<u64>, Histogram<u64>);
 struct Crew {
     handles: Vec<WorkerHandle>,
     rx: mpsc::Receiver<WorkerReport>,
-    recycle: Vec<mpsc::Sender<HistPair>>,
+    recycle: Vec<mpsc::SyncSender<HistPair>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -111,6 +111,8 @@ struct Tally {
     /// Per worker: its rates over the intervals its reports cover, by its own clock.
     rates: Vec<RateWindow>,
     done: Vec<bool>,
+    /// Per worker: a report arrived since the last interval closed.
+    reported: Vec<bool>,
     last_ops: u64,
     last_tick: Instant,
     /// A target spanning several devices: how many members (worker `i` is on member `i mod
@@ -134,6 +136,7 @@ impl Tally {
             iv_write_hist: new_hdr(),
             rates: vec![RateWindow::default(); workers],
             done: vec![false; workers],
+            reported: vec![false; workers],
             last_ops: 0,
             last_tick: now,
             spread: 0,
@@ -184,7 +187,12 @@ impl Tally {
         out
     }
 
-    fn take(&mut self, r: WorkerReport, recycle: &[mpsc::Sender<HistPair>], interval: Duration) {
+    fn take(
+        &mut self,
+        r: WorkerReport,
+        recycle: &[mpsc::SyncSender<HistPair>],
+        interval: Duration,
+    ) {
         if self.engine.is_none() {
             self.engine = Some(r.engine);
         }
@@ -194,10 +202,13 @@ impl Tally {
             if r.done {
                 self.done[r.worker] = true;
             }
+            self.reported[r.worker] = true;
             self.rates[r.worker].update(&r, interval / 2);
             self.cpu_last[r.worker] = r.cpu;
             self.last[r.worker] = Some((r.read, r.write));
-            let _ = recycle[r.worker].send((r.read_hist, r.write_hist));
+            // Never blocks: a worker has at most MAX_OUTSTANDING pairs out (a full channel
+            // drops the pair here, and the worker coalesces until one comes back).
+            let _ = recycle[r.worker].try_send((r.read_hist, r.write_hist));
         }
     }
 
@@ -259,7 +270,30 @@ impl Tally {
     }
 
     /// Close the interval at `now`: its histograms join the segment's.
+    /// Whether the interval that began at the last tick may close at `now`: every running
+    /// worker has reported since (and half an interval has passed, so that a worker reporting
+    /// twice in quick succession does not close two), or the interval is a quarter overdue (a
+    /// worker stuck in a long I/O does not hold the figures back), or every worker is done.
+    ///
+    /// Why on the reports and not on a clock of its own (issue 35): the workers report by
+    /// their own clocks, which start a few milliseconds after the segment's. A tick on the
+    /// segment's clock then always came just before the reports it was waiting for, so every
+    /// published figure was one interval old, and a target's first figures appeared only after
+    /// two intervals. Closing when the reports are in publishes each interval as it ends, with
+    /// one report per worker in it.
+    fn interval_due(&self, now: Instant, interval: Duration, all_done: bool) -> bool {
+        let since = now.duration_since(self.last_tick);
+        let every_reported = self.reported.iter().zip(&self.done).all(|(r, d)| *r || *d);
+        all_done || since >= interval + interval / 4 || (every_reported && since >= interval / 2)
+    }
+
+    /// When the current interval must close at the latest (see [`Tally::interval_due`]).
+    fn interval_deadline(&self, interval: Duration) -> Instant {
+        self.last_tick + interval + interval / 4
+    }
+
     fn roll(&mut self, ops: u64, now: Instant) {
+        self.reported.iter_mut().for_each(|r| *r = false);
         self.cpu_rolled = self.cpu_sum();
         let _ = self.seg_read_hist.add(&self.iv_read_hist);
         let _ = self.seg_write_hist.add(&self.iv_write_hist);
@@ -338,6 +372,10 @@ impl Runner {
         });
         let verify = self.snapshot.fixed.verify.clone();
         let crew = self.spawn_workers(&seg, verify.as_ref())?;
+        // The workers run from now on: say so at once, not at the first interval's figures.
+        self.snapshot.update(|s| {
+            s.jobs.entry(job.name.clone()).or_default().workers = workers;
+        });
         let (base, cpu_base) = self.snapshot.view(|s| {
             s.jobs
                 .get(&job.name)
@@ -363,7 +401,9 @@ impl Runner {
                 crew.stop.store(true, Ordering::SeqCst);
                 stop_sent = true;
             }
-            let wait = interval.saturating_sub(now.duration_since(tally.last_tick));
+            let wait = tally
+                .interval_deadline(interval)
+                .saturating_duration_since(now);
             let wait = match seg.duration {
                 Some(d) if !stop_sent => wait.min(d.saturating_sub(now.duration_since(started))),
                 _ => wait,
@@ -371,7 +411,7 @@ impl Runner {
             .max(Duration::from_millis(1));
             let all_done = tally.collect(&crew, wait, interval);
             let now = Instant::now();
-            if now.duration_since(tally.last_tick) >= interval || all_done {
+            if tally.interval_due(now, interval, all_done) {
                 let (sr, sw) = tally.sums();
                 let ops = sr.ops + sw.ops;
                 let d_ops = ops - tally.last_ops.min(ops);
@@ -413,10 +453,16 @@ impl Runner {
         let (tx, rx) = mpsc::sync_channel::<WorkerReport>(worker::report_capacity(workers));
         let stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::with_capacity(workers);
-        let mut recycle: Vec<mpsc::Sender<HistPair>> = Vec::with_capacity(workers);
+        let mut recycle: Vec<mpsc::SyncSender<HistPair>> = Vec::with_capacity(workers);
         let base_seed = seed_for(&self.spec.name, self.segment_counter);
         for i in 0..workers {
-            let (back_tx, back_rx) = mpsc::channel();
+            // Bounded too, so that the worker's receive never frees: an unbounded channel's
+            // receiver frees each block of a few dozen messages, and a free takes the lock of
+            // the allocator arena the block came from. A worker at nice 19 preempted while
+            // holding it (hundreds of runnable workers on two cores: seconds before it runs
+            // again) stalled every daemon thread that allocated from that arena: a render of
+            // /metrics or the status page blocked for 3-4 s (issue 35, bench-targets).
+            let (back_tx, back_rx) = mpsc::sync_channel(worker::MAX_OUTSTANDING + 1);
             recycle.push(back_tx);
             let (plan, wopts) = self.worker_plan(seg, verify, i, base_seed, &stop, back_rx);
             match worker::spawn_with(plan, wopts, tx.clone()) {
@@ -694,4 +740,63 @@ pub(crate) fn target_node_present(spec: &TargetSpec) -> bool {
         m.file_type().is_block_device()
             || (spec.engine.is_passthru() && m.file_type().is_char_device())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally(workers: usize, at: Instant) -> Tally {
+        Tally::new(Default::default(), workers, at)
+    }
+
+    #[test]
+    fn an_interval_closes_when_every_running_worker_has_reported() {
+        let t0 = Instant::now();
+        let iv = Duration::from_secs(1);
+        let mut t = tally(2, t0);
+        let at = t0 + Duration::from_millis(1010);
+        assert!(!t.interval_due(at, iv, false), "no report yet");
+        t.reported[0] = true;
+        assert!(!t.interval_due(at, iv, false), "worker 1 has not reported");
+        t.reported[1] = true;
+        assert!(
+            t.interval_due(at, iv, false),
+            "both reported, past half an interval"
+        );
+        // A finished worker does not hold the interval back.
+        t.reported[1] = false;
+        t.done[1] = true;
+        assert!(t.interval_due(at, iv, false));
+    }
+
+    #[test]
+    fn reports_close_no_interval_before_half_of_it_and_a_silent_worker_only_delays_it() {
+        let t0 = Instant::now();
+        let iv = Duration::from_secs(1);
+        let mut t = tally(1, t0);
+        t.reported[0] = true;
+        assert!(!t.interval_due(t0 + Duration::from_millis(400), iv, false));
+        assert!(t.interval_due(t0 + Duration::from_millis(500), iv, false));
+        t.reported[0] = false;
+        assert!(!t.interval_due(t0 + Duration::from_millis(1249), iv, false));
+        assert!(
+            t.interval_due(t0 + Duration::from_millis(1250), iv, false),
+            "overdue"
+        );
+        assert_eq!(t.interval_deadline(iv), t0 + Duration::from_millis(1250));
+        assert!(t.interval_due(t0, iv, true), "every worker done");
+    }
+
+    #[test]
+    fn closing_an_interval_forgets_its_reports() {
+        let t0 = Instant::now();
+        let iv = Duration::from_secs(1);
+        let mut t = tally(1, t0);
+        t.reported[0] = true;
+        let at = t0 + Duration::from_millis(1001);
+        assert!(t.interval_due(at, iv, false));
+        t.roll(0, at);
+        assert!(!t.interval_due(at + Duration::from_millis(600), iv, false));
+    }
 }

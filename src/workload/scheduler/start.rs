@@ -6,13 +6,14 @@ use super::*;
 use crate::workload::drive::DriveTracking;
 
 /// Start a target: opens it on the calling thread (so refusals surface at start), then runs its
-/// plan on a new thread.
+/// plan on a new thread, once `gate` (when given) opens; a cancelled gate runs nothing.
 pub fn start(
     mut spec: TargetSpec,
     opts: RunOptions,
     global_stop: Arc<AtomicBool>,
     resume: Option<crate::model::checkpoint::TargetState>,
     resume_genmap: Option<GenMap>,
+    gate: Option<crate::util::gate::Gate>,
 ) -> Result<TargetHandle, TargetError> {
     let (
         OpenedTarget {
@@ -79,7 +80,12 @@ pub fn start(
     };
     let thread = std::thread::Builder::new()
         .name(format!("sched-{}", spec.name))
-        .spawn(move || runner.run())
+        .spawn(move || {
+            // A cancelled start (another target was refused) runs nothing at all.
+            if gate.is_none_or(|g| g.wait()) {
+                runner.run();
+            }
+        })
         .map_err(|error| TargetError::Open {
             target: spec.name.clone(),
             path: spec.path.clone(),

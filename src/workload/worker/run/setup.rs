@@ -172,7 +172,6 @@ impl Worker {
             max_bs,
             passthru: opts.passthru,
         };
-        lower_priority();
         let mut engine = open_engine(&plan, opts.engine_factory, setup)?;
         let engine_name = engine.name();
 
@@ -186,6 +185,11 @@ impl Worker {
         let mut stats = WorkerStats::new();
         stats.engine = engine_name;
         let align = offsets.align();
+        // Lowered only now, for the loop: the set-up (the ring, its registered buffers, the
+        // pattern) runs at the daemon's priority, so that a worker starting while hundreds of
+        // others already run gets a CPU at once instead of waiting among them (issue 35). The
+        // io-wq threads the kernel makes for the ring later inherit the lowered value.
+        lower_priority();
         let clock = Clock(Instant::now());
         let pacer = plan
             .rate_iops
