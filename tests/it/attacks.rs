@@ -609,18 +609,11 @@ fn check_config_without_root_says_what_it_could_not_check() {
     );
 }
 
-#[test]
-fn a_file_mapped_by_another_process_is_refused_always() {
-    let dir = crate::common::shm_dir();
-    let f = dir.path().join("mapped.dat");
-    fs::write(&f, vec![3u8; 1 << 20]).expect("write");
-    // Another process maps the file and closes its descriptor: only the mapping is left.
+/// Another process running the Python `script` on `file` (as `sys.argv[1]`), returned once it
+/// printed "ready" (it then holds or maps the file until killed).
+fn python_holding(script: &str, file: &Path) -> std::process::Child {
     let mut child = Command::new("python3")
-        .args([
-            "-c",
-            "import mmap,sys,time\nf=open(sys.argv[1],'r+b')\nm=mmap.mmap(f.fileno(),0)\nf.close()\nprint('mapped',flush=True)\ntime.sleep(60)",
-            p(&f),
-        ])
+        .args(["-c", script, p(file)])
         .stdout(Stdio::piped())
         .spawn()
         .expect("python3");
@@ -632,7 +625,20 @@ fn a_file_mapped_by_another_process_is_refused_always() {
             .read_line(&mut line)
             .expect("read");
     }
-    assert_eq!(line.trim(), "mapped");
+    assert_eq!(line.trim(), "ready");
+    child
+}
+
+#[test]
+fn a_file_mapped_by_another_process_is_refused_always() {
+    let dir = crate::common::shm_dir();
+    let f = dir.path().join("mapped.dat");
+    fs::write(&f, vec![3u8; 1 << 20]).expect("write");
+    // Another process maps the file and closes its descriptor: only the mapping is left.
+    let mut child = python_holding(
+        "import mmap,sys,time\nf=open(sys.argv[1],'r+b')\nm=mmap.mmap(f.fileno(),0)\nf.close()\nprint('ready',flush=True)\ntime.sleep(60)",
+        &f,
+    );
     let cfg = write_plan(
         &dir.path().join("state"),
         "m",
@@ -705,20 +711,7 @@ fn an_own_file_held_or_mapped_elsewhere_refuses_a_many_target_start_before_any_w
     ];
     for (how, script, want) in holds {
         let victim = d.join("t4.dat");
-        let mut child = Command::new("python3")
-            .args(["-c", script, p(&victim)])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3");
-        let mut line = String::new();
-        {
-            use std::io::BufRead;
-            let out = child.stdout.as_mut().expect("stdout");
-            std::io::BufReader::new(out)
-                .read_line(&mut line)
-                .expect("read");
-        }
-        assert_eq!(line.trim(), "ready");
+        let mut child = python_holding(script, &victim);
         let before: Vec<Vec<u8>> = (1..=6)
             .map(|i| fs::read(d.join(format!("t{i}.dat"))).expect("read"))
             .collect();
