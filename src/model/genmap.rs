@@ -40,6 +40,12 @@ pub enum Expect {
     /// Recovered after a restart or a failed write: last recorded as `None` (never) or
     /// `Some(g)`, and newer generations from before the crash are accepted.
     Recovered(Option<u32>),
+    /// Computed state ([`crate::model::walk`]): written last with exactly this generation,
+    /// compared in full 32 bits.
+    Exact(u32),
+    /// Computed state, after a restart or a failed write: this generation or a newer one of
+    /// ours (32 bits, no wrap).
+    AtLeast(u32),
 }
 
 impl Expect {
@@ -47,8 +53,24 @@ impl Expect {
     pub fn generation(self) -> u32 {
         match self {
             Expect::NeverWritten | Expect::Recovered(None) => 0,
-            Expect::Generation(g) | Expect::Recovered(Some(g)) => g,
+            Expect::Generation(g)
+            | Expect::Recovered(Some(g))
+            | Expect::Exact(g)
+            | Expect::AtLeast(g) => g,
         }
+    }
+
+    /// The generation expected, `None` for never written.
+    pub fn generation_opt(self) -> Option<u32> {
+        match self {
+            Expect::NeverWritten | Expect::Recovered(None) => None,
+            e => Some(e.generation()),
+        }
+    }
+
+    /// A read may find a newer block than expected, which is then learnt.
+    pub fn is_recovered(self) -> bool {
+        matches!(self, Expect::Recovered(_) | Expect::AtLeast(_))
     }
 }
 

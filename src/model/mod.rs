@@ -25,3 +25,4 @@ pub mod steps;
 pub mod totals;
 pub mod units;
 pub mod verdict;
+pub mod walk;

@@ -202,6 +202,8 @@ pub fn check_unit(
         Expect::Generation(g) => h.generation as u16 == g as u16,
         Expect::Recovered(None) => h.generation != 0,
         Expect::Recovered(Some(g)) => not_older(h.generation, g),
+        Expect::Exact(g) => h.generation == g,
+        Expect::AtLeast(g) => h.generation >= g,
     };
     if ok {
         Ok(Some(h.generation))
