@@ -283,7 +283,7 @@ mod tests {
         t.jobs.insert("4k-random-read".into(), j);
         let gen_map = crate::workload::pattern::GenMap::new(0, 1 << 20, 1);
         t.verify = Some(crate::workload::scheduler::VerifyCtx {
-            map: std::sync::Arc::new(gen_map),
+            state: crate::workload::pattern::VerifyState::Stored(std::sync::Arc::new(gen_map)),
             counters: Default::default(),
         });
         for dev in ["nvme0n1", "nvme1n1"] {

@@ -111,7 +111,10 @@ impl DaemonApp {
             .iter()
             .filter_map(|s| {
                 let f = &s.fixed;
-                f.verify.as_ref().map(|v| (f.name.as_str(), &*v.map))
+                f.verify
+                    .as_ref()
+                    .and_then(|v| v.state.as_stored())
+                    .map(|m| (f.name.as_str(), m))
             })
             .collect();
         if !slow.is_zero() {

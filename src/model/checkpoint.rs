@@ -81,6 +81,10 @@ pub struct TargetState {
     /// Filled by `state::save` when a generation map is saved for this target.
     #[serde(default)]
     pub genmap: Option<GenMapRef>,
+    /// The computed verification state (`model::walk`), when the target keeps that instead
+    /// of a generation map: a few counters per run segment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_walk: Option<crate::model::walk::WalkRecord>,
     /// How far the precondition at `phase_index` got, when that phase is a precondition.
     #[serde(default)]
     pub precondition: Option<PreconditionProgress>,
@@ -229,6 +233,7 @@ impl TargetState {
             members: Vec::new(),
             verify_seed: None,
             genmap: None,
+            verify_walk: None,
             precondition: None,
             sweep: None,
         }

@@ -263,7 +263,12 @@ impl VerifyHook {
 }
 
 /// Count and (rate-limited) log one mismatch.
-fn report_mismatch(counters: &VerifyCounters, target: &str, lba_size: u32, m: &Mismatch) {
+pub(crate) fn report_mismatch(
+    counters: &VerifyCounters,
+    target: &str,
+    lba_size: u32,
+    m: &Mismatch,
+) {
     use crate::workload::verify_log::{Action, log_summary, now_ms};
     counters.add(m.kind, 1);
     let last = match counters.log.note(m.kind, m.offset, now_ms()) {

@@ -10,4 +10,5 @@ pub mod scheduler;
 pub mod steady;
 pub mod targets;
 pub mod verify_log;
+pub mod walk_hook;
 pub mod worker;

@@ -77,6 +77,7 @@ mod block;
 mod check;
 mod counters;
 mod map;
+mod state;
 #[cfg(test)]
 mod tests;
 
@@ -84,6 +85,7 @@ pub use crate::model::genmap::{Expect, GenMap, GenMapError, RECOVERY_JUMP, VERIF
 pub use block::{HEADER_LEN, HeaderView, MAGIC, new_seed, stamp, stamp_unit};
 pub use check::{Mismatch, VerifyKind, check, check_unit};
 pub use counters::VerifyCounters;
+pub use state::{VerifyState, walk_fits};
 
 /// The inline-verify hook lives with the other hot-path hooks.
 pub use crate::workload::hooks::VerifyHook;

@@ -59,8 +59,11 @@ use crate::model::results::{SteadyOutcome, SweepPoint, SweepResult, TargetResult
 use crate::model::spec::{
     Access, BlockSizeMix, JobSpec, PhaseSpec, RateLimit, Skew, SteadyConfig, TargetSpec, VerifyMode,
 };
+use crate::model::walk::Leg;
 use crate::stats::{OpCounters, QUANTILES, WorkerReport, new_hdr};
-use crate::workload::pattern::{GenMap, VERIFY_UNIT, VerifyCounters, VerifyHook};
+use crate::workload::pattern::{
+    GenMap, VERIFY_UNIT, VerifyCounters, VerifyHook, VerifyState, walk_fits,
+};
 use crate::workload::steady::{SteadyDetector, SteadyStatus};
 use crate::workload::worker::{self, BlockHook, ExitReason, WorkerOptions, WorkerPlan};
 

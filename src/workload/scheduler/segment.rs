@@ -455,6 +455,7 @@ impl Runner {
         let mut handles = Vec::with_capacity(workers);
         let mut recycle: Vec<mpsc::SyncSender<HistPair>> = Vec::with_capacity(workers);
         let base_seed = seed_for(&self.spec.name, self.segment_counter);
+        let leg = self.walk_leg(seg, verify)?;
         for i in 0..workers {
             // Bounded too, so that the worker's receive never frees: an unbounded channel's
             // receiver frees each block of a few dozen messages, and a free takes the lock of
@@ -464,7 +465,8 @@ impl Runner {
             // /metrics or the status page blocked for 3-4 s (issue 35, bench-targets).
             let (back_tx, back_rx) = mpsc::sync_channel(worker::MAX_OUTSTANDING + 1);
             recycle.push(back_tx);
-            let (plan, wopts) = self.worker_plan(seg, verify, i, base_seed, &stop, back_rx);
+            let (plan, wopts) =
+                self.worker_plan(seg, (verify, leg.as_ref()), i, base_seed, &stop, back_rx);
             match worker::spawn_with(plan, wopts, tx.clone()) {
                 Ok(h) => handles.push(h),
                 Err(e) => {
@@ -484,12 +486,80 @@ impl Runner {
         })
     }
 
+    /// Under the computed verification state, a segment that writes is a new leg of the walk
+    /// (`model::walk`): sequential jobs walk each worker's stripe from where a resumed
+    /// precondition got to, random ones a slice of the leg's permutation each. `None` for the
+    /// stored map, no verification, or a segment that only reads.
+    fn walk_leg(
+        &self,
+        seg: &Segment<'_>,
+        verify: Option<&VerifyCtx>,
+    ) -> Result<Option<Arc<Leg>>, RunError> {
+        let (Some(v), Some(_)) = (verify, self.hook_mode()) else {
+            return Ok(None);
+        };
+        let VerifyState::Walk(w) = &v.state else {
+            return Ok(None);
+        };
+        let job = seg.job;
+        let bs = match walk_fits(job) {
+            Some(Some(bs)) => bs as u64,
+            Some(None) => return Ok(None),
+            None => {
+                return Err(RunError::WorkerFatal(format!(
+                    "job {}: its writes cannot be followed by the computed verification state",
+                    job.name
+                )));
+            }
+        };
+        let workers = job.workers.max(1) as u64;
+        let slices: Vec<(u64, u64, u64)> = match job.access {
+            Access::Sequential => (0..workers as usize)
+                .map(|i| {
+                    let (start, len) = self.worker_stripe(job, i, true);
+                    let from = match (&seg.progress, seg.limit_passes) {
+                        (Some(pl), Some(passes)) => match (pl.stripes.get(i), pl.done.get(i)) {
+                            (Some(&(start, len)), Some(cell)) => {
+                                StripeProgress {
+                                    start,
+                                    len,
+                                    done_bytes: cell.load(Ordering::Acquire),
+                                }
+                                .resume_point(passes, pl.block_size)
+                                .0
+                            }
+                            _ => 0,
+                        },
+                        _ => 0,
+                    };
+                    (start / bs, len / bs, from / bs)
+                })
+                .collect(),
+            Access::Random { .. } => {
+                let blocks = w.units() * VERIFY_UNIT as u64 / bs;
+                (0..workers)
+                    .map(|i| {
+                        let (a, b) = (blocks * i / workers, blocks * (i + 1) / workers);
+                        (a, b - a, 0)
+                    })
+                    .collect()
+            }
+        };
+        w.begin_leg(&crate::model::walk::LegPlan {
+            block_units: (bs / VERIFY_UNIT as u64) as u32,
+            permuted: matches!(job.access, Access::Random { .. }),
+            slices,
+        })
+        .map(Some)
+        .map_err(|e| RunError::WorkerFatal(format!("job {}: {e}", job.name)))
+    }
+
     /// Worker `i`'s plan and options: its region (a stripe of its own under verification), its
     /// share of the rate, its byte limit, and its hooks (verification, precondition progress).
     fn worker_plan(
         &self,
         seg: &Segment<'_>,
-        verify: Option<&VerifyCtx>,
+        (verify, leg): (Option<&VerifyCtx>, Option<&Arc<Leg>>),
         i: usize,
         base_seed: u64,
         stop: &Arc<AtomicBool>,
@@ -531,10 +601,40 @@ impl Runner {
             // stripe of the region (a single-worker view of it).
             (plan.region_start, plan.region_len, plan.job.workers) =
                 self.worker_region(job, i, true);
-            let hook = VerifyHook::new(&self.spec.name, v.map.clone(), v.counters.clone(), 512);
-            wopts.hook = Some(match mode {
-                HookMode::Full => Box::new(hook) as Box<dyn BlockHook>,
-                HookMode::StampOnly => Box::new(StampOnly(hook)),
+            wopts.hook = Some(match &v.state {
+                VerifyState::Stored(map) => {
+                    let hook =
+                        VerifyHook::new(&self.spec.name, map.clone(), v.counters.clone(), 512);
+                    match mode {
+                        HookMode::Full => Box::new(hook) as Box<dyn BlockHook>,
+                        HookMode::StampOnly => Box::new(StampOnly(hook)),
+                    }
+                }
+                VerifyState::Walk(w) => {
+                    if let Some(leg) = leg
+                        && let Some(perm) = leg.perm
+                    {
+                        // A permuted leg: the worker's slice of positions is scattered over
+                        // the whole region.
+                        let s = leg.slice(i);
+                        (plan.region_start, plan.region_len) = (0, self.region_len);
+                        wopts.walk = Some(worker::WalkPlace {
+                            perm,
+                            start: s.start,
+                            len: s.len,
+                            from: s.from,
+                            block: leg.block_units as u64 * VERIFY_UNIT as u64,
+                        });
+                    }
+                    Box::new(crate::workload::walk_hook::WalkHook::new(
+                        &self.spec.name,
+                        w.clone(),
+                        leg.map(|_| i),
+                        mode == HookMode::Full,
+                        v.counters.clone(),
+                        512,
+                    ))
+                }
             });
         }
         plan.limit_bytes = seg.limit_passes.map(|p| {

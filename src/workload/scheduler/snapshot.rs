@@ -175,7 +175,7 @@ pub struct TargetSnapshot {
 /// (shared, lock-free: each worker owns a disjoint stripe), and the mismatch counters.
 #[derive(Debug, Clone)]
 pub struct VerifyCtx {
-    pub map: Arc<GenMap>,
+    pub state: crate::workload::pattern::VerifyState,
     pub counters: Arc<VerifyCounters>,
 }
 
@@ -556,7 +556,10 @@ impl TargetShared {
                 soak.verify_errors = st.totals.verify_errors;
                 soak.verify_errors_by_kind = st.totals.verify_errors_by_kind.clone();
             }
-            st.verify_seed = Some(v.map.seed());
+            st.verify_seed = Some(v.state.seed());
+            if let crate::workload::pattern::VerifyState::Walk(w) = &v.state {
+                st.verify_walk = Some(w.record());
+            }
         }
         st
     }

@@ -261,18 +261,91 @@ fn region_of(spec: &TargetSpec, size: u64) -> Result<u64, TargetError> {
     Ok(region_len)
 }
 
-/// The verification state a target starts with: the checkpoint's generation map when it fits
-/// this target (same writer seed, covering the region), else a new one (saying why the
-/// checkpoint's does not fit), and the checkpoint's mismatch counts.
+/// The verification state a target starts with. The computed walk (`model::walk`, bytes of
+/// state) when every job of the plan that writes fits it ([`walk_fits`]) and the checkpoint
+/// holds no generation map to resume; else the stored map: the checkpoint's when it fits this
+/// target (same writer seed, covering the region), else a new one (saying why the
+/// checkpoint's does not fit). `NVSOAK_VERIFY_STATE=stored` keeps the stored map (for
+/// benchmarks and tests that compare the two). And the checkpoint's mismatch counts.
+///
+/// [`walk_fits`]: crate::workload::pattern::walk_fits
 fn verify_ctx(
     spec: &TargetSpec,
     resume: Option<&crate::model::checkpoint::TargetState>,
     resume_genmap: Option<GenMap>,
     region_len: u64,
 ) -> VerifyCtx {
+    use crate::model::walk::WalkMap;
+    use crate::workload::pattern::VerifyState;
     let counters = Arc::new(VerifyCounters::default());
     let seed = resume.and_then(|r| r.verify_seed);
-    let map = match (resume_genmap, seed) {
+    let walkable = plan_fits_walk(spec)
+        && std::env::var("NVSOAK_VERIFY_STATE").map_or(true, |v| v != "stored");
+    let walk_rec = resume.and_then(|r| r.verify_walk.as_ref());
+    let state = match (walk_rec, resume_genmap) {
+        (Some(rec), None) if walkable => match WalkMap::restore(rec) {
+            Ok(w) if Some(w.seed()) == seed && w.units() == region_len / VERIFY_UNIT as u64 => {
+                tracing::info!(target_name = %spec.name, legs = w.legs().len(),
+                    exceptions = w.exceptions(),
+                    "verification resumes with the checkpoint's computed state: units written since the last checkpoint are accepted as they are found");
+                VerifyState::Walk(Arc::new(w))
+            }
+            Ok(_) => {
+                tracing::warn!(target_name = %spec.name,
+                    "the checkpoint's verification state does not match this target (writer seed or region size); not using it: verification starts over and blocks written before are not checked");
+                VerifyState::Walk(Arc::new(WalkMap::new(
+                    region_len,
+                    crate::workload::pattern::new_seed(),
+                )))
+            }
+            Err(e) => {
+                tracing::warn!(target_name = %spec.name, error = %e,
+                    "not using the checkpoint's verification state: verification starts over and blocks written before are not checked");
+                VerifyState::Walk(Arc::new(WalkMap::new(
+                    region_len,
+                    crate::workload::pattern::new_seed(),
+                )))
+            }
+        },
+        (None, None) if walkable => VerifyState::Walk(Arc::new(WalkMap::new(
+            region_len,
+            crate::workload::pattern::new_seed(),
+        ))),
+        (_, genmap) => {
+            VerifyState::Stored(Arc::new(stored_map(spec, resume, genmap, seed, region_len)))
+        }
+    };
+    if let Some(r) = resume {
+        counters.restore(&r.totals.verify_errors_by_kind);
+        counters.restore_checked(r.totals.verified_bytes);
+    }
+    tracing::info!(target_name = %spec.name, mode = ?spec.verify, scheme = state.scheme(),
+        state_bytes = state.memory_bytes(), "data verification on");
+    VerifyCtx { state, counters }
+}
+
+/// Every job of the plan that writes can be followed by the computed walk.
+fn plan_fits_walk(spec: &TargetSpec) -> bool {
+    use crate::workload::pattern::walk_fits;
+    spec.phases.iter().all(|p| match p {
+        PhaseSpec::Precondition { block_size, .. } => {
+            (*block_size as usize).is_multiple_of(VERIFY_UNIT)
+        }
+        PhaseSpec::Sweep { job, .. } => walk_fits(job).is_some(),
+        PhaseSpec::Soak { jobs, .. } => jobs.iter().all(|j| walk_fits(j).is_some()),
+        PhaseSpec::Purge { .. } | PhaseSpec::SelfTest { .. } => true,
+    })
+}
+
+/// The stored generation map a target starts with (see [`verify_ctx`]).
+fn stored_map(
+    spec: &TargetSpec,
+    resume: Option<&crate::model::checkpoint::TargetState>,
+    resume_genmap: Option<GenMap>,
+    seed: Option<u64>,
+    region_len: u64,
+) -> GenMap {
+    match (resume_genmap, seed) {
         (Some(m), Some(seed)) if m.seed() == seed && m.covers(0, region_len as usize) => {
             tracing::info!(target_name = %spec.name, written_units = m.written_units(),
                 "verification resumes with the checkpoint's generation map");
@@ -298,16 +371,6 @@ fn verify_ctx(
             GenMap::new(0, region_len, crate::workload::pattern::new_seed())
         }
         _ => GenMap::new(0, region_len, crate::workload::pattern::new_seed()),
-    };
-    if let Some(r) = resume {
-        counters.restore(&r.totals.verify_errors_by_kind);
-        counters.restore_checked(r.totals.verified_bytes);
-    }
-    tracing::info!(target_name = %spec.name, mode = ?spec.verify,
-        map_bytes = map.memory_bytes(), "data verification on");
-    VerifyCtx {
-        map: Arc::new(map),
-        counters,
     }
 }
 

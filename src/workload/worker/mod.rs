@@ -163,6 +163,9 @@ pub struct WorkerOptions {
     /// Sequential access: bytes into this worker's stripe where its walk starts (a resumed
     /// precondition); see [`OffsetGen::start_at`]. 0: the stripe's start.
     pub seq_start: u64,
+    /// Verification's permuted walk for this worker (writes in the order of a slice of the
+    /// leg's permutation, reads within it); `None`: the job's own placement.
+    pub walk: Option<WalkPlace>,
     /// The passthrough engines' generic device of `plan.fd`, shared by every worker on that
     /// descriptor and resolved once (`EngineSetup::passthru`); `None`: the engine resolves it.
     pub passthru: Option<engine::passthru::SharedNode>,

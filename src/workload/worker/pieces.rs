@@ -235,6 +235,24 @@ enum Placement {
         len: u64,
         pos: u64,
     },
+    /// Verification's permuted walk ([`WalkPlace`]): writes take the slice's positions in
+    /// order, reads a random position of it; either through the permutation to a block.
+    Walk {
+        place: WalkPlace,
+        next: u64,
+    },
+}
+
+/// A worker's slice of a verified random leg (`model::walk`): positions `start..start+len`
+/// of the leg's order, written from `from` on; position `j` is block `perm.apply(j)` of
+/// `block` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WalkPlace {
+    pub perm: crate::model::walk::Perm,
+    pub start: u64,
+    pub len: u64,
+    pub from: u64,
+    pub block: u64,
 }
 
 /// Per-I/O offset generator, precomputed for a job and a worker.
@@ -307,7 +325,17 @@ impl OffsetGen {
     /// Offset and (possibly trimmed, for a sequential stripe's end) length of the next I/O of
     /// block-size index `bsi` with size `bs`.
     #[inline]
-    pub fn next(&mut self, rng: &mut Rng, bsi: usize, bs: u32) -> (u64, u32) {
+    pub fn next(&mut self, rng: &mut Rng, bsi: usize, bs: u32, write: bool) -> (u64, u32) {
+        if let Placement::Walk { place, next } = &mut self.place {
+            let j = if write {
+                let a = place.from + *next;
+                *next += 1;
+                place.start + a % place.len
+            } else {
+                place.start + rng.below(place.len)
+            };
+            return (place.perm.apply(j) * place.block, place.block as u32);
+        }
         let last = self.max_block[bsi];
         let block = match &mut self.place {
             Placement::Uniform => rng.below(last + 1),
@@ -321,6 +349,7 @@ impl OffsetGen {
                 };
                 k % (last + 1)
             }
+            Placement::Walk { .. } => unreachable!("handled above"),
             Placement::Sequential { start, len, pos } => {
                 let off = *start + *pos;
                 let l = (bs as u64).min(*len - *pos);
@@ -336,6 +365,12 @@ impl OffsetGen {
 
     pub fn align(&self) -> u64 {
         self.align
+    }
+
+    /// Walk a verified random leg's slice instead (see [`WalkPlace`]); the job's block size
+    /// must be the place's.
+    pub fn walk(&mut self, place: WalkPlace) {
+        self.place = Placement::Walk { place, next: 0 };
     }
 
     /// Sequential access: continue the walk `pos` bytes into the stripe (wrapping at its end,

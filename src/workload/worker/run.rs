@@ -201,7 +201,9 @@ impl Worker {
             Op::Write
         };
         let bsi = self.picker.pick(&mut self.rng);
-        let (offset, mut len) = self.offsets.next(&mut self.rng, bsi, self.picker.size(bsi));
+        let (offset, mut len) =
+            self.offsets
+                .next(&mut self.rng, bsi, self.picker.size(bsi), op == Op::Write);
         if let Some(l) = self.limit {
             len = len.min((l - self.st.submitted_bytes).min(u32::MAX as u64) as u32);
         }

@@ -137,7 +137,7 @@ fn sequential_walks_the_stripe_and_wraps_trimming_at_the_end() {
     let p = BsPicker::new(&j.bs.entries);
     let mut g = OffsetGen::new(&j, p.sizes(), 0, 10 * 1024, 0).unwrap();
     let mut rng = Rng::new(0);
-    let got: Vec<(u64, u32)> = (0..4).map(|_| g.next(&mut rng, 0, 4096)).collect();
+    let got: Vec<(u64, u32)> = (0..4).map(|_| g.next(&mut rng, 0, 4096, true)).collect();
     assert_eq!(got, vec![(0, 4096), (4096, 4096), (8192, 2048), (0, 4096)]);
 }
 
@@ -150,12 +150,12 @@ fn sequential_start_position_continues_the_walk() {
     let mut rng = Rng::new(0);
     let mut g = fresh.clone();
     g.start_at(6 << 10);
-    let got: Vec<u64> = (0..4).map(|_| g.next(&mut rng, 0, 2048).0).collect();
+    let got: Vec<u64> = (0..4).map(|_| g.next(&mut rng, 0, 2048, true).0).collect();
     assert_eq!(got, vec![24 << 10, 26 << 10, 18 << 10, 20 << 10]);
     // Past the stripe's end it wraps (a later pass); unaligned positions round down.
     let mut g = fresh.clone();
     g.start_at((10 << 10) * 3 + 4096 + 100);
-    assert_eq!(g.next(&mut rng, 0, 2048).0, (18 << 10) + 4096);
+    assert_eq!(g.next(&mut rng, 0, 2048, true).0, (18 << 10) + 4096);
     // Random access ignores it.
     let r = job(
         Access::Random {
@@ -166,7 +166,7 @@ fn sequential_start_position_continues_the_walk() {
     );
     let mut g = OffsetGen::new(&r, p.sizes(), 0, 1 << 20, 0).unwrap();
     g.start_at(4096);
-    assert!(g.next(&mut rng, 0, 2048).0 < 1 << 20);
+    assert!(g.next(&mut rng, 0, 2048, true).0 < 1 << 20);
 }
 
 #[test]
@@ -184,7 +184,7 @@ fn random_offsets_stay_inside_for_every_size() {
     let mut rng = Rng::new(9);
     for _ in 0..50_000 {
         let i = p.pick(&mut rng);
-        let (off, len) = g.next(&mut rng, i, p.size(i));
+        let (off, len) = g.next(&mut rng, i, p.size(i), true);
         assert_eq!(off % 4096, 0);
         assert!(off >= rs && off + len as u64 <= rs + rl, "{off}+{len}");
     }
@@ -211,7 +211,7 @@ fn hot_band_fraction() {
     let mut rng = Rng::new(5);
     let n = 100_000;
     let hot = (0..n)
-        .filter(|_| g.next(&mut rng, 0, 4096).0 < 4096 * 100)
+        .filter(|_| g.next(&mut rng, 0, 4096, true).0 < 4096 * 100)
         .count();
     let f = hot as f64 / n as f64;
     assert!((f - 0.9).abs() < 0.01, "{f}");

@@ -213,7 +213,7 @@ mod tests {
             let mut h = ProgressHook::new(None, l.clone(), i, 0, depth as u32);
             let mut inflight: Vec<(u64, u32)> = Vec::new();
             for _ in 0..kill_at[i] {
-                let (off, n) = g.next(&mut rng, 0, bs);
+                let (off, n) = g.next(&mut rng, 0, bs, true);
                 write(&mut h, off, n as usize);
                 inflight.push((off, n));
                 if inflight.len() == depth {
@@ -246,7 +246,7 @@ mod tests {
             assert_eq!(limit, left);
             let mut submitted = 0u64;
             while submitted < limit {
-                let (off, n) = g.next(&mut rng, 0, bs);
+                let (off, n) = g.next(&mut rng, 0, bs, true);
                 let n = n.min((limit - submitted) as u32);
                 mark(off, n);
                 submitted += n as u64;

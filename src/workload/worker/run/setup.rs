@@ -150,6 +150,15 @@ impl Worker {
             bs,
         })?;
         offsets.start_at(opts.seq_start);
+        if let Some(place) = opts.walk {
+            if job.bs.entries.len() != 1 || job.bs.entries[0].0 as u64 != place.block {
+                return Err(WorkerError::BadJob {
+                    job: job.name.clone(),
+                    reason: "a verified walk needs the job's single block size".into(),
+                });
+            }
+            offsets.walk(place);
+        }
         let depth = job.iodepth as usize;
         // With every slot busy, wait for this many completions per enter rather than one (fio's
         // iodepth_batch_complete_min). Fewer, fuller batches cut the kernel work per I/O by

@@ -1,0 +1,172 @@
+//! The inline-verify hook over the computed state (`model::walk`): the [`VerifyHook`]'s
+//! job, with each write's generation taken from the worker's place in its leg instead of a
+//! stored map, and each read's expectation worked out from the legs.
+//!
+//! [`VerifyHook`]: crate::workload::hooks::VerifyHook
+
+use std::sync::Arc;
+
+use crate::model::genmap::{Expect, VERIFY_UNIT};
+use crate::model::walk::{Leg, WalkMap};
+use crate::workload::hooks::report_mismatch;
+use crate::workload::pattern::{Mismatch, VerifyCounters, check_unit, stamp_unit};
+
+/// The worker's writing place in the segment's leg: the leg's index among the legs, its slice,
+/// and how many writes the slice has issued.
+struct Writer {
+    leg: Arc<Leg>,
+    leg_index: usize,
+    slice: usize,
+    next: u64,
+}
+
+/// Stamps and checks one worker's I/O against a [`WalkMap`]. `check_reads` false: stamp only
+/// (`verify = "pass"` outside its sweeps).
+pub struct WalkHook {
+    map: Arc<WalkMap>,
+    /// The legs when the segment started (the map's list changes only between segments).
+    legs: Arc<[Arc<Leg>]>,
+    writer: Option<Writer>,
+    check_reads: bool,
+    counters: Arc<VerifyCounters>,
+    target: String,
+    lba_size: u32,
+    checked_units: u64,
+}
+
+/// Units a hook checks before it adds them to the target's shared count.
+const CHECKED_BATCH: u64 = 256;
+
+impl WalkHook {
+    /// `slice`: this worker's slice of the newest leg when the segment writes (the leg was
+    /// begun for it), `None` for a segment that only reads.
+    pub fn new(
+        target: &str,
+        map: Arc<WalkMap>,
+        slice: Option<usize>,
+        check_reads: bool,
+        counters: Arc<VerifyCounters>,
+        lba_size: u32,
+    ) -> Self {
+        let legs = map.legs();
+        let writer = slice.and_then(|slice| {
+            let leg_index = legs.len().checked_sub(1)?;
+            Some(Writer {
+                leg: legs[leg_index].clone(),
+                leg_index,
+                slice,
+                next: 0,
+            })
+        });
+        WalkHook {
+            map,
+            legs,
+            writer,
+            check_reads,
+            counters,
+            target: target.to_string(),
+            lba_size: lba_size.max(1),
+            checked_units: 0,
+        }
+    }
+
+    /// The `k` of the in-flight write at `offset`: the newest of this slice's writes that went
+    /// there (a unit is never in flight twice: the worker holds back overlapping I/O).
+    fn write_index(w: &Writer, offset: u64) -> Option<u64> {
+        let s = w.leg.slice(w.slice);
+        let block = offset / VERIFY_UNIT as u64 / w.leg.block_units as u64;
+        let j = w.leg.perm.map_or(block, |p| p.inverse(block));
+        let o = j.checked_sub(s.start).filter(|&o| o < s.len)?;
+        let last = (s.from + w.next).checked_sub(1)?;
+        let a = last - (last + s.len - o) % s.len;
+        a.checked_sub(s.from)
+    }
+}
+
+impl Drop for WalkHook {
+    fn drop(&mut self) {
+        self.counters
+            .add_checked(self.checked_units * VERIFY_UNIT as u64);
+        if let Some(s) = self.counters.log.flush() {
+            crate::workload::verify_log::log_summary(&self.target, &s);
+        }
+    }
+}
+
+impl crate::workload::worker::BlockHook for WalkHook {
+    fn before_write(&mut self, buf: &mut [u8], offset: u64) {
+        let seed = self.map.seed();
+        let Some(w) = self.writer.as_mut() else {
+            // Not planned as a writing segment: a write here has no place in the walk. Never
+            // happens (the scheduler begins a leg for every segment that writes).
+            debug_assert!(false, "a write in a read-only walk segment");
+            return;
+        };
+        let (unit, g) = w.leg.nth_write(w.slice, w.next);
+        debug_assert_eq!(
+            unit * VERIFY_UNIT as u64,
+            offset,
+            "the worker's placement and the walk disagree"
+        );
+        let len = buf.len() - buf.len() % VERIFY_UNIT;
+        for (i, u) in buf[..len].chunks_exact_mut(VERIFY_UNIT).enumerate() {
+            stamp_unit(u, offset + (i * VERIFY_UNIT) as u64, g, seed);
+        }
+        self.map.issue_write(&w.leg, w.slice, w.next);
+        w.next += 1;
+    }
+
+    fn after_write(&mut self, offset: u64, len: usize, ok: bool) {
+        let unit = offset / VERIFY_UNIT as u64;
+        let units = (len / VERIFY_UNIT) as u64;
+        if ok {
+            self.map.complete_write(unit, units);
+            return;
+        }
+        if let Some(w) = &self.writer
+            && let Some(k) = Self::write_index(w, offset)
+        {
+            self.map
+                .fail_write(&self.legs, (w.leg_index, w.slice, k), unit, units);
+        }
+    }
+
+    fn after_read(&mut self, buf: &[u8], offset: u64) {
+        if !self.check_reads {
+            return;
+        }
+        let seed = self.map.seed();
+        let mut checked = 0u64;
+        for (i, unit) in buf.chunks_exact(VERIFY_UNIT).enumerate() {
+            let off = offset + (i * VERIFY_UNIT) as u64;
+            let u = off / VERIFY_UNIT as u64;
+            let e = self.map.expect(&self.legs, u);
+            if e != Expect::NeverWritten {
+                checked += 1;
+            }
+            match check_unit(unit, off, e, seed) {
+                Ok(found) => {
+                    if e.is_recovered() {
+                        self.map.learn(u, e, found);
+                    }
+                }
+                Err(m) => report_mismatch(&self.counters, &self.target, self.lba_size, &m),
+            }
+        }
+        self.checked_units += checked;
+        if self.checked_units >= CHECKED_BATCH {
+            self.counters
+                .add_checked(self.checked_units * VERIFY_UNIT as u64);
+            self.checked_units = 0;
+        }
+    }
+
+    fn read_failed(&mut self, offset: u64, _len: usize, errno: i32) {
+        if !self.check_reads {
+            return;
+        }
+        let e = self.map.expect(&self.legs, offset / VERIFY_UNIT as u64);
+        let m = Mismatch::unreadable(offset, e.generation(), self.map.seed(), errno);
+        report_mismatch(&self.counters, &self.target, self.lba_size, &m);
+    }
+}
