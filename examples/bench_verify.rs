@@ -1,10 +1,12 @@
 //! End-to-end cost of `verify = "inline"`, used by `scripts/bench-verify`: one nvsoak worker
-//! exactly as the daemon runs it (4K random 50/50 read/write, io_uring, O_DIRECT) on the same
-//! file, alternating rounds without a hook and with the [`VerifyHook`] (stamp every write, check
-//! every read), and prints one JSON object with the median IOPS of each and their ratio.
+//! exactly as the daemon runs it (io_uring, O_DIRECT; 4K random 50/50 read/write, or 64K
+//! sequential writes) on the same file, alternating rounds without a hook, with the
+//! [`VerifyHook`] over the stored generation map, and with the [`WalkHook`] over the computed
+//! state (the permuted walk for random, the stripe walk for sequential), and prints one JSON
+//! object with the median IOPS of each, their ratios to verification off, and each state's size.
 //!
-//! Usage: `bench_verify PATH SECONDS ROUNDS QD [ENGINE]` (PATH preallocated, e.g. 1 GiB in
-//! /dev/shm).
+//! Usage: `bench_verify PATH SECONDS ROUNDS QD [ENGINE] [4k-rand|64k-seq]` (PATH preallocated,
+//! e.g. 1 GiB in /dev/shm).
 
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
@@ -13,8 +15,43 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use nvsoak::model::spec::{Access, BlockSizeMix, EngineChoice, JobSpec, Skew};
+use nvsoak::model::walk::{LegPlan, WalkMap};
 use nvsoak::workload::pattern::{self, GenMap, VerifyCounters, VerifyHook};
-use nvsoak::workload::worker::{self, BlockHook, ExitReason, WorkerOptions, WorkerPlan};
+use nvsoak::workload::walk_hook::WalkHook;
+use nvsoak::workload::worker::{self, BlockHook, ExitReason, WalkPlace, WorkerOptions, WorkerPlan};
+
+/// The measured job: 4K random 50/50, or 64K sequential writes.
+#[derive(Clone, Copy, PartialEq)]
+enum Profile {
+    Rand4k,
+    Seq64k,
+}
+
+impl Profile {
+    fn job(self, qd: u32) -> JobSpec {
+        let (read_pct, bs, access, description) = match self {
+            Profile::Rand4k => (
+                50,
+                4096,
+                Access::Random {
+                    skew: Skew::Uniform,
+                },
+                "4K random 50/50",
+            ),
+            Profile::Seq64k => (0, 65536, Access::Sequential, "64K sequential write"),
+        };
+        JobSpec {
+            name: "bench-verify".into(),
+            description: description.into(),
+            read_pct,
+            bs: BlockSizeMix::single(bs),
+            access,
+            iodepth: qd,
+            workers: 1,
+            rate: None,
+        }
+    }
+}
 
 /// CPU seconds (user + system) of the whole process, io_uring's io-wq workers included.
 fn cpu_secs() -> f64 {
@@ -32,9 +69,9 @@ fn cpu_secs() -> f64 {
 fn one_round(
     path: &str,
     secs: f64,
-    qd: u32,
+    (qd, profile): (u32, Profile),
     engine: EngineChoice,
-    hook: Option<Box<dyn BlockHook>>,
+    (hook, walk): (Option<Box<dyn BlockHook>>, Option<WalkPlace>),
 ) -> Result<(f64, f64), String> {
     let f = std::fs::OpenOptions::new()
         .read(true)
@@ -46,18 +83,7 @@ fn one_round(
     let stop = Arc::new(AtomicBool::new(false));
     let plan = WorkerPlan {
         index: 0,
-        job: JobSpec {
-            name: "bench-verify".into(),
-            description: "4K random 50/50".into(),
-            read_pct: 50,
-            bs: BlockSizeMix::single(4096),
-            access: Access::Random {
-                skew: Skew::Uniform,
-            },
-            iodepth: qd,
-            workers: 1,
-            rate: None,
-        },
+        job: profile.job(qd),
         fd: Arc::new(OwnedFd::from(f)),
         region_start: 0,
         region_len: len,
@@ -75,6 +101,7 @@ fn one_round(
         plan,
         WorkerOptions {
             hook,
+            walk,
             ..Default::default()
         },
         tx,
@@ -114,10 +141,38 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// A fresh computed state with one leg for the profile: the hook and the worker's place.
+fn walk_side(
+    len: u64,
+    profile: Profile,
+    counters: &Arc<VerifyCounters>,
+) -> Result<(Box<dyn BlockHook>, Option<WalkPlace>, usize), String> {
+    let map = Arc::new(WalkMap::new(len, pattern::new_seed()));
+    let bs = profile.job(1).bs.max() as u64;
+    let blocks = len / bs;
+    let leg = map
+        .begin_leg(&LegPlan {
+            block_units: (bs / 4096) as u32,
+            permuted: profile == Profile::Rand4k,
+            slices: vec![(0, blocks, 0)],
+        })
+        .map_err(|e| e.to_string())?;
+    let place = leg.perm.map(|perm| WalkPlace {
+        perm,
+        start: 0,
+        len: blocks,
+        from: 0,
+        block: bs,
+    });
+    let bytes = map.memory_bytes();
+    let hook = WalkHook::new("bench", map, Some(0), true, counters.clone(), 512);
+    Ok((Box::new(hook), place, bytes))
+}
+
 fn run() -> Result<(), String> {
     let a: Vec<String> = std::env::args().skip(1).collect();
     if a.len() < 4 {
-        return Err("usage: bench_verify PATH SECONDS ROUNDS QD [ENGINE]".into());
+        return Err("usage: bench_verify PATH SECONDS ROUNDS QD [ENGINE] [4k-rand|64k-seq]".into());
     }
     let secs: f64 = a[1].parse().map_err(|e| format!("SECONDS: {e}"))?;
     let rounds: usize = a[2].parse().map_err(|e| format!("ROUNDS: {e}"))?;
@@ -128,35 +183,55 @@ fn run() -> Result<(), String> {
         "auto" => EngineChoice::Auto,
         other => return Err(format!("ENGINE {other:?}: use io_uring, psync or auto")),
     };
+    let profile = match a.get(5).map(String::as_str).unwrap_or("4k-rand") {
+        "4k-rand" => Profile::Rand4k,
+        "64k-seq" => Profile::Seq64k,
+        other => return Err(format!("PROFILE {other:?}: use 4k-rand or 64k-seq")),
+    };
     let len = std::fs::metadata(&a[0])
         .map_err(|e| format!("{}: {e}", a[0]))?
         .len();
-    let (mut off, mut on) = (Vec::new(), Vec::new());
-    let (mut off_cpu, mut on_cpu) = (Vec::new(), Vec::new());
+    let mut iops: [Vec<f64>; 3] = Default::default();
+    let mut per_cpu: [Vec<f64>; 3] = Default::default();
     let counters = Arc::new(VerifyCounters::default());
-    let mut map_bytes = 0;
+    let (mut map_bytes, mut walk_bytes) = (0, 0);
+    let job = (qd, profile);
     for _ in 0..rounds.max(1) {
-        let (iops, per_cpu) = one_round(&a[0], secs, qd, engine, None)?;
-        off.push(iops);
-        off_cpu.push(per_cpu);
-        // A fresh seed and map each round: blocks of earlier rounds are foreign, never false
-        // mismatches.
+        let (i, c) = one_round(&a[0], secs, job, engine, (None, None))?;
+        iops[0].push(i);
+        per_cpu[0].push(c);
+        // A fresh seed and state each round: blocks of earlier rounds are foreign, never
+        // false mismatches.
         let map = Arc::new(GenMap::new(0, len, pattern::new_seed()));
         map_bytes = map.memory_bytes();
         let hook = VerifyHook::new("bench", map, counters.clone(), 512);
-        let (iops, per_cpu) = one_round(&a[0], secs, qd, engine, Some(Box::new(hook)))?;
-        on.push(iops);
-        on_cpu.push(per_cpu);
+        let (i, c) = one_round(&a[0], secs, job, engine, (Some(Box::new(hook)), None))?;
+        iops[1].push(i);
+        per_cpu[1].push(c);
+        let (hook, place, bytes) = walk_side(len, profile, &counters)?;
+        walk_bytes = bytes;
+        let (i, c) = one_round(&a[0], secs, job, engine, (Some(hook), place))?;
+        iops[2].push(i);
+        per_cpu[2].push(c);
     }
-    let (m_off, m_on) = (median(&mut off), median(&mut on));
-    let (c_off, c_on) = (median(&mut off_cpu), median(&mut on_cpu));
+    let m: Vec<f64> = iops.iter_mut().map(|v| median(v)).collect();
+    let c: Vec<f64> = per_cpu.iter_mut().map(|v| median(v)).collect();
     println!(
-        "{{\"iops_off\":{m_off:.0},\"iops_inline\":{m_on:.0},\"ratio\":{:.3},\
-\"iops_per_cpu_sec_off\":{c_off:.0},\"iops_per_cpu_sec_inline\":{c_on:.0},\"cpu_ratio\":{:.3},\
-\"rounds\":{},\"verify_errors\":{},\"map_bytes\":{map_bytes}}}",
-        m_on / m_off,
-        c_on / c_off,
-        off.len(),
+        "{{\"iops_off\":{:.0},\"iops_inline\":{:.0},\"iops_walk\":{:.0},\"ratio\":{:.3},\"walk_ratio\":{:.3},\
+\"iops_per_cpu_sec_off\":{:.0},\"iops_per_cpu_sec_inline\":{:.0},\"iops_per_cpu_sec_walk\":{:.0},\
+\"cpu_ratio\":{:.3},\"walk_cpu_ratio\":{:.3},\"rounds\":{},\"verify_errors\":{},\"map_bytes\":{map_bytes},\
+\"walk_bytes\":{walk_bytes}}}",
+        m[0],
+        m[1],
+        m[2],
+        m[1] / m[0],
+        m[2] / m[0],
+        c[0],
+        c[1],
+        c[2],
+        c[1] / c[0],
+        c[2] / c[0],
+        iops[0].len(),
         counters.total()
     );
     Ok(())
