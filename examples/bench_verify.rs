@@ -141,12 +141,16 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// The computed side of a round: its hook, the worker's place (random only) and the state's
+/// size in bytes.
+type WalkSide = (Box<dyn BlockHook>, Option<WalkPlace>, usize);
+
 /// A fresh computed state with one leg for the profile: the hook and the worker's place.
 fn walk_side(
     len: u64,
     profile: Profile,
     counters: &Arc<VerifyCounters>,
-) -> Result<(Box<dyn BlockHook>, Option<WalkPlace>, usize), String> {
+) -> Result<WalkSide, String> {
     let map = Arc::new(WalkMap::new(len, pattern::new_seed()));
     let bs = profile.job(1).bs.max() as u64;
     let blocks = len / bs;
