@@ -246,6 +246,13 @@ impl Daemon {
         d
     }
 
+    /// [`Daemon::start_in`] with extra environment variables (test-only knobs).
+    pub fn start_in_env(dir: tempfile::TempDir, config: &str, env: &[(&str, &str)]) -> Daemon {
+        let mut d = Self::spawn_in_env(dir, config, &[], env);
+        d.wait_http(Duration::from_secs(20));
+        d
+    }
+
     /// [`Daemon::start_in`] without waiting for `/healthz` (which needs credentials when the
     /// web config asks for basic auth).
     pub fn spawn_in(dir: tempfile::TempDir, config: &str, extra_args: &[&str]) -> Daemon {

@@ -568,7 +568,9 @@ kind = "soak"
 job = { name = "mix", read = 50, bs = "4k", access = "random", iodepth = 2, rate = "2000iops" }
 duration = "10m"
 "#;
-    let d = Daemon::start(cfg);
+    // The stored map is what this test is about: the computed state has no sidecar.
+    let env = [("NVSOAK_VERIFY_STATE", "stored")];
+    let d = Daemon::start_in_env(crate::common::shm_dir(), cfg, &env);
     d.scrape_until(Duration::from_secs(20), |s| {
         sum(s, "nvsoak_write_ops_total", &[("target", "v")]) > 100.0
     });
@@ -586,7 +588,7 @@ duration = "10m"
         .to_string();
     cp["targets"][0]["verify_seed"] = serde_json::json!(seed ^ 1);
     std::fs::write(&p, serde_json::to_vec(&cp).expect("json")).expect("rewriting");
-    let mut d = Daemon::start_in(dir, cfg, &[]);
+    let mut d = Daemon::start_in_env(dir, cfg, &env);
     let log = Log::attach(&mut d);
     let s = d.scrape_until(Duration::from_secs(20), |s| {
         sum(s, "nvsoak_read_ops_total", &[("target", "v")]) > 100.0
