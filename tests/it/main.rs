@@ -91,8 +91,8 @@ mod unprivileged;
 /// running soak's target file; no false mismatches across clean runs and kill -9 restarts.
 mod verdict;
 mod verify;
-/// The computed verification state: detection on a random-write soak, kill -9 resume, a 16 TB
-/// loop device and 24 targets in megabytes.
+/// The computed verification state: detection on a random-write soak, kill -9 resume, 24 loop
+/// devices of 16 TB in megabytes.
 mod walk;
 /// The endpoint under attack and odd web config files: a wrong-password flood on keep-alive
 /// connections, a web config replaced by a FIFO, a world-writable TLS key.
