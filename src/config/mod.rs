@@ -495,7 +495,7 @@ mod tests {
     #[test]
     fn overrides_and_rates() {
         let PhaseSpec::Soak { jobs, .. } =
-            soak_with("iodepth = 4\nworkers = 3\nrate = \"200MB/s\"")
+            soak_with("iodepth = 4\nworkers = 3\nrate = \"200e6/s\"")
         else {
             unreachable!()
         };
@@ -508,6 +508,18 @@ mod tests {
         assert_eq!(r("50k iops"), Ok(RateLimit::Iops(50_000.0)));
         assert_eq!(r("75%"), Ok(RateLimit::PercentOfMax(75.0)));
         assert_eq!(r("1GiB/s"), Ok(RateLimit::BytesPerSec((1u64 << 30) as f64)));
+        assert_eq!(
+            r("200M/s"),
+            Ok(RateLimit::BytesPerSec((200u64 << 20) as f64))
+        );
+        // MB is 1024² to fio and 10⁶ to a datasheet: refused in a rate as in every size, the fix
+        // spelled as a rate.
+        assert_eq!(
+            r("200MB/s").unwrap_err().to_string(),
+            "k: \"200MB/s\" is ambiguous: fio reads MB as MiB, drive datasheets as decimal; write \
+             \"200MiB/s\" for 209715200 bytes/s (binary, as fio reads it) or \"200e6/s\" for \
+             200000000 bytes/s (decimal, as a datasheet reads it)"
+        );
         assert!(r("-5iops").is_err());
         assert_eq!(
             skew("k", "hotband:10%:90%"),
@@ -565,6 +577,271 @@ mod tests {
                 )
             );
         }
+    }
+
+    // Every key that holds a size, a rate or a duration: a config in which `{v}` is its value,
+    // and the key its error names. Every key of the config that takes a string or a number is
+    // in one of `size_keys`, `rate_keys`, `duration_keys` or `OTHER_SCALAR_KEYS`, so a new key
+    // has to say what it holds, and gets the tests below.
+    const TARGET: &str = "[[target]]\nname = \"t\"\npath = \"/dev/shm/nvsoak-unit-units.dat\"\n";
+    const SOAK: &str = "[[target.phase]]\nkind = \"soak\"\nprofile = \"sql\"\n";
+
+    /// (key in `keys::list`, the config with `{v}` for the value, the key its error names).
+    fn size_keys() -> Vec<(&'static str, String, &'static str)> {
+        vec![
+            (
+                "target[].size",
+                format!("{TARGET}size = {{v}}\n{SOAK}"),
+                "target[0].size",
+            ),
+            (
+                "target[].phase[].block_size",
+                format!(
+                    "{TARGET}size = \"1M\"\n[[target.phase]]\nkind = \"precondition\"\n\
+                     block_size = {{v}}\n{SOAK}"
+                ),
+                "target[0].phase[0].block_size",
+            ),
+            (
+                "target[].phase[].job.bs",
+                format!(
+                    "{TARGET}size = \"1M\"\n[[target.phase]]\nkind = \"soak\"\n\
+                     job = {{ read = 100, bs = {{v}} }}\n"
+                ),
+                "target[0].phase[0].job.bs",
+            ),
+            (
+                "health.device[].rated_tbw",
+                "[[health.device]]\nmatch = \"S1\"\nrated_tbw = {v}\n".to_string(),
+                "health.device[0].rated_tbw",
+            ),
+            (
+                "health.device[].capacity",
+                "[[health.device]]\nmatch = \"S1\"\nrated_dwpd = 1\nwarranty_years = 5\n\
+                 capacity = {v}\n"
+                    .to_string(),
+                "health.device[0].capacity",
+            ),
+        ]
+    }
+
+    /// Rates are bytes per second: the same units, `/s` after them.
+    fn rate_keys() -> Vec<(&'static str, String, &'static str)> {
+        vec![
+            (
+                "target[].phase[].rate",
+                format!("{TARGET}size = \"1M\"\n{SOAK}rate = {{v}}\n"),
+                "target[0].phase[0].rate",
+            ),
+            (
+                "target[].phase[].job.rate",
+                format!(
+                    "{TARGET}size = \"1M\"\n[[target.phase]]\nkind = \"soak\"\n\
+                     job = {{ read = 100, bs = \"4k\", rate = {{v}} }}\n"
+                ),
+                "target[0].phase[0].job.rate",
+            ),
+        ]
+    }
+
+    fn duration_keys() -> Vec<(&'static str, String, &'static str)> {
+        let t = format!("{TARGET}size = \"1M\"\n");
+        let lm = "[health.latency_monitor]\nenabled = true\n";
+        vec![
+            (
+                "state.checkpoint_interval",
+                "[state]\ncheckpoint_interval = {v}\n".to_string(),
+                "state.checkpoint_interval",
+            ),
+            (
+                "stats.interval",
+                "[stats]\ninterval = {v}\n".to_string(),
+                "stats.interval",
+            ),
+            (
+                "health.poll_interval",
+                "[health]\npoll_interval = {v}\n".to_string(),
+                "health.poll_interval",
+            ),
+            (
+                "health.rescan_interval",
+                "[health]\nrescan_interval = {v}\n".to_string(),
+                "health.rescan_interval",
+            ),
+            (
+                "health.latency_monitor.thresholds",
+                format!("{lm}thresholds = [{{v}}, \"95ms\", \"150ms\", \"230ms\"]\n"),
+                "health.latency_monitor.thresholds[0]",
+            ),
+            (
+                "health.latency_monitor.bucket_timer",
+                format!("{lm}bucket_timer = {{v}}\n"),
+                "health.latency_monitor.bucket_timer",
+            ),
+            (
+                "health.latency_monitor.minimum_window",
+                format!("{lm}minimum_window = {{v}}\n"),
+                "health.latency_monitor.minimum_window",
+            ),
+            (
+                "target[].phase[].duration",
+                format!("{t}{SOAK}duration = {{v}}\n"),
+                "target[0].phase[0].duration",
+            ),
+            (
+                "target[].phase[].rotate",
+                format!(
+                    "{t}[[target.phase]]\nkind = \"soak\"\nprofiles = [\"sql\", \"oracle\"]\n\
+                     rotate = {{v}}\n"
+                ),
+                "target[0].phase[0].rotate",
+            ),
+            (
+                "target[].phase[].steady_round",
+                format!("{t}{SOAK}steady_round = {{v}}\n"),
+                "target[0].phase[0].steady_round",
+            ),
+            (
+                "target[].phase[].max_duration",
+                format!(
+                    "{t}[[target.phase]]\nkind = \"sweep\"\nprofile = \"sql\"\nmax_duration = {{v}}\n"
+                ),
+                "target[0].phase[0].max_duration",
+            ),
+            (
+                "target[].phase[].point_duration",
+                format!(
+                    "{t}[[target.phase]]\nkind = \"sweep\"\nprofile = \"sql\"\n\
+                     point_duration = {{v}}\n"
+                ),
+                "target[0].phase[0].point_duration",
+            ),
+            (
+                "target[].phase[].timeout",
+                format!("{t}[[target.phase]]\nkind = \"self-test\"\ntimeout = {{v}}\n{SOAK}"),
+                "target[0].phase[0].timeout",
+            ),
+        ]
+    }
+
+    /// The keys that take a string or a number and hold neither a size nor a duration.
+    const OTHER_SCALAR_KEYS: &[&str] = &[
+        "exporter.listen",
+        "exporter.max_connections",
+        "log.level",
+        "health.include",
+        "health.exclude",
+        "health.device[].rated_dwpd",
+        "health.device[].warranty_years",
+        "target[].paths",
+        "target[].region",
+        "target[].allow_destroy",
+        "target[].max_errors",
+        "target[].phase[].job.read",
+        "target[].phase[].job.iodepth",
+        "target[].phase[].job.workers",
+        "target[].phase[].profiles",
+        "target[].phase[].iodepth",
+        "target[].phase[].workers",
+        "target[].phase[].steady_window",
+        "target[].phase[].passes",
+        "target[].phase[].points",
+    ];
+
+    #[test]
+    fn every_scalar_key_is_known_as_a_size_a_duration_or_neither() {
+        let sized: Vec<&str> = size_keys()
+            .into_iter()
+            .chain(rate_keys())
+            .chain(duration_keys())
+            .map(|(k, _, _)| k)
+            .collect();
+        for key in keys::list() {
+            if !matches!(key.kind, "string or number" | "list") {
+                continue;
+            }
+            // The gates are thresholds and switches: counts, temperatures, percentages.
+            if key.path.starts_with("gates.") || key.path.starts_with("target[].gates.") {
+                continue;
+            }
+            assert!(
+                sized.contains(&key.path.as_str())
+                    || OTHER_SCALAR_KEYS.contains(&key.path.as_str()),
+                "{}: say whether it holds a size (size_keys), a rate (rate_keys), a duration \
+                 (duration_keys) or none of them (OTHER_SCALAR_KEYS)",
+                key.path
+            );
+        }
+    }
+
+    /// `KB`, `MB`, `GB`, `TB`, `PB` are refused in every size key (and every rate), naming the
+    /// key and giving both readings; the binary spelling goes in.
+    #[test]
+    fn every_size_key_refuses_the_ambiguous_units_with_the_fix() {
+        for (path, cfg, key) in size_keys() {
+            let e = load_toml(&cfg.replace("{v}", "\"128KB\""))
+                .expect_err(path)
+                .to_string();
+            assert_eq!(
+                e,
+                format!(
+                    "{key}: \"128KB\" is ambiguous: fio reads KB as KiB, drive datasheets as \
+                     decimal; write \"128KiB\" for 131072 bytes (binary, as fio reads it) or \
+                     \"128000\" for 128000 bytes (decimal, as a datasheet reads it)"
+                ),
+                "{path}"
+            );
+            let e = load_toml(&cfg.replace("{v}", "\"4GB\""))
+                .expect_err(path)
+                .to_string();
+            assert!(
+                e.starts_with(&format!("{key}: \"4GB\" is ambiguous")),
+                "{path}: {e}"
+            );
+            load_toml(&cfg.replace("{v}", "\"128KiB\"")).unwrap_or_else(|e| panic!("{path}: {e}"));
+        }
+        for (path, cfg, key) in rate_keys() {
+            let e = load_toml(&cfg.replace("{v}", "\"128KB/s\""))
+                .expect_err(path)
+                .to_string();
+            assert!(
+                e.starts_with(&format!("{key}: \"128KB/s\" is ambiguous"))
+                    && e.contains("write \"128KiB/s\" for 131072 bytes/s"),
+                "{path}: {e}"
+            );
+            load_toml(&cfg.replace("{v}", "\"128KiB/s\""))
+                .unwrap_or_else(|e| panic!("{path}: {e}"));
+            load_toml(&cfg.replace("{v}", "\"128e3/s\"")).unwrap_or_else(|e| panic!("{path}: {e}"));
+        }
+    }
+
+    /// A bare number where a duration is meant is refused in every duration key, as a TOML
+    /// number, a float or a string, naming the key and the fix.
+    #[test]
+    fn every_duration_key_refuses_a_bare_number_with_the_fix() {
+        for (path, cfg, key) in duration_keys() {
+            for (v, n) in [("4", "4"), ("\"4\"", "4"), ("2.5", "2.5")] {
+                let e = load_toml(&cfg.replace("{v}", v))
+                    .expect_err(path)
+                    .to_string();
+                assert_eq!(
+                    e,
+                    format!(
+                        "{key}: {n} has no unit; write \"{n}s\" or \"{n}m\" (units: ms, s, m, h, d)"
+                    ),
+                    "{path} = {v}"
+                );
+            }
+        }
+        // From the environment too, naming the variable.
+        let e = load_str("", "t", vec![("NVSOAK_STATS__INTERVAL".into(), "5".into())])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "stats.interval: 5 has no unit; write \"5s\" or \"5m\" (units: ms, s, m, h, d) \
+             (set by the environment variable NVSOAK_STATS__INTERVAL)"
+        );
     }
 
     /// Random single-byte edits, insertions and deletions of the reference config: every

@@ -128,7 +128,7 @@ fn unknown_keys_elsewhere_are_named() {
         "did you mean \"access\"",
     );
     rejects(
-        "[[health.device]]\nmatch = \"S1\"\nrated_tbw = \"1PB\"\nrated_tbww = 1\n",
+        "[[health.device]]\nmatch = \"S1\"\nrated_tbw = \"1e15\"\nrated_tbww = 1\n",
         "health.device[0].rated_tbww",
         "unknown key",
     );
@@ -222,6 +222,70 @@ fn bad_sizes_and_durations() {
         "[state]\ncheckpoint_interval = \"soon\"\n",
         "state.checkpoint_interval",
         "not a valid duration",
+    );
+}
+
+/// Issue 34: `block_size = "128KB"` meant 128,000 bytes without a word, `"4KB"` failed with
+/// "4000 must be a multiple of 512", and `duration = 4` ran a 4 s soak. Each is refused now,
+/// naming the key and the fix, and the fix goes in.
+#[test]
+fn ambiguous_sizes_and_bare_durations_are_refused_with_the_fix() {
+    let pre = |bs: &str| {
+        format!(
+            "[[target.phase]]\nkind = \"precondition\"\npasses = 1\nblock_size = {bs}\n{}",
+            soak("duration = \"1m\"")
+        )
+    };
+    rejects(
+        &one("", &pre("\"128KB\"")),
+        "target[0].phase[0].block_size",
+        "\"128KB\" is ambiguous: fio reads KB as KiB, drive datasheets as decimal; write \
+         \"128KiB\" for 131072 bytes (binary, as fio reads it) or \"128000\" for 128000 bytes",
+    );
+    rejects(
+        &one("", &pre("\"4KB\"")),
+        "target[0].phase[0].block_size",
+        "write \"4KiB\" for 4096 bytes",
+    );
+    rejects(
+        &one("", &soak("")).replace(
+            "profile = \"4k-random-read\"",
+            "job = { read = 100, bs = \"4kB\" }",
+        ),
+        "target[0].phase[0].job.bs",
+        "is ambiguous",
+    );
+    rejects(
+        &one("", &soak("")).replace("\"64MiB\"", "\"64MB\""),
+        "target[0].size",
+        "write \"64MiB\" for 67108864 bytes",
+    );
+    rejects(
+        &one("", &soak("rate = \"200MB/s\"")),
+        "target[0].phase[0].rate",
+        "write \"200MiB/s\" for 209715200 bytes/s (binary, as fio reads it) or \"200e6/s\"",
+    );
+    let out = accepts(&one("", &pre("\"128KiB\"")));
+    assert!(out.contains("sequential 128k writes"), "{out}");
+    for v in ["4", "\"4\"", "4.5"] {
+        rejects(
+            &one("", &soak(&format!("duration = {v}"))),
+            "target[0].phase[0].duration",
+            "has no unit; write \"4",
+        );
+    }
+    rejects(
+        &one("", &soak("duration = 4")),
+        "target[0].phase[0].duration",
+        "4 has no unit; write \"4s\" or \"4m\"",
+    );
+    let d = shm_dir();
+    rejects_in(
+        d.path(),
+        &one("", &soak("")),
+        "state.checkpoint_interval",
+        "30 has no unit; write \"30s\" or \"30m\"",
+        &[("NVSOAK_STATE__CHECKPOINT_INTERVAL", "30")],
     );
 }
 
@@ -732,7 +796,7 @@ fn exporter_health_and_log() {
         "go together",
     );
     rejects(
-        "[[health.device]]\nrated_tbw = \"1PB\"\n",
+        "[[health.device]]\nrated_tbw = \"1e15\"\n",
         "health.device[0].match",
         "missing",
     );
