@@ -29,7 +29,7 @@ pub fn main(
     let inputs = if from.is_empty() {
         let dir = state
             .map(Path::to_path_buf)
-            .unwrap_or_else(crate::config::default_state_dir);
+            .unwrap_or_else(crate::config::state_dir_to_read);
         let (inputs, skipped) = report::load_state_dir_with(&dir, archived)?;
         for s in skipped {
             eprintln!("nvsoak: skipping an archived results file: {s}");

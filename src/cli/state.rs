@@ -23,7 +23,7 @@ fn resolve(config: Option<&Path>, dir: Option<&Path>) -> Result<(PathBuf, Option
     let dir = match (dir, &settings) {
         (Some(d), _) => d.to_path_buf(),
         (None, Some(s)) => s.state.dir.clone(),
-        (None, None) => crate::config::default_state_dir(),
+        (None, None) => crate::config::state_dir_to_read(),
     };
     Ok((dir, settings))
 }

@@ -118,7 +118,9 @@ pub struct LogSettings {
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9757";
 
-/// Default state directory: `/var/lib/nvsoak` as root, `./nvsoak-state` otherwise.
+/// Default `state.dir` of a config file that sets none: `/var/lib/nvsoak` as root (the
+/// packaged unit's `StateDirectory=`, with `--config /etc/nvsoak/nvsoak.toml`), `./nvsoak-state`
+/// otherwise.
 pub fn default_state_dir() -> PathBuf {
     if nix::unistd::geteuid().is_root() {
         PathBuf::from("/var/lib/nvsoak")
@@ -127,8 +129,39 @@ pub fn default_state_dir() -> PathBuf {
     }
 }
 
+/// The state directory of the built-in default (`nvsoak run` without `--config`), root or not:
+/// `nvsoak-state` in the current directory, as an absolute path, so the person who ran it
+/// from a checkout sees it where they stand (and `run` prints it); never `/var/lib`.
+pub fn builtin_state_dir() -> PathBuf {
+    std::env::current_dir()
+        .map(|d| d.join("nvsoak-state"))
+        .unwrap_or_else(|_| PathBuf::from("./nvsoak-state"))
+}
+
+/// The state directory `nvsoak report` and `nvsoak state` read when given neither `--state` nor
+/// `--config`: `NVSOAK_STATE__DIR` when set; else the built-in default's (`./nvsoak-state`)
+/// when it exists, as after `nvsoak run` from here; else [`default_state_dir`] (the
+/// service's).
+pub fn state_dir_to_read() -> PathBuf {
+    state_dir_to_read_from(&env_overrides(), &builtin_state_dir())
+}
+
+fn state_dir_to_read_from(env: &[(String, String)], here: &Path) -> PathBuf {
+    if let Some((_, v)) = env
+        .iter()
+        .find(|(k, v)| env_key(k).as_deref() == Some("state.dir") && !v.is_empty())
+    {
+        return PathBuf::from(v);
+    }
+    if here.is_dir() {
+        return here.to_path_buf();
+    }
+    default_state_dir()
+}
+
 /// Load and validate a config file (TOML), with `NVSOAK_` environment overrides
-/// (`NVSOAK_EXPORTER__LISTEN=...`). `None` gives the built-in default.
+/// (`NVSOAK_EXPORTER__LISTEN=...`). `None` gives the built-in default ([`builtin_default`]),
+/// with the same overrides: `NVSOAK_STATE__DIR=/tmp/x nvsoak run` soaks `/tmp/x`.
 ///
 /// Environment overrides: a variable `NVSOAK_SECTION__KEY` sets `section.key` (lower-cased,
 /// `__` separating levels) on top of the file; `NVSOAK_HEALTH__INCLUDE=nvme0,nvme1` sets a list.
@@ -136,7 +169,7 @@ pub fn default_state_dir() -> PathBuf {
 /// are ignored. Targets (`[[target]]` arrays) cannot be set from the environment.
 pub fn load(path: Option<&Path>) -> Result<Settings, ConfigError> {
     match path {
-        None => Ok(builtin_default()),
+        None => load_builtin(env_overrides()),
         Some(p) => {
             let text = crate::util::bounded::read_to_string(p, crate::util::bounded::CONFIG_LIMIT)
                 .map_err(|e| ConfigError::File {
@@ -148,12 +181,28 @@ pub fn load(path: Option<&Path>) -> Result<Settings, ConfigError> {
     }
 }
 
+/// The built-in default with the given environment overrides: an empty config (which runs the
+/// default target) whose `state.dir` defaults to [`builtin_state_dir`].
+pub fn load_builtin(env: Vec<(String, String)>) -> Result<Settings, ConfigError> {
+    load_text("", "the built-in default", env, &builtin_state_dir())
+}
+
 /// Load from TOML text, with the given environment variables (name → value) as overrides.
 /// `origin` names the text in file-level errors.
 pub fn load_str(
     text: &str,
     origin: &str,
     env: Vec<(String, String)>,
+) -> Result<Settings, ConfigError> {
+    load_text(text, origin, env, &default_state_dir())
+}
+
+/// [`load_str`] with the `state.dir` to use when neither the text nor the environment sets it.
+fn load_text(
+    text: &str,
+    origin: &str,
+    env: Vec<(String, String)>,
+    default_dir: &Path,
 ) -> Result<Settings, ConfigError> {
     let mut env_keys: Vec<(String, String)> = Vec::new();
     let mut map = config::Map::new();
@@ -195,7 +244,7 @@ pub fn load_str(
     let raw: raw::RawConfig = de::from_value(&merged)
         .map_err(|(path, e)| de_error(&path, e))
         .map_err(|e| annotate_env(e, &env_keys))?;
-    validate::settings(&raw).map_err(|e| annotate_env(e, &env_keys))
+    validate::settings(&raw, default_dir).map_err(|e| annotate_env(e, &env_keys))
 }
 
 /// The `NVSOAK_*__*` variables of the process environment.
@@ -275,10 +324,16 @@ fn de_error(path: &str, e: de::DeError) -> ConfigError {
     }
 }
 
-/// The built-in default: a soak of `4k-random-read` on a 1 GiB file under the state directory.
+/// The built-in default: a soak of `4k-random-read` on a 1 GiB file under the state directory
+/// ([`builtin_state_dir`]), without environment overrides ([`load`] with `None` applies them).
 pub fn builtin_default() -> Settings {
+    builtin_default_in(&builtin_state_dir())
+}
+
+/// [`builtin_default`] with its state directory (and so its target) under `dir`.
+pub fn builtin_default_in(dir: &Path) -> Settings {
     use crate::model::spec::*;
-    let dir = default_state_dir();
+    let dir = dir.to_path_buf();
     let job = crate::model::profiles::lookup("4k-random-read").unwrap_or_else(|| JobSpec {
         name: "4k-random-read".into(),
         description: "4K random read, QD128".into(),
@@ -841,6 +896,55 @@ mod tests {
             e,
             "stats.interval: 5 has no unit; write \"5s\" or \"5m\" (units: ms, s, m, h, d) \
              (set by the environment variable NVSOAK_STATS__INTERVAL)"
+        );
+    }
+
+    /// Issue 34: `NVSOAK_STATE__DIR=/tmp/x nvsoak run` (no config) wrote into /var/lib/nvsoak,
+    /// because the built-in default was built without the environment. It is the empty config
+    /// now, with the same overrides, and its target follows the state directory.
+    #[test]
+    fn env_overrides_apply_to_the_builtin_default() {
+        let plain = load_builtin(vec![]).expect("the built-in default is valid");
+        assert_eq!(plain, builtin_default());
+        assert_eq!(plain.state.dir, builtin_state_dir());
+        let s = load_builtin(vec![
+            ("NVSOAK_STATE__DIR".into(), "/tmp/nvsoak-unit-x".into()),
+            ("NVSOAK_EXPORTER__LISTEN".into(), "127.0.0.1:1234".into()),
+            ("NVSOAK_STATS__INTERVAL".into(), "2s".into()),
+        ])
+        .expect("valid");
+        assert_eq!(s.state.dir, Path::new("/tmp/nvsoak-unit-x"));
+        assert_eq!(
+            s.targets[0].path,
+            Path::new("/tmp/nvsoak-unit-x/default-target.dat")
+        );
+        assert_eq!(s.exporter.listen, "127.0.0.1:1234".parse().unwrap());
+        assert_eq!(s.stats.interval, Duration::from_secs(2));
+        assert_eq!(s.targets[0].phases, plain.targets[0].phases);
+        // A bad override of the default is refused, naming the variable.
+        let e = load_builtin(vec![("NVSOAK_STATS__INTERVAL".into(), "fast".into())])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("NVSOAK_STATS__INTERVAL"), "{e}");
+    }
+
+    /// The built-in default's state directory is where the person stands, root or not, and
+    /// absolute, so what `run` prints can be found; a config file keeps the service's default.
+    #[test]
+    fn the_builtin_state_dir_is_here() {
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(builtin_state_dir(), here.join("nvsoak-state"));
+        assert!(builtin_state_dir().is_absolute());
+        assert_eq!(load_toml("").unwrap().state.dir, default_state_dir());
+        let d = tempfile::tempdir().unwrap();
+        let missing = d.path().join("nvsoak-state");
+        assert_eq!(state_dir_to_read_from(&[], &missing), default_state_dir());
+        std::fs::create_dir(&missing).unwrap();
+        assert_eq!(state_dir_to_read_from(&[], &missing), missing);
+        let env = vec![("NVSOAK_STATE__DIR".to_string(), "/srv/soak".to_string())];
+        assert_eq!(
+            state_dir_to_read_from(&env, &missing),
+            Path::new("/srv/soak")
         );
     }
 

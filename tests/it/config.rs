@@ -1210,3 +1210,99 @@ fn passthrough_targets_may_be_generic_devices_but_only_real_ones() {
         "{err}"
     );
 }
+
+/// `nvsoak run` without `--config` in `cwd` with `env` (and no other `NVSOAK_*` variable),
+/// stopped with SIGTERM once it serves `/healthz`; its stderr.
+fn run_builtin_default(cwd: &Path, env: &[(&str, &str)]) -> String {
+    use std::time::{Duration, Instant};
+    let port = crate::common::free_port();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+    let mut c = Command::new(bin());
+    c.arg("run").current_dir(cwd);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("NVSOAK_") {
+            c.env_remove(k);
+        }
+    }
+    c.env("NVSOAK_EXPORTER__LISTEN", addr.to_string())
+        .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().expect("starting nvsoak");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !matches!(crate::common::http_get(addr, "/healthz"), Ok((200, _))) {
+        if Instant::now() > deadline || child.try_wait().ok().flatten().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    let (_, err) = crate::common::wait_exit(
+        &mut child,
+        Duration::from_secs(20),
+        "nvsoak did not stop on SIGTERM",
+    );
+    err
+}
+
+/// Issue 34: `NVSOAK_STATE__DIR=/tmp/x nvsoak run` ignored the variable and wrote 1 GiB into
+/// /var/lib/nvsoak; and the README's first command, run as root from a checkout, wrote under
+/// /var/lib. The override reaches the built-in default, and without it the state directory is
+/// `nvsoak-state` where the command was run, root or not, printed at start.
+#[test]
+fn the_builtin_default_takes_env_overrides_and_stays_where_it_is_run() {
+    // On disk, not tmpfs: the default preallocates 1 GiB.
+    let here = tempfile::tempdir().expect("scratch directory");
+    let elsewhere = tempfile::tempdir().expect("scratch directory");
+    let var_lib = Path::new("/var/lib/nvsoak/default-target.dat");
+    let was_there = var_lib.exists();
+
+    let state = elsewhere.path().join("x");
+    let err = run_builtin_default(
+        here.path(),
+        &[("NVSOAK_STATE__DIR", state.to_str().expect("utf-8"))],
+    );
+    assert!(
+        state.join("default-target.dat").exists(),
+        "the default target is not in NVSOAK_STATE__DIR:\n{err}"
+    );
+    assert!(
+        !here.path().join("nvsoak-state").exists(),
+        "wrote where it stood:\n{err}"
+    );
+    assert!(
+        err.contains(&format!("in the state directory {}", state.display())),
+        "{err}"
+    );
+
+    let err = run_builtin_default(here.path(), &[]);
+    let dir = here.path().join("nvsoak-state");
+    assert!(
+        dir.join("default-target.dat").exists(),
+        "the default target is not under the current directory:\n{err}"
+    );
+    assert!(
+        err.contains(&format!("in the state directory {}", dir.display())),
+        "the state directory is not printed:\n{err}"
+    );
+    assert!(
+        was_there || !var_lib.exists(),
+        "the built-in default wrote into /var/lib/nvsoak"
+    );
+    // The readers find it from here too: `state show` names its checkpoint.
+    let o = Command::new(bin())
+        .args(["state", "show"])
+        .current_dir(here.path())
+        .env_remove("NVSOAK_STATE__DIR")
+        .output()
+        .expect("running nvsoak state show");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(text.contains(&dir.display().to_string()), "{text}");
+}
