@@ -1,11 +1,13 @@
-//! `nvsoak report [--state DIR | --from FILE...] [--archived] [--format html|md|json]
-//! [--out PATH] [--ratings FILE]`
+//! `nvsoak report [--state DIR | --config PATH | --from FILE...] [--archived]
+//! [--format html|md|json] [--out PATH] [--ratings FILE]`
 //!
-//! Reads `DIR/results/*.json` (default: the default state directory; with `--archived` also
-//! the runs moved aside, `<target>.json.<why>-<time>`, each labelled as archived) or the given
-//! results files, and writes the report to `--out` or, for html and json, to stdout. The Markdown
-//! report needs `--out`: its SVG charts are written next to it. `--ratings` replaces the
-//! built-in drive ratings table; a bad file is an error naming it.
+//! Reads `DIR/results/*.json` (`--state`, else the `--config`'s `state.dir`, else the directory
+//! [`crate::config::state_dir_to_read`] names; with `--archived` also the runs moved aside,
+//! `<target>.json.<why>-<time>`, each labelled as archived) or the given results files, and
+//! writes the report to `--out` or to stdout. The Markdown report written to `--out` has its
+//! SVG charts beside it; on stdout each chart's place names it. `--ratings` (else the config's
+//! `health.ratings_file`) replaces the built-in drive ratings table; a bad file is an error
+//! naming it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,21 +17,40 @@ use anyhow::{Context, Result};
 
 use crate::report::{self, Format, ReportError};
 
-pub fn main(
-    state: Option<&Path>,
-    from: &[PathBuf],
-    archived: bool,
-    format: &str,
-    out: Option<&Path>,
-    ratings: Option<&Path>,
-) -> Result<ExitCode> {
+/// What `nvsoak report` was asked for.
+pub struct Args<'a> {
+    pub state: Option<&'a Path>,
+    pub config: Option<&'a Path>,
+    pub from: &'a [PathBuf],
+    pub archived: bool,
+    pub format: &'a str,
+    pub out: Option<&'a Path>,
+    pub ratings: Option<&'a Path>,
+}
+
+pub fn main(a: Args<'_>) -> Result<ExitCode> {
+    let Args {
+        state,
+        config,
+        from,
+        archived,
+        format,
+        out,
+        ratings,
+    } = a;
     let format: Format = format.parse()?;
+    let settings = config
+        .map(|c| crate::config::load(Some(c)).with_context(|| format!("loading {}", c.display())))
+        .transpose()?;
+    let ratings = ratings.or_else(|| settings.as_ref()?.health.ratings_file.as_deref());
     // Before reading any results: a bad table fails fast, whatever else is wrong.
     let table = ratings.map(report::load_ratings).transpose()?;
     let inputs = if from.is_empty() {
-        let dir = state
-            .map(Path::to_path_buf)
-            .unwrap_or_else(crate::config::default_state_dir);
+        let dir = match (state, &settings) {
+            (Some(d), _) => d.to_path_buf(),
+            (None, Some(s)) => s.state.dir.clone(),
+            (None, None) => crate::config::state_dir_to_read(),
+        };
         let (inputs, skipped) = report::load_state_dir_with(&dir, archived)?;
         for s in skipped {
             eprintln!("nvsoak: skipping an archived results file: {s}");
@@ -43,16 +64,19 @@ pub fn main(
         None => report::build(&inputs),
     };
     let text = match format {
-        Format::Markdown => {
-            let out = out.ok_or(ReportError::MarkdownNeedsOut)?;
-            let written = report::markdown::write(&rep, out)?;
-            eprintln!(
-                "nvsoak: wrote {} ({} charts)",
-                out.display(),
-                written.len().saturating_sub(1)
-            );
-            return Ok(ExitCode::SUCCESS);
-        }
+        Format::Markdown => match out {
+            Some(out) => {
+                let written = report::markdown::write(&rep, out)?;
+                eprintln!(
+                    "nvsoak: wrote {} ({}, {})",
+                    out.display(),
+                    rep.drives_text(),
+                    crate::model::fmt::count_of(written.len().saturating_sub(1) as u64, "chart")
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+            None => report::markdown::render_standalone(&rep)?,
+        },
         Format::Html => report::html::render(&rep)?,
         Format::Json => report::render_json(&rep)?,
     };
@@ -65,7 +89,7 @@ pub fn main(
             eprintln!(
                 "nvsoak: wrote {} ({}, {} compared)",
                 p.display(),
-                crate::model::fmt::count_of(rep.drives.len() as u64, "drive"),
+                rep.drives_text(),
                 crate::model::fmt::count_of(rep.comparisons.len() as u64, "profile")
             );
         }

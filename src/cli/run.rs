@@ -28,9 +28,12 @@ pub fn main(
     overrides.apply(&mut settings);
     init_tracing(&settings.log.level);
     if config.is_none() {
-        tracing::info!(
-            state_dir = %settings.state.dir.display(),
-            "no --config: running the built-in default (4k-random-read soak on a 1 GiB file in the state directory)"
+        // Said on stderr whatever the log level: the default writes 1 GiB, and where it goes is
+        // the first thing to know.
+        eprintln!(
+            "nvsoak: no --config: running the built-in default, a 4k-random-read soak on a 1 GiB \
+             file in the state directory {} (set NVSOAK_STATE__DIR to put it elsewhere)",
+            settings.state.dir.display()
         );
     }
     let outcome = crate::daemon::run(

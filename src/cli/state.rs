@@ -23,7 +23,7 @@ fn resolve(config: Option<&Path>, dir: Option<&Path>) -> Result<(PathBuf, Option
     let dir = match (dir, &settings) {
         (Some(d), _) => d.to_path_buf(),
         (None, Some(s)) => s.state.dir.clone(),
-        (None, None) => crate::config::default_state_dir(),
+        (None, None) => crate::config::state_dir_to_read(),
     };
     Ok((dir, settings))
 }
@@ -336,7 +336,8 @@ pub fn reset(config: Option<&Path>, state_dir: Option<&Path>) -> Result<ExitCode
         ),
         r => r.transpose()?,
     };
-    match state::reset(&dir)? {
+    let moved = state::reset(&dir)?;
+    match &moved.checkpoint {
         None => super::out(&format!(
             "no checkpoint in {}; nothing to reset\n",
             dir.display()
@@ -345,6 +346,13 @@ pub fn reset(config: Option<&Path>, state_dir: Option<&Path>) -> Result<ExitCode
             "moved the checkpoint to {}; the next run starts over\n",
             to.display()
         ))?,
+    }
+    for (from, to) in &moved.sidecars {
+        super::out(&format!(
+            "moved the generation map {} to {}\n",
+            from.display(),
+            to.display()
+        ))?;
     }
     // The results of the runs so far are kept, aside: the next run starts new files.
     for (from, to) in crate::state::results::archive_all(&dir, "reset")? {

@@ -118,7 +118,9 @@ pub struct LogSettings {
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9757";
 
-/// Default state directory: `/var/lib/nvsoak` as root, `./nvsoak-state` otherwise.
+/// Default `state.dir` of a config file that sets none: `/var/lib/nvsoak` as root (the
+/// packaged unit's `StateDirectory=`, with `--config /etc/nvsoak/nvsoak.toml`), `./nvsoak-state`
+/// otherwise.
 pub fn default_state_dir() -> PathBuf {
     if nix::unistd::geteuid().is_root() {
         PathBuf::from("/var/lib/nvsoak")
@@ -127,8 +129,39 @@ pub fn default_state_dir() -> PathBuf {
     }
 }
 
+/// The state directory of the built-in default (`nvsoak run` without `--config`), root or not:
+/// `nvsoak-state` in the current directory, as an absolute path, so the person who ran it
+/// from a checkout sees it where they stand (and `run` prints it); never `/var/lib`.
+pub fn builtin_state_dir() -> PathBuf {
+    std::env::current_dir()
+        .map(|d| d.join("nvsoak-state"))
+        .unwrap_or_else(|_| PathBuf::from("./nvsoak-state"))
+}
+
+/// The state directory `nvsoak report` and `nvsoak state` read when given neither `--state` nor
+/// `--config`: `NVSOAK_STATE__DIR` when set; else the built-in default's (`./nvsoak-state`)
+/// when it exists, as after `nvsoak run` from here; else [`default_state_dir`] (the
+/// service's).
+pub fn state_dir_to_read() -> PathBuf {
+    state_dir_to_read_from(&env_overrides(), &builtin_state_dir())
+}
+
+fn state_dir_to_read_from(env: &[(String, String)], here: &Path) -> PathBuf {
+    if let Some((_, v)) = env
+        .iter()
+        .find(|(k, v)| env_key(k).as_deref() == Some("state.dir") && !v.is_empty())
+    {
+        return PathBuf::from(v);
+    }
+    if here.is_dir() {
+        return here.to_path_buf();
+    }
+    default_state_dir()
+}
+
 /// Load and validate a config file (TOML), with `NVSOAK_` environment overrides
-/// (`NVSOAK_EXPORTER__LISTEN=...`). `None` gives the built-in default.
+/// (`NVSOAK_EXPORTER__LISTEN=...`). `None` gives the built-in default ([`builtin_default`]),
+/// with the same overrides: `NVSOAK_STATE__DIR=/tmp/x nvsoak run` soaks `/tmp/x`.
 ///
 /// Environment overrides: a variable `NVSOAK_SECTION__KEY` sets `section.key` (lower-cased,
 /// `__` separating levels) on top of the file; `NVSOAK_HEALTH__INCLUDE=nvme0,nvme1` sets a list.
@@ -136,7 +169,7 @@ pub fn default_state_dir() -> PathBuf {
 /// are ignored. Targets (`[[target]]` arrays) cannot be set from the environment.
 pub fn load(path: Option<&Path>) -> Result<Settings, ConfigError> {
     match path {
-        None => Ok(builtin_default()),
+        None => load_builtin(env_overrides()),
         Some(p) => {
             let text = crate::util::bounded::read_to_string(p, crate::util::bounded::CONFIG_LIMIT)
                 .map_err(|e| ConfigError::File {
@@ -148,12 +181,28 @@ pub fn load(path: Option<&Path>) -> Result<Settings, ConfigError> {
     }
 }
 
+/// The built-in default with the given environment overrides: an empty config (which runs the
+/// default target) whose `state.dir` defaults to [`builtin_state_dir`].
+pub fn load_builtin(env: Vec<(String, String)>) -> Result<Settings, ConfigError> {
+    load_text("", "the built-in default", env, &builtin_state_dir())
+}
+
 /// Load from TOML text, with the given environment variables (name → value) as overrides.
 /// `origin` names the text in file-level errors.
 pub fn load_str(
     text: &str,
     origin: &str,
     env: Vec<(String, String)>,
+) -> Result<Settings, ConfigError> {
+    load_text(text, origin, env, &default_state_dir())
+}
+
+/// [`load_str`] with the `state.dir` to use when neither the text nor the environment sets it.
+fn load_text(
+    text: &str,
+    origin: &str,
+    env: Vec<(String, String)>,
+    default_dir: &Path,
 ) -> Result<Settings, ConfigError> {
     let mut env_keys: Vec<(String, String)> = Vec::new();
     let mut map = config::Map::new();
@@ -195,7 +244,7 @@ pub fn load_str(
     let raw: raw::RawConfig = de::from_value(&merged)
         .map_err(|(path, e)| de_error(&path, e))
         .map_err(|e| annotate_env(e, &env_keys))?;
-    validate::settings(&raw).map_err(|e| annotate_env(e, &env_keys))
+    validate::settings(&raw, default_dir).map_err(|e| annotate_env(e, &env_keys))
 }
 
 /// The `NVSOAK_*__*` variables of the process environment.
@@ -275,10 +324,16 @@ fn de_error(path: &str, e: de::DeError) -> ConfigError {
     }
 }
 
-/// The built-in default: a soak of `4k-random-read` on a 1 GiB file under the state directory.
+/// The built-in default: a soak of `4k-random-read` on a 1 GiB file under the state directory
+/// ([`builtin_state_dir`]), without environment overrides ([`load`] with `None` applies them).
 pub fn builtin_default() -> Settings {
+    builtin_default_in(&builtin_state_dir())
+}
+
+/// [`builtin_default`] with its state directory (and so its target) under `dir`.
+pub fn builtin_default_in(dir: &Path) -> Settings {
     use crate::model::spec::*;
-    let dir = default_state_dir();
+    let dir = dir.to_path_buf();
     let job = crate::model::profiles::lookup("4k-random-read").unwrap_or_else(|| JobSpec {
         name: "4k-random-read".into(),
         description: "4K random read, QD128".into(),
@@ -495,7 +550,7 @@ mod tests {
     #[test]
     fn overrides_and_rates() {
         let PhaseSpec::Soak { jobs, .. } =
-            soak_with("iodepth = 4\nworkers = 3\nrate = \"200MB/s\"")
+            soak_with("iodepth = 4\nworkers = 3\nrate = \"200e6/s\"")
         else {
             unreachable!()
         };
@@ -508,6 +563,18 @@ mod tests {
         assert_eq!(r("50k iops"), Ok(RateLimit::Iops(50_000.0)));
         assert_eq!(r("75%"), Ok(RateLimit::PercentOfMax(75.0)));
         assert_eq!(r("1GiB/s"), Ok(RateLimit::BytesPerSec((1u64 << 30) as f64)));
+        assert_eq!(
+            r("200M/s"),
+            Ok(RateLimit::BytesPerSec((200u64 << 20) as f64))
+        );
+        // MB is 1024² to fio and 10⁶ to a datasheet: refused in a rate as in every size, the fix
+        // spelled as a rate.
+        assert_eq!(
+            r("200MB/s").unwrap_err().to_string(),
+            "k: \"200MB/s\" is ambiguous: fio reads MB as MiB, drive datasheets as decimal; write \
+             \"200MiB/s\" for 209715200 bytes/s (binary, as fio reads it) or \"200e6/s\" for \
+             200000000 bytes/s (decimal, as a datasheet reads it)"
+        );
         assert!(r("-5iops").is_err());
         assert_eq!(
             skew("k", "hotband:10%:90%"),
@@ -565,6 +632,320 @@ mod tests {
                 )
             );
         }
+    }
+
+    // Every key that holds a size, a rate or a duration: a config in which `{v}` is its value,
+    // and the key its error names. Every key of the config that takes a string or a number is
+    // in one of `size_keys`, `rate_keys`, `duration_keys` or `OTHER_SCALAR_KEYS`, so a new key
+    // has to say what it holds, and gets the tests below.
+    const TARGET: &str = "[[target]]\nname = \"t\"\npath = \"/dev/shm/nvsoak-unit-units.dat\"\n";
+    const SOAK: &str = "[[target.phase]]\nkind = \"soak\"\nprofile = \"sql\"\n";
+
+    /// (key in `keys::list`, the config with `{v}` for the value, the key its error names).
+    fn size_keys() -> Vec<(&'static str, String, &'static str)> {
+        vec![
+            (
+                "target[].size",
+                format!("{TARGET}size = {{v}}\n{SOAK}"),
+                "target[0].size",
+            ),
+            (
+                "target[].phase[].block_size",
+                format!(
+                    "{TARGET}size = \"1M\"\n[[target.phase]]\nkind = \"precondition\"\n\
+                     block_size = {{v}}\n{SOAK}"
+                ),
+                "target[0].phase[0].block_size",
+            ),
+            (
+                "target[].phase[].job.bs",
+                format!(
+                    "{TARGET}size = \"1M\"\n[[target.phase]]\nkind = \"soak\"\n\
+                     job = {{ read = 100, bs = {{v}} }}\n"
+                ),
+                "target[0].phase[0].job.bs",
+            ),
+            (
+                "health.device[].rated_tbw",
+                "[[health.device]]\nmatch = \"S1\"\nrated_tbw = {v}\n".to_string(),
+                "health.device[0].rated_tbw",
+            ),
+            (
+                "health.device[].capacity",
+                "[[health.device]]\nmatch = \"S1\"\nrated_dwpd = 1\nwarranty_years = 5\n\
+                 capacity = {v}\n"
+                    .to_string(),
+                "health.device[0].capacity",
+            ),
+        ]
+    }
+
+    /// Rates are bytes per second: the same units, `/s` after them.
+    fn rate_keys() -> Vec<(&'static str, String, &'static str)> {
+        vec![
+            (
+                "target[].phase[].rate",
+                format!("{TARGET}size = \"1M\"\n{SOAK}rate = {{v}}\n"),
+                "target[0].phase[0].rate",
+            ),
+            (
+                "target[].phase[].job.rate",
+                format!(
+                    "{TARGET}size = \"1M\"\n[[target.phase]]\nkind = \"soak\"\n\
+                     job = {{ read = 100, bs = \"4k\", rate = {{v}} }}\n"
+                ),
+                "target[0].phase[0].job.rate",
+            ),
+        ]
+    }
+
+    fn duration_keys() -> Vec<(&'static str, String, &'static str)> {
+        let t = format!("{TARGET}size = \"1M\"\n");
+        let lm = "[health.latency_monitor]\nenabled = true\n";
+        vec![
+            (
+                "state.checkpoint_interval",
+                "[state]\ncheckpoint_interval = {v}\n".to_string(),
+                "state.checkpoint_interval",
+            ),
+            (
+                "stats.interval",
+                "[stats]\ninterval = {v}\n".to_string(),
+                "stats.interval",
+            ),
+            (
+                "health.poll_interval",
+                "[health]\npoll_interval = {v}\n".to_string(),
+                "health.poll_interval",
+            ),
+            (
+                "health.rescan_interval",
+                "[health]\nrescan_interval = {v}\n".to_string(),
+                "health.rescan_interval",
+            ),
+            (
+                "health.latency_monitor.thresholds",
+                format!("{lm}thresholds = [{{v}}, \"95ms\", \"150ms\", \"230ms\"]\n"),
+                "health.latency_monitor.thresholds[0]",
+            ),
+            (
+                "health.latency_monitor.bucket_timer",
+                format!("{lm}bucket_timer = {{v}}\n"),
+                "health.latency_monitor.bucket_timer",
+            ),
+            (
+                "health.latency_monitor.minimum_window",
+                format!("{lm}minimum_window = {{v}}\n"),
+                "health.latency_monitor.minimum_window",
+            ),
+            (
+                "target[].phase[].duration",
+                format!("{t}{SOAK}duration = {{v}}\n"),
+                "target[0].phase[0].duration",
+            ),
+            (
+                "target[].phase[].rotate",
+                format!(
+                    "{t}[[target.phase]]\nkind = \"soak\"\nprofiles = [\"sql\", \"oracle\"]\n\
+                     rotate = {{v}}\n"
+                ),
+                "target[0].phase[0].rotate",
+            ),
+            (
+                "target[].phase[].steady_round",
+                format!("{t}{SOAK}steady_round = {{v}}\n"),
+                "target[0].phase[0].steady_round",
+            ),
+            (
+                "target[].phase[].max_duration",
+                format!(
+                    "{t}[[target.phase]]\nkind = \"sweep\"\nprofile = \"sql\"\nmax_duration = {{v}}\n"
+                ),
+                "target[0].phase[0].max_duration",
+            ),
+            (
+                "target[].phase[].point_duration",
+                format!(
+                    "{t}[[target.phase]]\nkind = \"sweep\"\nprofile = \"sql\"\n\
+                     point_duration = {{v}}\n"
+                ),
+                "target[0].phase[0].point_duration",
+            ),
+            (
+                "target[].phase[].timeout",
+                format!("{t}[[target.phase]]\nkind = \"self-test\"\ntimeout = {{v}}\n{SOAK}"),
+                "target[0].phase[0].timeout",
+            ),
+        ]
+    }
+
+    /// The keys that take a string or a number and hold neither a size nor a duration.
+    const OTHER_SCALAR_KEYS: &[&str] = &[
+        "exporter.listen",
+        "exporter.max_connections",
+        "log.level",
+        "health.include",
+        "health.exclude",
+        "health.device[].rated_dwpd",
+        "health.device[].warranty_years",
+        "target[].paths",
+        "target[].region",
+        "target[].allow_destroy",
+        "target[].max_errors",
+        "target[].phase[].job.read",
+        "target[].phase[].job.iodepth",
+        "target[].phase[].job.workers",
+        "target[].phase[].profiles",
+        "target[].phase[].iodepth",
+        "target[].phase[].workers",
+        "target[].phase[].steady_window",
+        "target[].phase[].passes",
+        "target[].phase[].points",
+    ];
+
+    #[test]
+    fn every_scalar_key_is_known_as_a_size_a_duration_or_neither() {
+        let sized: Vec<&str> = size_keys()
+            .into_iter()
+            .chain(rate_keys())
+            .chain(duration_keys())
+            .map(|(k, _, _)| k)
+            .collect();
+        for key in keys::list() {
+            if !matches!(key.kind, "string or number" | "list") {
+                continue;
+            }
+            // The gates are thresholds and switches: counts, temperatures, percentages.
+            if key.path.starts_with("gates.") || key.path.starts_with("target[].gates.") {
+                continue;
+            }
+            assert!(
+                sized.contains(&key.path.as_str())
+                    || OTHER_SCALAR_KEYS.contains(&key.path.as_str()),
+                "{}: say whether it holds a size (size_keys), a rate (rate_keys), a duration \
+                 (duration_keys) or none of them (OTHER_SCALAR_KEYS)",
+                key.path
+            );
+        }
+    }
+
+    /// `KB`, `MB`, `GB`, `TB`, `PB` are refused in every size key (and every rate), naming the
+    /// key and giving both readings; the binary spelling goes in.
+    #[test]
+    fn every_size_key_refuses_the_ambiguous_units_with_the_fix() {
+        for (path, cfg, key) in size_keys() {
+            let e = load_toml(&cfg.replace("{v}", "\"128KB\""))
+                .expect_err(path)
+                .to_string();
+            assert_eq!(
+                e,
+                format!(
+                    "{key}: \"128KB\" is ambiguous: fio reads KB as KiB, drive datasheets as \
+                     decimal; write \"128KiB\" for 131072 bytes (binary, as fio reads it) or \
+                     \"128000\" for 128000 bytes (decimal, as a datasheet reads it)"
+                ),
+                "{path}"
+            );
+            let e = load_toml(&cfg.replace("{v}", "\"4GB\""))
+                .expect_err(path)
+                .to_string();
+            assert!(
+                e.starts_with(&format!("{key}: \"4GB\" is ambiguous")),
+                "{path}: {e}"
+            );
+            load_toml(&cfg.replace("{v}", "\"128KiB\"")).unwrap_or_else(|e| panic!("{path}: {e}"));
+        }
+        for (path, cfg, key) in rate_keys() {
+            let e = load_toml(&cfg.replace("{v}", "\"128KB/s\""))
+                .expect_err(path)
+                .to_string();
+            assert!(
+                e.starts_with(&format!("{key}: \"128KB/s\" is ambiguous"))
+                    && e.contains("write \"128KiB/s\" for 131072 bytes/s"),
+                "{path}: {e}"
+            );
+            load_toml(&cfg.replace("{v}", "\"128KiB/s\""))
+                .unwrap_or_else(|e| panic!("{path}: {e}"));
+            load_toml(&cfg.replace("{v}", "\"128e3/s\"")).unwrap_or_else(|e| panic!("{path}: {e}"));
+        }
+    }
+
+    /// A bare number where a duration is meant is refused in every duration key, as a TOML
+    /// number, a float or a string, naming the key and the fix.
+    #[test]
+    fn every_duration_key_refuses_a_bare_number_with_the_fix() {
+        for (path, cfg, key) in duration_keys() {
+            for (v, n) in [("4", "4"), ("\"4\"", "4"), ("2.5", "2.5")] {
+                let e = load_toml(&cfg.replace("{v}", v))
+                    .expect_err(path)
+                    .to_string();
+                assert_eq!(
+                    e,
+                    format!(
+                        "{key}: {n} has no unit; write \"{n}s\" or \"{n}m\" (units: ms, s, m, h, d)"
+                    ),
+                    "{path} = {v}"
+                );
+            }
+        }
+        // From the environment too, naming the variable.
+        let e = load_str("", "t", vec![("NVSOAK_STATS__INTERVAL".into(), "5".into())])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "stats.interval: 5 has no unit; write \"5s\" or \"5m\" (units: ms, s, m, h, d) \
+             (set by the environment variable NVSOAK_STATS__INTERVAL)"
+        );
+    }
+
+    /// Issue 34: `NVSOAK_STATE__DIR=/tmp/x nvsoak run` (no config) wrote into /var/lib/nvsoak,
+    /// because the built-in default was built without the environment. It is the empty config
+    /// now, with the same overrides, and its target follows the state directory.
+    #[test]
+    fn env_overrides_apply_to_the_builtin_default() {
+        let plain = load_builtin(vec![]).expect("the built-in default is valid");
+        assert_eq!(plain, builtin_default());
+        assert_eq!(plain.state.dir, builtin_state_dir());
+        let s = load_builtin(vec![
+            ("NVSOAK_STATE__DIR".into(), "/tmp/nvsoak-unit-x".into()),
+            ("NVSOAK_EXPORTER__LISTEN".into(), "127.0.0.1:1234".into()),
+            ("NVSOAK_STATS__INTERVAL".into(), "2s".into()),
+        ])
+        .expect("valid");
+        assert_eq!(s.state.dir, Path::new("/tmp/nvsoak-unit-x"));
+        assert_eq!(
+            s.targets[0].path,
+            Path::new("/tmp/nvsoak-unit-x/default-target.dat")
+        );
+        assert_eq!(s.exporter.listen, "127.0.0.1:1234".parse().unwrap());
+        assert_eq!(s.stats.interval, Duration::from_secs(2));
+        assert_eq!(s.targets[0].phases, plain.targets[0].phases);
+        // A bad override of the default is refused, naming the variable.
+        let e = load_builtin(vec![("NVSOAK_STATS__INTERVAL".into(), "fast".into())])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("NVSOAK_STATS__INTERVAL"), "{e}");
+    }
+
+    /// The built-in default's state directory is where the person stands, root or not, and
+    /// absolute, so what `run` prints can be found; a config file keeps the service's default.
+    #[test]
+    fn the_builtin_state_dir_is_here() {
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(builtin_state_dir(), here.join("nvsoak-state"));
+        assert!(builtin_state_dir().is_absolute());
+        assert_eq!(load_toml("").unwrap().state.dir, default_state_dir());
+        let d = tempfile::tempdir().unwrap();
+        let missing = d.path().join("nvsoak-state");
+        assert_eq!(state_dir_to_read_from(&[], &missing), default_state_dir());
+        std::fs::create_dir(&missing).unwrap();
+        assert_eq!(state_dir_to_read_from(&[], &missing), missing);
+        let env = vec![("NVSOAK_STATE__DIR".to_string(), "/srv/soak".to_string())];
+        assert_eq!(
+            state_dir_to_read_from(&env, &missing),
+            Path::new("/srv/soak")
+        );
     }
 
     /// Random single-byte edits, insertions and deletions of the reference config: every

@@ -64,13 +64,22 @@ pub struct BatchRow {
 }
 
 /// The batch view, when the report calls for one (see [`BATCH_MIN_DRIVES`]).
+/// Archived runs (`--archived`) are history, not drives: the batch is over the current runs.
 pub fn batch(report: &Report) -> Option<Batch> {
-    let hosts: BTreeSet<&str> = report.drives.iter().map(|d| d.host.as_str()).collect();
-    if hosts.len() < 2 && report.drives.len() <= BATCH_MIN_DRIVES {
+    let current = || {
+        report
+            .drives
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.archived.is_none())
+    };
+    let hosts: BTreeSet<&str> = current().map(|(_, d)| d.host.as_str()).collect();
+    let drives = current().count();
+    if hosts.len() < 2 && drives <= BATCH_MIN_DRIVES {
         return None;
     }
     let mut by_kind: BTreeMap<(String, Option<u64>), Vec<usize>> = BTreeMap::new();
-    for (i, d) in report.drives.iter().enumerate() {
+    for (i, d) in current() {
         let key = match &d.device {
             Some(dev) => (
                 dev.model.clone(),
@@ -90,7 +99,7 @@ pub fn batch(report: &Report) -> Option<Batch> {
         .filter(|r| !r.flags.is_empty())
         .count();
     Some(Batch {
-        drives: report.drives.len(),
+        drives,
         hosts: hosts.len(),
         flagged,
         groups,

@@ -597,7 +597,7 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
     h.push_str(&format!(
         "<h1>nvsoak qualification report</h1>\n<p class=\"muted\">{}, generated {} by nvsoak {}. \
          Sub-1 ms frontier: {}.</p>\n",
-        crate::model::fmt::count_of(report.drives.len() as u64, "drive"),
+        report.drives_text(),
         fmt_time(report.generated),
         esc(&report.nvsoak_version),
         esc(&report.frontier_basis)

@@ -30,7 +30,7 @@ pub fn render(report: &Report, stem: &str) -> Result<(String, Vec<(String, Strin
     md.push_str("# nvsoak qualification report\n\n");
     md.push_str(&format!(
         "{}, nvsoak {}. Sub-1 ms frontier: {}.\n\n",
-        crate::model::fmt::count_of(report.drives.len() as u64, "drive"),
+        report.drives_text(),
         report.nvsoak_version,
         report.frontier_basis
     ));
@@ -273,6 +273,29 @@ fn soak_section(md: &mut String, s: &SoakFigures) {
             md.push('\n');
         }
     }
+}
+
+/// The Markdown report as one text, for stdout: there is no file to put its SVG charts beside,
+/// so each chart's place says what it is and how to get it.
+pub fn render_standalone(report: &Report) -> Result<String, ReportError> {
+    let (md, files) = render(report, "chart")?;
+    let names: std::collections::HashSet<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    let mut out = String::with_capacity(md.len());
+    for line in md.lines() {
+        let chart = line
+            .strip_prefix("![")
+            .and_then(|l| l.strip_suffix(')'))
+            .and_then(|l| l.rsplit_once("]("))
+            .filter(|(_, name)| names.contains(name));
+        match chart {
+            Some((title, _)) => out.push_str(&format!(
+                "*Chart: {title} (written as an SVG file beside the report with --out)*"
+            )),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 /// Write the Markdown report to `out` and its SVGs next to it; returns every path written.

@@ -79,8 +79,6 @@ pub enum ReportError {
     },
     #[error("unknown report format {0:?} (use html, md or json)")]
     Format(String),
-    #[error("the markdown report needs --out PATH (its SVG charts are written next to it)")]
-    MarkdownNeedsOut,
     #[error(
         "ratings table {path}: {reason} (pass a file in the format of config/drives.toml, or leave out --ratings for the built-in table)"
     )]
@@ -491,6 +489,46 @@ fn build_inner(
     report.batch = batch::batch(&report);
     report.yield_summary = Some(verdict::yield_of(&report));
     report
+}
+
+impl Report {
+    /// How many distinct drives the report covers: a drive is its model and serial when the
+    /// results know them, else its host, target and path; an archived run of a drive that also
+    /// has a current run is the same drive, not another.
+    pub fn drive_count(&self) -> usize {
+        let ids: std::collections::BTreeSet<String> =
+            self.drives.iter().map(DriveReport::identity).collect();
+        ids.len()
+    }
+
+    /// The runs moved aside (`--archived`) among the report's.
+    pub fn archived_runs(&self) -> usize {
+        self.drives.iter().filter(|d| d.archived.is_some()).count()
+    }
+
+    /// "1 drive", "1 drive, 1 archived run", "3 drives, 2 archived runs".
+    pub fn drives_text(&self) -> String {
+        let drives = crate::model::fmt::count_of(self.drive_count() as u64, "drive");
+        match self.archived_runs() {
+            0 => drives,
+            n => format!(
+                "{drives}, {}",
+                crate::model::fmt::count_of(n as u64, "archived run")
+            ),
+        }
+    }
+}
+
+impl DriveReport {
+    /// What tells this drive apart from another, whichever run of it this is.
+    fn identity(&self) -> String {
+        match &self.device {
+            Some(d) if !d.serial.trim().is_empty() => {
+                format!("drive\0{}\0{}", d.model.trim(), d.serial.trim())
+            }
+            _ => format!("target\0{}\0{}\0{}", self.host, self.target, self.path),
+        }
+    }
 }
 
 pub fn build(inputs: &[Loaded]) -> Report {

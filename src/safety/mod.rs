@@ -395,7 +395,9 @@ pub(crate) fn check_allowed(id: &DeviceIdentity, allow: Option<&str>) -> Result<
                     "allow_destroy names a path (\"{allow}\"), but a device with a serial or WWN must be named by it; set allow_destroy to its {n}"
                 )
             } else {
-                format!("allow_destroy (\"{allow}\") does not name it; its {n}")
+                format!(
+                    "allow_destroy (\"{allow}\") does not name it; set allow_destroy to its {n}"
+                )
             };
             Err(SafetyError::NotAllowed { path, reason })
         }
@@ -447,16 +449,17 @@ pub(crate) fn check_allowed_among(
     {
         return Ok(i);
     }
-    let own = identity_names(id).unwrap_or_else(|| {
-        format!(
-            "it has no serial or WWN, so the list must hold its exact path \"{}\"",
+    let fix = match identity_names(id) {
+        Some(n) => format!("add its {n} to the list"),
+        None => format!(
+            "it has no serial or WWN, so add its exact path \"{}\" to the list",
             id.path.display()
-        )
-    });
+        ),
+    };
     Err(SafetyError::NotAllowed {
         path: id.path.clone(),
         reason: format!(
-            "no name in allow_destroy ({}) names it; add its {own}",
+            "no name in allow_destroy ({}) names it; {fix}",
             names
                 .iter()
                 .map(|n| format!("\"{n}\""))
@@ -596,6 +599,65 @@ pub fn probe_signatures(path: &Path) -> Result<Vec<Signature>, SafetyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn identity(path: &str, serial: Option<&str>, wwn: Option<&str>) -> DeviceIdentity {
+        DeviceIdentity {
+            path: path.into(),
+            kernel_name: path.trim_start_matches("/dev/").into(),
+            parent: None,
+            major: 7,
+            minor: 6,
+            serial: serial.map(str::to_string),
+            wwn: wwn.map(str::to_string),
+            model: None,
+            instance: None,
+            has_drive: serial.is_some(),
+            signatures: Vec::new(),
+        }
+    }
+
+    /// Every refusal of allow_destroy reads as a sentence that ends in what to write (issue
+    /// 34: "add its it has no serial or WWN, so the list must hold ...").
+    #[test]
+    fn allow_destroy_refusals_say_what_to_write() {
+        let reason = |r: Result<(), SafetyError>| match r {
+            Err(SafetyError::NotAllowed { reason, .. }) => reason,
+            other => panic!("not a refusal: {other:?}"),
+        };
+        let among = |id: &DeviceIdentity, names: &[&str]| {
+            let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+            reason(check_allowed_among(id, &names).map(|_| ()))
+        };
+        let loop6 = identity("/dev/loop6", None, None);
+        assert_eq!(
+            among(&loop6, &["/dev/loop5"]),
+            "no name in allow_destroy (\"/dev/loop5\") names it; it has no serial or WWN, so \
+             add its exact path \"/dev/loop6\" to the list"
+        );
+        let nvme = identity("/dev/nvme1n1", Some("S1"), Some("eui.01"));
+        assert_eq!(
+            among(&nvme, &["S2", "S3"]),
+            "no name in allow_destroy (\"S2\", \"S3\") names it; add its serial \"S1\" or WWN \
+             \"eui.01\" to the list"
+        );
+        assert_eq!(
+            reason(check_allowed(&nvme, Some("S2"))),
+            "allow_destroy (\"S2\") does not name it; set allow_destroy to its serial \"S1\" or \
+             WWN \"eui.01\""
+        );
+        assert_eq!(
+            reason(check_allowed(&nvme, None)),
+            "its contents would be destroyed and allow_destroy is not set; set allow_destroy to \
+             its serial \"S1\" or WWN \"eui.01\""
+        );
+        assert!(reason(check_allowed(&loop6, None)).ends_with(
+            "it has no serial or WWN, so set allow_destroy to its exact path \"/dev/loop6\""
+        ));
+        assert!(
+            reason(check_allowed(&loop6, Some("/nonexistent/loop5")))
+                .ends_with("so allow_destroy must be its exact path \"/dev/loop6\"")
+        );
+    }
 
     #[test]
     fn mountinfo_parsing_and_unescape() {

@@ -223,14 +223,43 @@ pub fn load_for(
     }))
 }
 
-/// Move the checkpoint aside (`.reset-<ts>`) so the next run starts over. Returns where it
-/// went, `None` if there was no checkpoint.
-pub fn reset(dir: &Path) -> Result<Option<PathBuf>, StateError> {
-    match StateDir::open(dir) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err(dir)(e)),
-        Ok(sd) => move_aside(&sd, "reset"),
+/// Move the checkpoint and every generation-map sidecar in the directory aside
+/// (`.reset-<ts>`, never over a file, never deleted) so the next run starts over. Returns what
+/// went where.
+pub fn reset(dir: &Path) -> Result<Reset, StateError> {
+    let sd = match StateDir::open(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Reset::default()),
+        Err(e) => return Err(io_err(dir)(e)),
+        Ok(sd) => sd,
+    };
+    // Every sidecar, not only those the checkpoint names: the previous save's is kept beside
+    // the newest, and one a damaged checkpoint named cannot be told from it.
+    let mut sidecars = Vec::new();
+    for e in sd.list("").map_err(io_err(dir))? {
+        if is_sidecar(&e.name) {
+            let to = rename_aside(&sd, &e.name, "reset").map_err(io_err(&sd.display(&e.name)))?;
+            sidecars.push((sd.display(&e.name), sd.display(&to)));
+        }
     }
+    let checkpoint = if sd.exists(CHECKPOINT_FILE) {
+        Some(move_file_aside(&sd, CHECKPOINT_FILE, "reset")?)
+    } else {
+        None
+    };
+    fsync_dir(&sd)?;
+    Ok(Reset {
+        checkpoint,
+        sidecars,
+    })
+}
+
+/// What [`reset`] moved aside.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Reset {
+    /// The checkpoint's new path, `None` when there was none.
+    pub checkpoint: Option<PathBuf>,
+    /// Every generation-map sidecar in the directory: (old path, new path).
+    pub sidecars: Vec<(PathBuf, PathBuf)>,
 }
 
 /// Move the checkpoint (and the sidecars it names, when it parses) aside with suffix

@@ -50,7 +50,7 @@ mod tests;
 
 pub use crate::util::beneath::{Entry, StateDir};
 pub use aside::{move_file_aside, parse_aside_name};
-pub use checkpoint::{Fresh, Loaded, device_key, load, load_for, read, reset, save};
+pub use checkpoint::{Fresh, Loaded, Reset, device_key, load, load_for, read, reset, save};
 pub use lock::{LOCK_FILE, StateLock, check as check_dir, holder, is_nvsoak_name, lock};
 pub use save_stats::{SaveStats, SaveStatsSnapshot};
 pub use sidecar::read_genmap;

@@ -343,12 +343,59 @@ fn checkpoint_is_always_parseable_while_saving() {
 #[test]
 fn reset_moves_aside() {
     let d = tempfile::tempdir().unwrap();
-    assert!(reset(d.path()).unwrap().is_none());
+    assert_eq!(reset(d.path()).unwrap(), Reset::default());
     save(d.path(), &sample(), &[("t0", &sample_map())]).unwrap();
-    let to = reset(d.path()).unwrap().expect("moved");
+    let to = reset(d.path()).unwrap().checkpoint.expect("moved");
     assert!(to.to_string_lossy().contains("checkpoint.json.reset-"));
     assert!(to.exists());
     assert!(load(d.path(), "abc").unwrap().is_none());
+}
+
+/// Issue 34: after `state reset` an older `genmap-0-bay01-….bin` stayed behind; only the one
+/// the checkpoint named went aside. Every sidecar goes aside, none is deleted, and nothing
+/// that is not a sidecar is touched.
+#[test]
+fn reset_moves_every_sidecar_aside_and_deletes_none() {
+    let d = tempfile::tempdir().unwrap();
+    // Two saves: the previous save's sidecar is kept beside the newest.
+    save(d.path(), &sample(), &[("t0", &sample_map())]).unwrap();
+    save(d.path(), &sample(), &[("t0", &sample_map())]).unwrap();
+    // One no checkpoint names (a run of another plan), and a file that is not a sidecar.
+    fs::write(d.path().join("genmap-3-bay01-17.bin"), b"old").unwrap();
+    fs::write(d.path().join("notes.txt"), b"mine").unwrap();
+    let sidecars = |d: &Path| -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("genmap-"))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = sidecars(d.path());
+    assert!(before.len() >= 3, "{before:?}");
+    let r = reset(d.path()).unwrap();
+    assert!(r.checkpoint.is_some());
+    assert_eq!(r.sidecars.len(), before.len(), "{r:?}");
+    let after = sidecars(d.path());
+    assert_eq!(after.len(), before.len(), "none deleted: {after:?}");
+    for name in &before {
+        assert!(!d.path().join(name).exists(), "{name} stayed");
+        assert!(
+            after
+                .iter()
+                .any(|a| a.starts_with(&format!("{name}.reset-"))),
+            "{name} not moved aside: {after:?}"
+        );
+    }
+    assert_eq!(fs::read(d.path().join("notes.txt")).unwrap(), b"mine");
+    let moved = after
+        .iter()
+        .find(|a| a.starts_with("genmap-3-bay01-17.bin.reset-"))
+        .expect("moved aside");
+    assert_eq!(fs::read(d.path().join(moved)).unwrap(), b"old");
+    // A second reset finds nothing more to move.
+    assert_eq!(reset(d.path()).unwrap(), Reset::default());
 }
 
 #[test]

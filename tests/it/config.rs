@@ -128,7 +128,7 @@ fn unknown_keys_elsewhere_are_named() {
         "did you mean \"access\"",
     );
     rejects(
-        "[[health.device]]\nmatch = \"S1\"\nrated_tbw = \"1PB\"\nrated_tbww = 1\n",
+        "[[health.device]]\nmatch = \"S1\"\nrated_tbw = \"1e15\"\nrated_tbww = 1\n",
         "health.device[0].rated_tbww",
         "unknown key",
     );
@@ -222,6 +222,70 @@ fn bad_sizes_and_durations() {
         "[state]\ncheckpoint_interval = \"soon\"\n",
         "state.checkpoint_interval",
         "not a valid duration",
+    );
+}
+
+/// Issue 34: `block_size = "128KB"` meant 128,000 bytes without a word, `"4KB"` failed with
+/// "4000 must be a multiple of 512", and `duration = 4` ran a 4 s soak. Each is refused now,
+/// naming the key and the fix, and the fix goes in.
+#[test]
+fn ambiguous_sizes_and_bare_durations_are_refused_with_the_fix() {
+    let pre = |bs: &str| {
+        format!(
+            "[[target.phase]]\nkind = \"precondition\"\npasses = 1\nblock_size = {bs}\n{}",
+            soak("duration = \"1m\"")
+        )
+    };
+    rejects(
+        &one("", &pre("\"128KB\"")),
+        "target[0].phase[0].block_size",
+        "\"128KB\" is ambiguous: fio reads KB as KiB, drive datasheets as decimal; write \
+         \"128KiB\" for 131072 bytes (binary, as fio reads it) or \"128000\" for 128000 bytes",
+    );
+    rejects(
+        &one("", &pre("\"4KB\"")),
+        "target[0].phase[0].block_size",
+        "write \"4KiB\" for 4096 bytes",
+    );
+    rejects(
+        &one("", &soak("")).replace(
+            "profile = \"4k-random-read\"",
+            "job = { read = 100, bs = \"4kB\" }",
+        ),
+        "target[0].phase[0].job.bs",
+        "is ambiguous",
+    );
+    rejects(
+        &one("", &soak("")).replace("\"64MiB\"", "\"64MB\""),
+        "target[0].size",
+        "write \"64MiB\" for 67108864 bytes",
+    );
+    rejects(
+        &one("", &soak("rate = \"200MB/s\"")),
+        "target[0].phase[0].rate",
+        "write \"200MiB/s\" for 209715200 bytes/s (binary, as fio reads it) or \"200e6/s\"",
+    );
+    let out = accepts(&one("", &pre("\"128KiB\"")));
+    assert!(out.contains("sequential 128k writes"), "{out}");
+    for v in ["4", "\"4\"", "4.5"] {
+        rejects(
+            &one("", &soak(&format!("duration = {v}"))),
+            "target[0].phase[0].duration",
+            "has no unit; write \"4",
+        );
+    }
+    rejects(
+        &one("", &soak("duration = 4")),
+        "target[0].phase[0].duration",
+        "4 has no unit; write \"4s\" or \"4m\"",
+    );
+    let d = shm_dir();
+    rejects_in(
+        d.path(),
+        &one("", &soak("")),
+        "state.checkpoint_interval",
+        "30 has no unit; write \"30s\" or \"30m\"",
+        &[("NVSOAK_STATE__CHECKPOINT_INTERVAL", "30")],
     );
 }
 
@@ -732,7 +796,7 @@ fn exporter_health_and_log() {
         "go together",
     );
     rejects(
-        "[[health.device]]\nrated_tbw = \"1PB\"\n",
+        "[[health.device]]\nrated_tbw = \"1e15\"\n",
         "health.device[0].match",
         "missing",
     );
@@ -1145,4 +1209,100 @@ fn passthrough_targets_may_be_generic_devices_but_only_real_ones() {
         err.contains("engine = \"io_uring_cmd_poll\" needs an NVMe namespace as the target"),
         "{err}"
     );
+}
+
+/// `nvsoak run` without `--config` in `cwd` with `env` (and no other `NVSOAK_*` variable),
+/// stopped with SIGTERM once it serves `/healthz`; its stderr.
+fn run_builtin_default(cwd: &Path, env: &[(&str, &str)]) -> String {
+    use std::time::{Duration, Instant};
+    let port = crate::common::free_port();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+    let mut c = Command::new(bin());
+    c.arg("run").current_dir(cwd);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("NVSOAK_") {
+            c.env_remove(k);
+        }
+    }
+    c.env("NVSOAK_EXPORTER__LISTEN", addr.to_string())
+        .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().expect("starting nvsoak");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !matches!(crate::common::http_get(addr, "/healthz"), Ok((200, _))) {
+        if Instant::now() > deadline || child.try_wait().ok().flatten().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    let (_, err) = crate::common::wait_exit(
+        &mut child,
+        Duration::from_secs(20),
+        "nvsoak did not stop on SIGTERM",
+    );
+    err
+}
+
+/// Issue 34: `NVSOAK_STATE__DIR=/tmp/x nvsoak run` ignored the variable and wrote 1 GiB into
+/// /var/lib/nvsoak; and the README's first command, run as root from a checkout, wrote under
+/// /var/lib. The override reaches the built-in default, and without it the state directory is
+/// `nvsoak-state` where the command was run, root or not, printed at start.
+#[test]
+fn the_builtin_default_takes_env_overrides_and_stays_where_it_is_run() {
+    // On disk, not tmpfs: the default preallocates 1 GiB.
+    let here = tempfile::tempdir().expect("scratch directory");
+    let elsewhere = tempfile::tempdir().expect("scratch directory");
+    let var_lib = Path::new("/var/lib/nvsoak/default-target.dat");
+    let was_there = var_lib.exists();
+
+    let state = elsewhere.path().join("x");
+    let err = run_builtin_default(
+        here.path(),
+        &[("NVSOAK_STATE__DIR", state.to_str().expect("utf-8"))],
+    );
+    assert!(
+        state.join("default-target.dat").exists(),
+        "the default target is not in NVSOAK_STATE__DIR:\n{err}"
+    );
+    assert!(
+        !here.path().join("nvsoak-state").exists(),
+        "wrote where it stood:\n{err}"
+    );
+    assert!(
+        err.contains(&format!("in the state directory {}", state.display())),
+        "{err}"
+    );
+
+    let err = run_builtin_default(here.path(), &[]);
+    let dir = here.path().join("nvsoak-state");
+    assert!(
+        dir.join("default-target.dat").exists(),
+        "the default target is not under the current directory:\n{err}"
+    );
+    assert!(
+        err.contains(&format!("in the state directory {}", dir.display())),
+        "the state directory is not printed:\n{err}"
+    );
+    assert!(
+        was_there || !var_lib.exists(),
+        "the built-in default wrote into /var/lib/nvsoak"
+    );
+    // The readers find it from here too: `state show` names its checkpoint.
+    let o = Command::new(bin())
+        .args(["state", "show"])
+        .current_dir(here.path())
+        .env_remove("NVSOAK_STATE__DIR")
+        .output()
+        .expect("running nvsoak state show");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(text.contains(&dir.display().to_string()), "{text}");
 }

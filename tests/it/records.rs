@@ -192,6 +192,123 @@ fn a_changed_plan_keeps_the_earlier_results_and_report_archived_shows_them() {
     assert!(label.starts_with("t0 (archived 20"), "{label}");
     let html = nvsoak(&["report", "--archived"], dir.path());
     assert!(html.contains("Archived run") && html.contains("the plan changed"));
+    // Issue 34: one drive and its archived run read "2 drives". One drive, one archived run,
+    // in every form that counts them.
+    assert!(
+        html.contains("1 drive, 1 archived run, generated"),
+        "{html}"
+    );
+    let md = nvsoak(&["report", "--archived", "--format", "md"], dir.path());
+    assert!(md.contains("1 drive, 1 archived run, nvsoak"), "{md}");
+    let plain_md = nvsoak(&["report", "--format", "md"], dir.path());
+    assert!(plain_md.contains("\n1 drive, nvsoak"), "{plain_md}");
+    let out = dir.path().join("r.html");
+    let o = Command::new(bin())
+        .args(["report", "--archived", "--out"])
+        .arg(&out)
+        .arg("--state")
+        .arg(dir.path().join("state"))
+        .output()
+        .expect("running nvsoak report");
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("(1 drive, 1 archived run, "),
+        "{o:?}"
+    );
+    // `report --config` reads the config's state.dir (the daemon's config is in the scratch
+    // directory).
+    let o = Command::new(bin())
+        .args(["report", "--format", "json", "--config"])
+        .arg(dir.path().join("nvsoak.toml"))
+        .current_dir(dir.path())
+        .output()
+        .expect("running nvsoak report --config");
+    assert!(o.status.success(), "{o:?}");
+    let by_config: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json report");
+    assert_eq!(by_config["drives"][0]["target"], "t0", "{by_config}");
+}
+
+/// Issue 34: `nvsoak report --format md` without `--out` exited 1. It writes the Markdown to
+/// stdout, each chart's place naming the chart and how to get it; with `--out`, the SVGs go
+/// beside the file as before.
+#[test]
+fn report_markdown_goes_to_stdout_without_out() {
+    let (dir, _) = run_to_end(shm_dir(), &config("2s", "1h"));
+    let md = nvsoak(&["report", "--format", "md"], dir.path());
+    assert!(md.starts_with("# nvsoak qualification report\n"), "{md}");
+    assert!(
+        !md.contains(".svg)"),
+        "no links to charts that were not written:\n{md}"
+    );
+    assert!(
+        md.contains("*Chart: ")
+            && md.contains("(written as an SVG file beside the report with --out)*"),
+        "{md}"
+    );
+    let out = dir.path().join("q.md");
+    let o = Command::new(bin())
+        .args(["report", "--format", "md", "--out"])
+        .arg(&out)
+        .arg("--state")
+        .arg(dir.path().join("state"))
+        .output()
+        .expect("running nvsoak report");
+    assert!(o.status.success(), "{o:?}");
+    let file = std::fs::read_to_string(&out).expect("markdown written");
+    assert!(file.contains("](q-"), "{file}");
+}
+
+/// Issue 34: after `state reset`, an older generation-map sidecar stayed behind; only the one
+/// the checkpoint named went aside. Every sidecar goes aside (none deleted), each named in
+/// the output.
+#[test]
+fn state_reset_moves_every_generation_map_aside() {
+    let cfg = config("2s", "1h").replace(
+        "engine = \"psync\"\n",
+        "engine = \"psync\"\nverify = \"inline\"\n",
+    );
+    assert!(cfg.contains("verify = \"inline\""), "{cfg}");
+    let (dir, _) = run_to_end(shm_dir(), &cfg);
+    let state = dir.path().join("state");
+    let genmaps = |d: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .expect("state dir")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("genmap-"))
+            .collect();
+        v.sort();
+        v
+    };
+    // One of an earlier run that no checkpoint names any more.
+    std::fs::write(state.join("genmap-0-bay01-1764573300.bin"), b"older").expect("write");
+    let before: Vec<String> = genmaps(&state)
+        .into_iter()
+        .filter(|n| n.ends_with(".bin"))
+        .collect();
+    assert!(
+        before.len() >= 2,
+        "the run wrote a generation map: {before:?}"
+    );
+    let out = nvsoak(&["state", "reset"], dir.path());
+    let after = genmaps(&state);
+    for name in &before {
+        assert!(!state.join(name).exists(), "{name} stayed behind:\n{out}");
+        assert!(
+            after
+                .iter()
+                .any(|a| a.starts_with(&format!("{name}.reset-"))),
+            "{name} was not moved aside: {after:?}\n{out}"
+        );
+        assert!(
+            out.contains(&format!(
+                "moved the generation map {}",
+                state.join(name).display()
+            )),
+            "{out}"
+        );
+    }
+    assert_eq!(after.len(), before.len(), "none deleted: {after:?}");
 }
 
 #[test]

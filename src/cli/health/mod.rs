@@ -119,6 +119,24 @@ pub fn run_with(
     ata_open: AtaOpenFn<'_>,
 ) -> Result<ExitCode> {
     let disks = ata::select(sysfs_root, devices, devices.is_empty())?;
+    if devices.is_empty()
+        && disks.is_empty()
+        && crate::nvme::discover::discover(sysfs_root)?.is_empty()
+    {
+        let none = format!(
+            "no drives found: no NVMe controller under {} and no SATA disk under {} (this \
+             machine has none, or their drivers are not loaded)",
+            sysfs_root.join("class/nvme").display(),
+            sysfs_root.join("block").display()
+        );
+        if json {
+            // No drive is an answer, not a failure: an empty list a script can read.
+            writeln!(out, "[]").context("writing to stdout")?;
+            eprintln!("nvsoak: {none}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        bail!("{none}");
+    }
     let ctrls = nvme::select_named(sysfs_root, devices, !disks.is_empty())?;
     let ratings = ratings()?;
     let mut polled = Polled::default();

@@ -121,8 +121,9 @@ fn device(key: &str, d: &RawDevice, earlier: &[DeviceRatingOverride]) -> R<Devic
     })
 }
 
-/// `rated_tbw` in bytes, non-zero; the spec-sheet spelling "17.52PBW" is accepted as well as
-/// "17.52PB".
+/// `rated_tbw` in bytes, non-zero, in the units of every size (`"17.52e15"`); a trailing `W`
+/// (the spec sheet's "PBW") is dropped first, so `"17.52PBW"` is refused as `"17.52PB"` is, as
+/// ambiguous, with both readings in the message.
 fn rated_tbw(key: &str, v: &Scalar) -> R<u64> {
     let k = join(key, "rated_tbw");
     let v = match v {
@@ -167,7 +168,7 @@ fn check_endurance(
     if rated_tbw_bytes.is_none() && rated_dwpd.is_none() {
         return bad(
             join(key, "rated_tbw"),
-            "missing: give rated_tbw (e.g. \"17.52PB\"), or rated_dwpd with warranty_years",
+            "missing: give rated_tbw (e.g. \"17.52e15\", 17.52 PB), or rated_dwpd with warranty_years",
         );
     }
     Ok(())

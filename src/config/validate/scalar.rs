@@ -11,13 +11,20 @@ use super::{R, bad};
 use crate::model::units::{parse_duration, parse_size};
 use crate::util::suggest::closest;
 
+/// A duration with its unit (`"30s"`). A bare number, in a string or not, is refused with the
+/// fix (`4 has no unit; write "4s" or "4m"`): 4 could be meant as seconds or minutes, and a
+/// phase of 4 s is shorter than one steady-state round.
 pub(super) fn duration(key: &str, v: &Scalar) -> R<Duration> {
+    let bare = |n: String| {
+        ConfigError::invalid(
+            key,
+            crate::model::units::UnitError::BareDuration { n }.to_string(),
+        )
+    };
     match v {
         Scalar::Str(s) => parse_duration(s).map_err(|e| ConfigError::invalid(key, e.to_string())),
-        Scalar::Int(i) if *i >= 0 => Ok(Duration::from_secs(*i as u64)),
-        Scalar::Float(f) if f.is_finite() && *f >= 0.0 && *f < 1e12 => {
-            Ok(Duration::from_secs_f64(*f))
-        }
+        Scalar::Int(i) if *i >= 0 => Err(bare(i.to_string())),
+        Scalar::Float(f) if f.is_finite() && *f >= 0.0 => Err(bare(f.to_string())),
         other => bad(
             key,
             format!("{other} is not a duration (write it like \"30s\", \"5m\", \"2h\")"),
@@ -60,7 +67,7 @@ pub(super) fn size(key: &str, v: &Scalar) -> R<u64> {
         Scalar::Int(i) if *i >= 0 => Ok(*i as u64),
         other => bad(
             key,
-            format!("{other} is not a size (write it like \"4k\", \"1GiB\", \"3.2TB\")"),
+            format!("{other} is not a size (write it like \"4k\", \"1GiB\", \"3.2e12\")"),
         ),
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::super::raw::{RawConfig, Scalar};
 use super::super::{
     ConfigError, ExporterSettings, LogSettings, Settings, StateSettings, StatsSettings,
-    builtin_default,
+    builtin_default_in,
 };
 use super::gates::gates;
 use super::health::health;
@@ -47,8 +47,9 @@ fn listen(key: &str, v: &Scalar) -> R<SocketAddr> {
     })
 }
 
-pub fn settings(raw: &RawConfig) -> R<Settings> {
-    let def = builtin_default();
+/// `default_dir`: `state.dir` when the config does not set it.
+pub fn settings(raw: &RawConfig, default_dir: &Path) -> R<Settings> {
+    let def = builtin_default_in(default_dir);
     let exporter = exporter(raw, &def)?;
     let state = state(raw, &def)?;
     let interval = match &raw.stats.interval {

@@ -6,7 +6,7 @@ use super::super::raw::Scalar;
 use super::scalar::{integer, percent_str, size};
 use super::{MAX_BLOCK, R, bad};
 use crate::model::spec::{BlockSizeMix, RateLimit, Skew};
-use crate::model::units::{format_size, parse_size};
+use crate::model::units::{UnitError, format_size, parse_size};
 use crate::util::suggest::closest;
 
 /// `"4k"`, `4096`, or a weighted mix `"4k:60,8k:30,64k:10"`.
@@ -89,9 +89,9 @@ fn block_size(key: &str, b: &Scalar) -> R<u32> {
     Ok(bytes as u32)
 }
 
-/// `"5000iops"`, `"50k iops"`, `"200MB/s"`, `"50%"`.
+/// `"5000iops"`, `"50k iops"`, `"200MiB/s"`, `"200e6/s"`, `"50%"`.
 pub fn rate(key: &str, v: &Scalar) -> R<RateLimit> {
-    let hint = "write a rate like \"5000iops\", \"200MB/s\" or \"50%\" (of the measured maximum)";
+    let hint = "write a rate like \"5000iops\", \"200MiB/s\", \"200e6/s\" or \"50%\" (of the measured maximum)";
     let s = match v {
         Scalar::Str(s) => s.trim().to_string(),
         other => return bad(key, format!("{other} has no unit; {hint}")),
@@ -123,7 +123,11 @@ pub fn rate(key: &str, v: &Scalar) -> R<RateLimit> {
         };
     }
     if let Some(b) = s.strip_suffix("/s") {
-        let bytes = parse_size(b).map_err(|e| ConfigError::invalid(key, format!("{e}; {hint}")))?;
+        // The same units as every size, and the same refusal of `MB`, with `/s` in its fix.
+        let bytes = parse_size(b).map_err(|e| match e {
+            UnitError::AmbiguousSizeUnit(a) => ConfigError::invalid(key, a.message("/s")),
+            e => ConfigError::invalid(key, format!("{e}; {hint}")),
+        })?;
         if bytes == 0 {
             return bad(key, "a rate of 0 bytes/s");
         }
