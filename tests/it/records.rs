@@ -263,11 +263,20 @@ fn report_markdown_goes_to_stdout_without_out() {
 /// the output.
 #[test]
 fn state_reset_moves_every_generation_map_aside() {
-    let cfg = config("2s", "1h").replace(
-        "engine = \"psync\"\n",
-        "engine = \"psync\"\nverify = \"inline\"\n",
+    // Mixed block sizes: the stored map (the computed state writes no sidecar).
+    let cfg = config("2s", "1h")
+        .replace(
+            "engine = \"psync\"\n",
+            "engine = \"psync\"\nverify = \"inline\"\n",
+        )
+        .replace(
+            "profile = \"4k-random-read\"\niodepth = 2\nrate = \"2000iops\"\n",
+            "job = { name = \"mix\", read = 50, bs = \"4k:1,8k:1\", access = \"random\", iodepth = 2, rate = \"2000iops\" }\n",
+        );
+    assert!(
+        cfg.contains("verify = \"inline\"") && cfg.contains("8k:1"),
+        "{cfg}"
     );
-    assert!(cfg.contains("verify = \"inline\""), "{cfg}");
     let (dir, _) = run_to_end(shm_dir(), &cfg);
     let state = dir.path().join("state");
     let genmaps = |d: &Path| -> Vec<String> {
