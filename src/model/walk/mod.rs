@@ -42,6 +42,7 @@
 //! in-flight write can race it. The list of legs changes only between segments: hooks take a
 //! snapshot ([`WalkMap::legs`]) when their segment starts.
 
+mod fits;
 pub mod perm;
 #[cfg(test)]
 mod tests;
@@ -53,6 +54,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+pub use fits::{plan_fits, walk_fits};
 pub use perm::Perm;
 
 use crate::model::genmap::{Expect, VERIFY_UNIT};

@@ -82,10 +82,11 @@ mod state;
 mod tests;
 
 pub use crate::model::genmap::{Expect, GenMap, GenMapError, RECOVERY_JUMP, VERIFY_UNIT};
+pub use crate::model::walk::walk_fits;
 pub use block::{HEADER_LEN, HeaderView, MAGIC, new_seed, stamp, stamp_unit};
 pub use check::{Mismatch, VerifyKind, check, check_unit};
 pub use counters::VerifyCounters;
-pub use state::{VerifyState, walk_fits};
+pub use state::VerifyState;
 
 /// The inline-verify hook lives with the other hot-path hooks.
 pub use crate::workload::hooks::VerifyHook;

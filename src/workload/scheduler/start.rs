@@ -268,7 +268,7 @@ fn region_of(spec: &TargetSpec, size: u64) -> Result<u64, TargetError> {
 /// checkpoint's does not fit). `NVSOAK_VERIFY_STATE=stored` keeps the stored map (for
 /// benchmarks and tests that compare the two). And the checkpoint's mismatch counts.
 ///
-/// [`walk_fits`]: crate::workload::pattern::walk_fits
+/// [`walk_fits`]: crate::model::walk::walk_fits
 fn verify_ctx(
     spec: &TargetSpec,
     resume: Option<&crate::model::checkpoint::TargetState>,
@@ -279,7 +279,7 @@ fn verify_ctx(
     use crate::workload::pattern::VerifyState;
     let counters = Arc::new(VerifyCounters::default());
     let seed = resume.and_then(|r| r.verify_seed);
-    let walkable = plan_fits_walk(spec)
+    let walkable = crate::model::walk::plan_fits(spec)
         && std::env::var("NVSOAK_VERIFY_STATE").map_or(true, |v| v != "stored");
     let walk_rec = resume.and_then(|r| r.verify_walk.as_ref());
     let state = match (walk_rec, resume_genmap) {
@@ -322,19 +322,6 @@ fn verify_ctx(
     tracing::info!(target_name = %spec.name, mode = ?spec.verify, scheme = state.scheme(),
         state_bytes = state.memory_bytes(), "data verification on");
     VerifyCtx { state, counters }
-}
-
-/// Every job of the plan that writes can be followed by the computed walk.
-fn plan_fits_walk(spec: &TargetSpec) -> bool {
-    use crate::workload::pattern::walk_fits;
-    spec.phases.iter().all(|p| match p {
-        PhaseSpec::Precondition { block_size, .. } => {
-            (*block_size as usize).is_multiple_of(VERIFY_UNIT)
-        }
-        PhaseSpec::Sweep { job, .. } => walk_fits(job).is_some(),
-        PhaseSpec::Soak { jobs, .. } => jobs.iter().all(|j| walk_fits(j).is_some()),
-        PhaseSpec::Purge { .. } | PhaseSpec::SelfTest { .. } => true,
-    })
 }
 
 /// The stored generation map a target starts with (see [`verify_ctx`]).
