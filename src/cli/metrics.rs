@@ -283,6 +283,10 @@ mod tests {
         t.jobs.insert("4k-random-read".into(), j);
         let gen_map = crate::workload::pattern::GenMap::new(0, 1 << 20, 1);
         t.verify = Some(crate::workload::scheduler::VerifyCtx {
+            state: crate::model::verify_cost::VerifyState {
+                scheme: crate::model::verify_cost::VerifyScheme::StoredMap,
+                state_bytes: gen_map.memory_bytes() as u64,
+            },
             map: std::sync::Arc::new(gen_map),
             counters: Default::default(),
         });

@@ -1,6 +1,8 @@
 //! Refusals `run` makes that `check-config` must make too, from the same code: a file target
 //! its filesystem has no room for (checked before the file is created, so a refused run leaves
-//! no empty file behind), and a purge or self-test on a device that is not an NVMe namespace.
+//! no empty file behind), a purge or self-test on a device that is not an NVMe namespace, and
+//! the verification state a plan's verified targets will keep (each target's region found
+//! without opening it: [`planned_verify`]), which `state.max_verify_memory` bounds.
 
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -8,6 +10,70 @@ use std::path::{Path, PathBuf};
 use super::TargetError;
 use crate::model::spec::{PhaseSpec, TargetSpec};
 use crate::model::units::format_bytes;
+use crate::model::verify_cost::VerifyScheme;
+
+/// A verified target's verification state, foreseen before the target is opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedVerify {
+    pub scheme: VerifyScheme,
+    /// The region verified, in bytes, or why its size cannot be known without opening the
+    /// target.
+    pub region_len: Result<u64, String>,
+}
+
+/// The verification state a target will keep, `None` when it does not verify: its region is
+/// the one [`super::start`] will exercise (`region` of the target's size), the size a file
+/// target's `size`, a block device's what sysfs says (`/sys/dev/block/MAJ:MIN/size`, read
+/// without opening the device).
+pub fn planned_verify(spec: &TargetSpec) -> Option<PlannedVerify> {
+    let scheme = VerifyScheme::for_mode(spec.verify)?;
+    let size = match spec.size {
+        Some(s) => Ok(s),
+        None => block_size_unopened(spec),
+    };
+    Some(PlannedVerify {
+        scheme,
+        region_len: size.map(|s| spec.region.len_of(s)),
+    })
+}
+
+/// A block device target's size from sysfs, without opening the device.
+fn block_size_unopened(spec: &TargetSpec) -> Result<u64, String> {
+    use std::os::unix::fs::FileTypeExt;
+    let node = super::open::target_node(spec).map_err(|e| e.to_string())?;
+    let meta = std::fs::metadata(&node.path).map_err(|e| {
+        format!(
+            "{} cannot be looked at ({e}), so its size is not known before it is opened",
+            node.path.display()
+        )
+    })?;
+    if !meta.file_type().is_block_device() {
+        return Err(format!(
+            "{} is not a block device, so its size is not known before it is opened",
+            node.path.display()
+        ));
+    }
+    let (maj, min) = (
+        nix::sys::stat::major(meta.rdev()),
+        nix::sys::stat::minor(meta.rdev()),
+    );
+    let file = PathBuf::from(format!("/sys/dev/block/{maj}:{min}/size"));
+    crate::util::bounded::read_to_string(&file, 4096)
+        .map_err(|e| e.to_string())
+        .and_then(|s| {
+            s.trim()
+                .parse::<u64>()
+                .map_err(|_| format!("\"{}\" is not a number of sectors", s.trim()))
+        })
+        .map(|sectors| sectors.saturating_mul(512))
+        .map_err(|why| {
+            format!(
+                "the size of {} is not known without opening it ({} could not be read: {why})",
+                node.path.display(),
+                file.display()
+            )
+        })
+}
 
 /// The nearest existing directory at or above `p`.
 fn existing_dir(p: &Path) -> Option<PathBuf> {

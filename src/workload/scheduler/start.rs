@@ -227,6 +227,7 @@ fn starting_results(
         carry_recorded_totals(&spec.name, snapshot, &results);
     }
     results.subject = Some(subject_of(spec, is_block, identity));
+    results.verify_state = snapshot.fixed.verify.as_ref().map(|v| v.state.clone());
     results.device_key = snapshot.fixed.device_key.clone();
     // A resumed soak continues the history its results file kept.
     let soak_history = results
@@ -244,13 +245,7 @@ fn starting_results(
 /// The part of the target the plan exercises: `region` of its size, in whole MiB (whole
 /// 4 KiB units when smaller).
 fn region_of(spec: &TargetSpec, size: u64) -> Result<u64, TargetError> {
-    let align: u64 = 1 << 20;
-    let mut region_len = ((size as f64 * spec.region.0) as u64).min(size);
-    if region_len >= align {
-        region_len -= region_len % align;
-    } else {
-        region_len -= region_len % 4096;
-    }
+    let region_len = spec.region.len_of(size);
     if region_len == 0 {
         return Err(TargetError::EmptyRegion {
             target: spec.name.clone(),
@@ -303,11 +298,17 @@ fn verify_ctx(
         counters.restore(&r.totals.verify_errors_by_kind);
         counters.restore_checked(r.totals.verified_bytes);
     }
+    // What the map holds, which model::verify_cost foresaw for check-config and the budget.
+    let state = crate::model::verify_cost::VerifyState {
+        scheme: crate::model::verify_cost::VerifyScheme::StoredMap,
+        state_bytes: map.memory_bytes() as u64,
+    };
     tracing::info!(target_name = %spec.name, mode = ?spec.verify,
-        map_bytes = map.memory_bytes(), "data verification on");
+        map_bytes = map.memory_bytes(), scheme = state.scheme.label(), "data verification on");
     VerifyCtx {
         map: Arc::new(map),
         counters,
+        state,
     }
 }
 
