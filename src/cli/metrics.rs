@@ -282,8 +282,13 @@ mod tests {
         }
         t.jobs.insert("4k-random-read".into(), j);
         let gen_map = crate::workload::pattern::GenMap::new(0, 1 << 20, 1);
+        let state_bytes = gen_map.memory_bytes() as u64;
         t.verify = Some(crate::workload::scheduler::VerifyCtx {
             state: crate::workload::pattern::VerifyState::Stored(std::sync::Arc::new(gen_map)),
+            cost: crate::model::verify_cost::VerifyState {
+                scheme: crate::model::verify_cost::VerifyScheme::StoredMap,
+                state_bytes,
+            },
             counters: Default::default(),
         });
         for dev in ["nvme0n1", "nvme1n1"] {

@@ -27,6 +27,9 @@ pub fn main(
     };
     overrides.apply(&mut settings);
     init_tracing(&settings.log.level);
+    // Before the port, the state directory or any target: a plan whose verification state
+    // does not fit the budget is refused as check-config refuses it.
+    verify_memory(&settings)?;
     if config.is_none() {
         // Said on stderr whatever the log level: the default writes 1 GiB, and where it goes is
         // the first thing to know.
@@ -78,8 +81,9 @@ pub fn check_config_with(path: &Path, web: Option<&Path>) -> Result<ExitCode> {
     crate::state::check_dir(&settings.state.dir)?;
     let notes = check_write_safety(&settings)?;
     check_direct_io(&settings)?;
+    let verification = verify_memory(&settings)?;
     let mut text = format!(
-        "{}: valid\n{}",
+        "{}: valid\n{}{verification}",
         path.display(),
         crate::config::describe::plan(&settings)
     );
@@ -88,6 +92,63 @@ pub fn check_config_with(path: &Path, web: Option<&Path>) -> Result<ExitCode> {
     }
     super::out(&text)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The verification state every verified target will keep, in words (`check-config`'s
+/// "verification memory" section), refused when the total is over `state.max_verify_memory`.
+/// A block device whose size cannot be known without opening it is named as such and not
+/// counted.
+fn verify_memory(settings: &crate::config::Settings) -> Result<String> {
+    use crate::model::units::format_bytes;
+    use std::fmt::Write;
+    let planned: Vec<_> = settings
+        .targets
+        .iter()
+        .filter_map(|t| Some((t, crate::workload::scheduler::planned_verify(t)?)))
+        .collect();
+    if planned.is_empty() {
+        return Ok(String::new());
+    }
+    let mut text = "verification memory\n".to_string();
+    let mut each = Vec::new();
+    let mut unknown = 0;
+    for (t, p) in &planned {
+        let what = format!("{}, {}", p.scheme.label(), p.scheme.cost_in_words());
+        match &p.region_len {
+            Ok(region) => {
+                let bytes = p.scheme.state_bytes(*region);
+                each.push((t.name.clone(), bytes));
+                let _ = writeln!(
+                    text,
+                    "  target {}: verification state: {} ({what}, of a region of {})",
+                    t.name,
+                    format_bytes(bytes),
+                    format_bytes(*region)
+                );
+            }
+            Err(why) => {
+                unknown += 1;
+                let _ = writeln!(
+                    text,
+                    "  target {}: verification state: not known before the target is opened ({what}): {why}",
+                    t.name
+                );
+            }
+        }
+    }
+    let total: u64 = each.iter().map(|(_, b)| b).sum();
+    let host = crate::util::host::mem_total();
+    let budget = settings.state.max_verify_memory;
+    let _ = writeln!(
+        text,
+        "  total: {}{} of a budget of {} ({})",
+        if unknown > 0 { "at least " } else { "" },
+        format_bytes(total),
+        budget.describe(host),
+        crate::model::verify_cost::BUDGET_KEY
+    );
+    crate::model::verify_cost::check_budget(total, &each, budget, host)?;
+    Ok(text)
 }
 
 /// Every read-only write-safety check `run` makes before it opens a target (aliases, then

@@ -312,6 +312,16 @@ fn daemon_sections(w: &mut String, s: &Settings) {
         "checkpoint_interval",
         dur(s.state.checkpoint_interval)
     );
+    let _ = writeln!(
+        w,
+        "  {:<20} {}",
+        "max_verify_memory",
+        match s.state.max_verify_memory {
+            crate::model::verify_cost::VerifyBudget::Bytes(b) => bytes(b),
+            crate::model::verify_cost::VerifyBudget::ShareOfMemory(f) =>
+                format!("{}% of the host's memory", num(f * 100.0)),
+        }
+    );
     let _ = writeln!(w, "stats");
     let _ = writeln!(w, "  {:<20} {}", "interval", dur(s.stats.interval));
     let _ = writeln!(w, "log");

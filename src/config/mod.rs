@@ -62,6 +62,9 @@ pub struct ExporterSettings {
 pub struct StateSettings {
     pub dir: PathBuf,
     pub checkpoint_interval: Duration,
+    /// `state.max_verify_memory`: the most memory the verification state of all verified
+    /// targets may take together (default half of the host's memory).
+    pub max_verify_memory: crate::model::verify_cost::VerifyBudget,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -355,6 +358,7 @@ pub fn builtin_default_in(dir: &Path) -> Settings {
         state: StateSettings {
             dir: dir.clone(),
             checkpoint_interval: Duration::from_secs(60),
+            max_verify_memory: Default::default(),
         },
         stats: StatsSettings {
             interval: Duration::from_secs(1),
@@ -664,6 +668,11 @@ mod tests {
                      job = {{ read = 100, bs = {{v}} }}\n"
                 ),
                 "target[0].phase[0].job.bs",
+            ),
+            (
+                "state.max_verify_memory",
+                "[state]\nmax_verify_memory = {v}\n".to_string(),
+                "state.max_verify_memory",
             ),
             (
                 "health.device[].rated_tbw",

@@ -128,6 +128,7 @@ pub struct RawExporter {
 pub struct RawState {
     pub dir: Option<PathBuf>,
     pub checkpoint_interval: Option<Scalar>,
+    pub max_verify_memory: Option<Scalar>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -416,6 +416,20 @@ fn error_families(targets: &[TargetSnapshot], out: &mut Vec<MetricFamily>) {
         }
     }
     push(out, verr);
+
+    let mut vstate = Family::gauge(
+        "nvsoak_verify_state_bytes",
+        "Memory the target's data verification state keeps, by scheme (stored_map: the generation map, 2.125 bytes per 4 KiB of region); set when verification starts, present while verify is on. state.max_verify_memory bounds the sum over all targets.",
+    );
+    for t in targets {
+        if let Some(v) = &t.verify {
+            vstate.add(
+                &[("target", &t.name), ("scheme", v.cost.scheme.as_str())],
+                v.cost.state_bytes as f64,
+            );
+        }
+    }
+    push(out, vstate);
 }
 
 /// The soak phases' totals, carried across restarts.

@@ -70,6 +70,11 @@ pub struct TargetResults {
     /// Bytes read back and checked against what was written (verify), over the whole plan.
     #[serde(default)]
     pub verified_bytes: u64,
+    /// The verification scheme and the memory its state keeps, set when verification starts
+    /// (`model::verify_cost`); `None` when verify is off, and in files written before it was
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_state: Option<crate::model::verify_cost::VerifyState>,
     /// Who the target's device is (`state::device_key`: WWN or serial, else for a loop device
     /// its backing file's device and inode with size and offset, else sysfs's identity): a
     /// resume or a finished plan is only ever judged on the device it tested.

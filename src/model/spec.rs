@@ -235,6 +235,21 @@ impl TargetSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Region(pub f64);
 
+impl Region {
+    /// The bytes exercised of a target of `size` bytes: this fraction of it, in whole MiB
+    /// (whole 4 KiB units when smaller); 0 when that is nothing. The scheduler's region and
+    /// `check-config`'s verification figures both come from here.
+    pub fn len_of(self, size: u64) -> u64 {
+        let align: u64 = 1 << 20;
+        let region_len = ((size as f64 * self.0) as u64).min(size);
+        if region_len >= align {
+            region_len - region_len % align
+        } else {
+            region_len - region_len % 4096
+        }
+    }
+}
+
 /// A target of the config that is not running because starting it was refused (at a SIGHUP
 /// reload): it stays in `/metrics` as down, with the reason, until a reload starts or removes it.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -38,6 +38,27 @@ pub fn kernel_release() -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// The host's memory in bytes (`MemTotal` of `/proc/meminfo`, read through
+/// [`crate::util::bounded`]); `None` when it cannot be read.
+pub fn mem_total() -> Option<u64> {
+    crate::util::bounded::read_to_string(std::path::Path::new("/proc/meminfo"), 1 << 20)
+        .ok()
+        .as_deref()
+        .and_then(parse_mem_total)
+}
+
+/// `MemTotal:  8028812 kB` of a `/proc/meminfo` text, in bytes. Pure.
+pub fn parse_mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let mut parts = line["MemTotal:".len()..].split_whitespace();
+    let n: u64 = parts.next()?.parse().ok()?;
+    match parts.next() {
+        Some("kB") => n.checked_mul(1024),
+        None => Some(n),
+        Some(_) => None,
+    }
+}
+
 /// `(major, minor)` of a kernel release string such as `6.1.0-27-cloud-amd64`.
 pub fn parse_release(release: &str) -> Option<(u32, u32)> {
     let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
@@ -49,6 +70,19 @@ pub fn parse_release(release: &str) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mem_total_parses_from_meminfo() {
+        let m = "MemTotal:        8028812 kB\nMemFree:          123456 kB\n";
+        assert_eq!(parse_mem_total(m), Some(8028812 * 1024));
+        assert_eq!(parse_mem_total("MemFree: 1 kB\n"), None);
+        assert_eq!(parse_mem_total("MemTotal: lots kB\n"), None);
+        assert_eq!(parse_mem_total("MemTotal: 5 MB\n"), None);
+        // The host's own, when there is one.
+        if std::path::Path::new("/proc/meminfo").exists() {
+            assert!(mem_total().is_some_and(|b| b > 0));
+        }
+    }
 
     #[test]
     fn kernel_releases_parse() {

@@ -1306,3 +1306,165 @@ fn the_builtin_default_takes_env_overrides_and_stays_where_it_is_run() {
     );
     assert!(text.contains(&dir.display().to_string()), "{text}");
 }
+
+// --- verification memory ---------------------------------------------------------------------
+
+/// A soak with mixed block sizes, which only the stored map can follow.
+fn mixed_soak() -> String {
+    "[[target.phase]]\nkind = \"soak\"\njob = { name = \"m\", read = 50, bs = \"4k:1,8k:1\", access = \"random\" }\n".to_string()
+}
+
+/// A plan the computed state can follow costs a fixed 64 KiB in the figures, whatever the size.
+#[test]
+fn check_config_prints_the_computed_states_figure_for_a_plan_it_follows() {
+    let out = accepts(&one("verify = \"inline\"", &soak("")));
+    assert!(
+        out.contains("target t0: verification state: 64.00 KiB (computed walk, at most 64 KiB whatever the size, of a region of 64.00 MiB)"),
+        "{out}"
+    );
+}
+
+/// A verified 64 MiB file target keeps 16384 units x 2 bytes + 256 words of recovered bits:
+/// 34 KiB; with region = "50%", half of that.
+#[test]
+fn check_config_prints_each_verified_targets_verification_memory_and_the_total() {
+    let out = accepts(&format!(
+        "{}[[target]]\nname = \"half\"\npath = \"{{dir}}/half.dat\"\nsize = \"64MiB\"\nregion = \"50%\"\nverify = \"pass\"\n{}[[target]]\nname = \"plain\"\npath = \"{{dir}}/plain.dat\"\nsize = \"64MiB\"\n{}",
+        one("verify = \"inline\"", &mixed_soak()),
+        mixed_soak(),
+        mixed_soak()
+    ));
+    assert!(
+        out.contains(
+            "target t0: verification state: 34.00 KiB (stored map, 2.125 bytes per 4 KiB, of a region of 64.00 MiB)"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("target half: verification state: 17.00 KiB (stored map, 2.125 bytes per 4 KiB, of a region of 32.00 MiB)"),
+        "{out}"
+    );
+    assert!(!out.contains("target plain: verification"), "{out}");
+    assert!(
+        out.contains("total: 51.00 KiB of a budget of ")
+            && out.contains("(state.max_verify_memory)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("max_verify_memory    50% of the host's memory"),
+        "{out}"
+    );
+    // Without a verified target there is no section.
+    let plain = accepts(&one("", &mixed_soak()));
+    assert!(!plain.contains("verification memory"), "{plain}");
+}
+
+/// A block device's size comes from sysfs, without opening it.
+#[test]
+fn check_config_reads_a_block_devices_size_for_its_verification_memory() {
+    let d = shm_dir();
+    let Some(dev) = block_device(d.path()) else {
+        eprintln!("skipped: no block device to stat");
+        return;
+    };
+    let toml = format!(
+        "[[target]]\nname = \"b\"\npath = \"{}\"\nverify = \"inline\"\n{}",
+        dev.display(),
+        mixed_soak()
+    );
+    let o = check_in(d.path(), &toml, &[]);
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(!text.contains("panicked"), "{text}");
+    if o.status.success() {
+        assert!(
+            text.contains("target b: verification state: ")
+                && text.contains("stored map, 2.125 bytes per 4 KiB"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn a_plan_over_the_verification_budget_is_refused_by_check_config_and_run() {
+    let d = shm_dir();
+    let toml = format!(
+        "[state]\ndir = \"{{dir}}/state\"\nmax_verify_memory = \"16KiB\"\n[health]\nenabled = false\n{}",
+        one(
+            "verify = \"inline\"",
+            &format!("{}duration = \"1s\"\n", mixed_soak())
+        )
+    );
+    rejects_in(
+        d.path(),
+        &toml,
+        "state.max_verify_memory",
+        "the verified targets need 34.00 KiB of verification state together (t0 34.00 KiB), more than the budget of 16.00 KiB; raise state.max_verify_memory",
+        &[],
+    );
+    // run refuses it too, before the target file is created or the port bound.
+    let cfg = d.path().join("nvsoak.toml");
+    let o = nvsoak(
+        &[
+            "run",
+            "--config",
+            cfg.to_str().expect("utf-8 path"),
+            "--web.listen-address",
+            &format!("127.0.0.1:{}", crate::common::free_port()),
+            "--exit-when-done",
+        ],
+        &[],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("state.max_verify_memory: the verified targets need 34.00 KiB")
+            && err.contains("budget of 16.00 KiB"),
+        "{err}"
+    );
+    assert!(!d.path().join("t0.dat").exists());
+    // The environment raises it, as any key.
+    let o = check_in(
+        d.path(),
+        &toml,
+        &[("NVSOAK_STATE__MAX_VERIFY_MEMORY", "1MiB")],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("total: 34.00 KiB of a budget of 1.00 MiB"));
+}
+
+#[test]
+fn bad_verification_budgets_are_named() {
+    for (v, why) in [
+        ("\"0\"", "0 bytes would refuse every verified target"),
+        ("\"150%\"", "150% is out of range"),
+        ("\"0%\"", "0% is out of range"),
+        (
+            "\"lots\"",
+            "is neither a size (\"8GiB\") nor a share of the host's memory",
+        ),
+        ("true", "is neither a size"),
+    ] {
+        rejects(
+            &format!(
+                "[state]\nmax_verify_memory = {v}\n{}",
+                one("", &mixed_soak())
+            ),
+            "state.max_verify_memory",
+            why,
+        );
+    }
+    let out = accepts(&format!(
+        "[state]\nmax_verify_memory = \"12.5%\"\n{}",
+        one("", &mixed_soak())
+    ));
+    assert!(
+        out.contains("max_verify_memory    12.5% of the host's memory"),
+        "{out}"
+    );
+    let out = accepts(&format!(
+        "[state]\nmax_verify_memory = \"8GiB\"\n{}",
+        one("", &mixed_soak())
+    ));
+    assert!(out.contains("max_verify_memory    8G\n"), "{out}");
+}

@@ -322,3 +322,53 @@ fn a_mismatch_flood_is_summarised_not_logged_line_by_line() {
         "a summary lacks its kinds or offset range:\n{err}"
     );
 }
+
+/// `nvsoak_verify_state_bytes` and the results file's `verify_state` carry what the 16 MiB
+/// target's generation map keeps: 4096 units x 2 bytes + 64 words of recovered bits.
+#[test]
+fn the_verification_state_size_is_on_metrics_and_in_the_results_file() {
+    let want = 4096.0 * 2.0 + 64.0 * 8.0;
+    // The stored map (the plan would get the computed state; tests/it/walk.rs has that).
+    let d = Daemon::start_in_env(
+        crate::common::shm_dir(),
+        CFG,
+        &[("NVSOAK_VERIFY_STATE", "stored")],
+    );
+    let s = d.scrape_until(Duration::from_secs(20), |s| {
+        !crate::common::find(s, "nvsoak_verify_state_bytes", &[("target", "v")]).is_empty()
+    });
+    assert_eq!(
+        sum(
+            &s,
+            "nvsoak_verify_state_bytes",
+            &[("target", "v"), ("scheme", "stored_map")]
+        ),
+        want
+    );
+    // The results file is written at each phase's end (the precondition's is within seconds).
+    let p = d.dir.path().join("state/results/v.json");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let r = loop {
+        let r = std::fs::read(&p)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+        match r {
+            Some(r) if !r["verify_state"].is_null() => break r,
+            _ if std::time::Instant::now() > deadline => {
+                panic!("{} has no verify_state within 30 s: {r:?}", p.display())
+            }
+            _ => std::thread::sleep(Duration::from_millis(200)),
+        }
+    };
+    assert_eq!(
+        r["verify_state"]["scheme"], "stored_map",
+        "{}",
+        r["verify_state"]
+    );
+    assert_eq!(
+        r["verify_state"]["state_bytes"], 8704,
+        "{}",
+        r["verify_state"]
+    );
+    d.terminate();
+}

@@ -13,10 +13,11 @@ use super::super::{
 };
 use super::gates::gates;
 use super::health::health;
-use super::scalar::{duration_in, existing_file, integer, string};
+use super::scalar::{duration_in, existing_file, integer, percent_str, size, string};
 use super::target::{normalise, target};
 use super::{R, bad};
 use crate::model::spec::TargetSpec;
+use crate::model::verify_cost::VerifyBudget;
 
 fn listen(key: &str, v: &Scalar) -> R<SocketAddr> {
     let s = match v {
@@ -125,10 +126,46 @@ fn state(raw: &RawConfig, def: &Settings) -> R<StateSettings> {
         )?,
         None => def.state.checkpoint_interval,
     };
+    let max_verify_memory = match &raw.state.max_verify_memory {
+        Some(v) => verify_budget(v)?,
+        None => def.state.max_verify_memory,
+    };
     Ok(StateSettings {
         dir,
         checkpoint_interval,
+        max_verify_memory,
     })
+}
+
+/// `state.max_verify_memory`: a size (`"12GiB"`) or a share of the host's memory (`"50%"`).
+fn verify_budget(v: &Scalar) -> R<VerifyBudget> {
+    const KEY: &str = crate::model::verify_cost::BUDGET_KEY;
+    let share = match v {
+        Scalar::Str(s) if s.trim().ends_with('%') => Some(percent_str(KEY, s)?),
+        _ => None,
+    };
+    match share {
+        Some(p) if p <= 0.0 || p > 100.0 => bad(
+            KEY,
+            format!("{p}% is out of range (a share of the host's memory: above 0%, at most 100%)"),
+        ),
+        Some(p) => Ok(VerifyBudget::ShareOfMemory(p / 100.0)),
+        None => match size(KEY, v) {
+            Ok(0) => bad(
+                KEY,
+                "0 bytes would refuse every verified target; give a size such as \"8GiB\" or a share of the host's memory such as \"50%\"",
+            ),
+            Ok(b) => Ok(VerifyBudget::Bytes(b)),
+            // An ambiguous unit ("8GB") keeps the size rule's message, which gives the fix.
+            Err(e) if matches!(v, Scalar::Str(s) if s.contains('B') && !s.contains("iB")) => Err(e),
+            Err(_) => bad(
+                KEY,
+                format!(
+                    "{v} is neither a size (\"8GiB\") nor a share of the host's memory (\"50%\")"
+                ),
+            ),
+        },
+    }
 }
 
 /// `log.level`: a non-empty tracing filter.

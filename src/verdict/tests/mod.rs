@@ -70,6 +70,7 @@ pub(super) fn clean_results() -> TargetResults {
             self_test_planned: false,
         }),
         verified_bytes: 1 << 30,
+        verify_state: None,
         device_key: None,
     }
 }

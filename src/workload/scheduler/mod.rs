@@ -25,6 +25,7 @@ mod start;
 
 pub use crate::workload::hooks::PrecondLive;
 pub(crate) use crate::workload::hooks::{HookMode, ProgressHook, StampOnly};
+pub use dryrun::{PlannedVerify, planned_verify};
 pub use error::RunError;
 pub use open::{
     OpenedTarget, check_aliases, open_members, open_target, open_target_expecting, plan_writes,

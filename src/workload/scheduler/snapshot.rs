@@ -177,6 +177,9 @@ pub struct TargetSnapshot {
 pub struct VerifyCtx {
     pub state: crate::workload::pattern::VerifyState,
     pub counters: Arc<VerifyCounters>,
+    /// The scheme and the bytes of memory its state keeps (the results file's `verify_state`,
+    /// `nvsoak_verify_state_bytes`).
+    pub cost: crate::model::verify_cost::VerifyState,
 }
 
 /// Rounds of steady-state history kept for the checkpoint.

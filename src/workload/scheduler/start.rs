@@ -227,6 +227,7 @@ fn starting_results(
         carry_recorded_totals(&spec.name, snapshot, &results);
     }
     results.subject = Some(subject_of(spec, is_block, identity));
+    results.verify_state = snapshot.fixed.verify.as_ref().map(|v| v.cost.clone());
     results.device_key = snapshot.fixed.device_key.clone();
     // A resumed soak continues the history its results file kept.
     let soak_history = results
@@ -244,13 +245,7 @@ fn starting_results(
 /// The part of the target the plan exercises: `region` of its size, in whole MiB (whole
 /// 4 KiB units when smaller).
 fn region_of(spec: &TargetSpec, size: u64) -> Result<u64, TargetError> {
-    let align: u64 = 1 << 20;
-    let mut region_len = ((size as f64 * spec.region.0) as u64).min(size);
-    if region_len >= align {
-        region_len -= region_len % align;
-    } else {
-        region_len -= region_len % 4096;
-    }
+    let region_len = spec.region.len_of(size);
     if region_len == 0 {
         return Err(TargetError::EmptyRegion {
             target: spec.name.clone(),
@@ -321,7 +316,19 @@ fn verify_ctx(
     }
     tracing::info!(target_name = %spec.name, mode = ?spec.verify, scheme = state.scheme(),
         state_bytes = state.memory_bytes(), "data verification on");
-    VerifyCtx { state, counters }
+    // What the state holds, which model::verify_cost foresaw for check-config and the budget.
+    let cost = crate::model::verify_cost::VerifyState {
+        scheme: match &state {
+            VerifyState::Stored(_) => crate::model::verify_cost::VerifyScheme::StoredMap,
+            VerifyState::Walk(_) => crate::model::verify_cost::VerifyScheme::Computed,
+        },
+        state_bytes: state.memory_bytes() as u64,
+    };
+    VerifyCtx {
+        state,
+        counters,
+        cost,
+    }
 }
 
 /// The stored generation map a target starts with (see [`verify_ctx`]).
