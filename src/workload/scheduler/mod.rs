@@ -22,10 +22,10 @@ mod segment;
 mod snapshot;
 mod soaksample;
 mod start;
+mod verify_plan;
 
 pub use crate::workload::hooks::PrecondLive;
 pub(crate) use crate::workload::hooks::{HookMode, ProgressHook, StampOnly};
-pub use dryrun::{PlannedVerify, planned_verify};
 pub use error::RunError;
 pub use open::{
     OpenedTarget, check_aliases, open_members, open_target, open_target_expecting, plan_writes,
@@ -39,6 +39,7 @@ pub use snapshot::{
     VerifyCtx,
 };
 pub use start::start;
+pub use verify_plan::{PlannedVerify, planned_verify};
 
 use std::collections::BTreeMap;
 use std::fs::File;
