@@ -8,16 +8,16 @@ use std::time::Duration;
 
 use crate::common::{Daemon, sum};
 
-const UNIT: u64 = 4096;
+pub(crate) const UNIT: u64 = 4096;
 
-fn read_unit(path: &std::path::Path, off: u64) -> Vec<u8> {
+pub(crate) fn read_unit(path: &std::path::Path, off: u64) -> Vec<u8> {
     let f = std::fs::File::open(path).expect("opening target");
     let mut b = vec![0u8; UNIT as usize];
     f.read_exact_at(&mut b, off).expect("reading a unit");
     b
 }
 
-fn write_at(path: &std::path::Path, off: u64, data: &[u8]) {
+pub(crate) fn write_at(path: &std::path::Path, off: u64, data: &[u8]) {
     let f = std::fs::OpenOptions::new()
         .write(true)
         .open(path)
@@ -26,7 +26,7 @@ fn write_at(path: &std::path::Path, off: u64, data: &[u8]) {
     f.sync_all().expect("sync");
 }
 
-fn verify_errors(s: &[crate::common::Sample], target: &str, kind: &str) -> f64 {
+pub(crate) fn verify_errors(s: &[crate::common::Sample], target: &str, kind: &str) -> f64 {
     sum(
         s,
         "nvsoak_verify_errors_total",

@@ -3,37 +3,12 @@
 //! writes, survives kill -9 with no false mismatch, and verifies 24 targets of 16 TB (loop
 //! devices) in a few megabytes.
 
-use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
 use crate::common::{Daemon, sum};
 use crate::safety::{Scratch, p};
 
-const UNIT: u64 = 4096;
-
-fn read_unit(path: &std::path::Path, off: u64) -> Vec<u8> {
-    let f = std::fs::File::open(path).expect("open target");
-    let mut b = vec![0u8; UNIT as usize];
-    f.read_exact_at(&mut b, off).expect("read unit");
-    b
-}
-
-fn write_at(path: &std::path::Path, off: u64, data: &[u8]) {
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .expect("open target for writing");
-    f.write_all_at(data, off).expect("write");
-    f.sync_all().expect("sync");
-}
-
-fn errors(s: &[crate::common::Sample], target: &str, kind: &str) -> f64 {
-    sum(
-        s,
-        "nvsoak_verify_errors_total",
-        &[("target", target), ("kind", kind)],
-    )
-}
+use crate::verify::{UNIT, read_unit, verify_errors as errors, write_at};
 
 fn all_errors(s: &[crate::common::Sample], target: &str) -> f64 {
     sum(s, "nvsoak_verify_errors_total", &[("target", target)])
