@@ -94,10 +94,11 @@ pub fn steps_device(spec: &TargetSpec, node: &Path) -> Result<(), TargetError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn spec(path: &Path, size: u64) -> TargetSpec {
+    /// An unverified file target of `size` bytes with a short read soak.
+    pub(in crate::workload::scheduler) fn spec(path: &Path, size: u64) -> TargetSpec {
         let toml = format!(
             "[[target]]\nname = \"t\"\npath = \"{}\"\nsize = \"{size}\"\n[[target.phase]]\nkind = \"soak\"\nprofile = \"4k-random-read\"\nduration = \"1s\"\n",
             path.display()

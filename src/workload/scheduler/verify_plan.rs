@@ -89,18 +89,6 @@ fn block_size_unopened(spec: &TargetSpec) -> Result<u64, SizeUnknown> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
-
-    fn unverified(path: &Path) -> TargetSpec {
-        let toml = format!(
-            "[[target]]\nname = \"t\"\npath = \"{}\"\nsize = \"4096\"\n[[target.phase]]\nkind = \"soak\"\nprofile = \"4k-random-read\"\nduration = \"1s\"\n",
-            path.display()
-        );
-        crate::config::load_str(&toml, "t.toml", Default::default())
-            .expect("config")
-            .targets
-            .remove(0)
-    }
 
     #[test]
     fn a_verified_file_targets_state_is_foreseen_from_its_size_and_region() {
@@ -130,7 +118,13 @@ mod tests {
             VerifyScheme::StoredMap
         );
         // Not verified: nothing to foresee.
-        assert_eq!(planned_verify(&unverified(&d.path().join("u.dat"))), None);
+        assert_eq!(
+            planned_verify(&super::super::dryrun::tests::spec(
+                &d.path().join("u.dat"),
+                4096
+            )),
+            None
+        );
         // What the region comes from is what the scheduler exercises.
         assert_eq!(spec.region.len_of(64 << 20), 32 << 20);
     }
