@@ -207,6 +207,22 @@ fn code_only(text: &str) -> String {
     out
 }
 
+/// `item` without a leading visibility: `pub`, `pub(crate)`, `pub(super)`, `pub(in path)`.
+fn without_visibility(item: &str) -> &str {
+    let Some(rest) = item.strip_prefix("pub") else {
+        return item;
+    };
+    let rest = rest.trim_start();
+    let rest = match rest.strip_prefix('(') {
+        Some(inner) => match inner.find(')') {
+            Some(close) => &inner[close + 1..],
+            None => return item,
+        },
+        None => rest,
+    };
+    rest.trim_start()
+}
+
 /// `text` with every `#[cfg(test)] mod NAME { ... }` blanked, and the names of test modules
 /// declared as files (`#[cfg(test)] mod tests;`).
 fn without_tests(code: &str) -> (String, Vec<String>) {
@@ -217,10 +233,7 @@ fn without_tests(code: &str) -> (String, Vec<String>) {
         let start = from + at;
         let rest = &out[start + "#[cfg(test)]".len()..];
         let trimmed = rest.trim_start();
-        let item = trimmed
-            .strip_prefix("pub(crate) ")
-            .or_else(|| trimmed.strip_prefix("pub "))
-            .unwrap_or(trimmed);
+        let item = without_visibility(trimmed);
         let Some(after_mod) = item.strip_prefix("mod ") else {
             from = start + 1;
             continue;
@@ -550,6 +563,21 @@ mod tests {
     );
     let (_, files) = without_tests(&code_only("#[cfg(test)]\nmod tests;\n"));
     assert_eq!(files, vec!["tests".to_string()]);
+    // A test module with any visibility is test code, and so is everything it imports.
+    for vis in [
+        "pub ",
+        "pub(crate) ",
+        "pub(super) ",
+        "pub(in crate::model) ",
+    ] {
+        let code =
+            format!("#[cfg(test)]\n{vis}mod tests {{\n    use crate::daemon::Running;\n}}\n");
+        let (cleaned, _) = without_tests(&code_only(&code));
+        assert!(
+            imports_of("src/model/spec.rs", &module, &cleaned).is_empty(),
+            "{vis}: {cleaned}"
+        );
+    }
 }
 
 /// Where `unsafe` may appear in the library's code (test code aside): a folder (`engine/`) or
