@@ -248,6 +248,8 @@ impl VerifyHook {
         counters: std::sync::Arc<VerifyCounters>,
         lba_size: u32,
     ) -> Self {
+        // Built here, before the loop, so no worker's first unit pays for them.
+        crate::workload::pattern::warm_crc_tables();
         VerifyHook {
             map,
             counters,

@@ -48,6 +48,8 @@ impl WalkHook {
         counters: Arc<VerifyCounters>,
         lba_size: u32,
     ) -> Self {
+        // Built here, before the loop, so no worker's first unit pays for them.
+        crate::workload::pattern::warm_crc_tables();
         let legs = map.legs();
         let writer = slice.and_then(|slice| {
             let leg_index = legs.len().checked_sub(1)?;

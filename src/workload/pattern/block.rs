@@ -14,8 +14,8 @@ pub const HEADER_LEN: usize = 32;
 
 pub(super) const CRC_AT: usize = 20;
 const UNIT_WORDS: usize = VERIFY_UNIT / 8;
-const PAYLOAD_WORDS: usize = (VERIFY_UNIT - HEADER_LEN) / 8;
-const POOL_WORDS: usize = 8192;
+pub(super) const PAYLOAD_WORDS: usize = (VERIFY_UNIT - HEADER_LEN) / 8;
+pub(super) const POOL_WORDS: usize = 8192;
 
 /// The header fields of a unit as found on the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +39,7 @@ pub(super) fn mix64(mut z: u64) -> u64 {
 
 /// The payload pool: 64 KiB (+ one unit, so no window wraps) of splitmix64 output from a fixed
 /// seed. The same in every process and version of this format.
-fn pool() -> &'static [u64] {
+pub(super) fn pool() -> &'static [u64] {
     static POOL: OnceLock<Box<[u64]>> = OnceLock::new();
     POOL.get_or_init(|| {
         let mut x: u64 = 0x6e76_736f_616b_7031; // "nvsoakp1"
@@ -74,29 +74,45 @@ pub(super) fn unit_crc(unit: &[u8]) -> u32 {
     crc32c::crc32c_append(c, &unit[CRC_AT + 4..])
 }
 
-/// Write the payload words for (offset, generation, seed) into `payload` (4064 bytes).
+/// The payload of (offset, generation, seed): the pool window it starts at, and the key XORed
+/// into every word of it.
 #[inline]
-fn fill_payload(payload: &mut [u8], offset: u64, generation: u32, seed: u64) {
+pub(super) fn payload_key(offset: u64, generation: u32, seed: u64) -> (usize, u64) {
     let key = unit_key(offset, generation, seed);
-    let start = (key >> 51) as usize % POOL_WORDS;
+    ((key >> 51) as usize % POOL_WORDS, key)
+}
+
+/// Write the payload words of pool window `start` XORed with `key` into `payload` (4064 bytes).
+#[inline]
+fn fill_payload(payload: &mut [u8], start: usize, key: u64) {
     let src = &pool()[start..start + PAYLOAD_WORDS];
     for (dst, w) in payload.chunks_exact_mut(8).zip(src) {
         dst.copy_from_slice(&(w ^ key).to_le_bytes());
     }
 }
 
-/// Stamp one unit.
+/// Whether `payload` (4064 bytes) is exactly pool window `start` XORed with `key`. Reads every
+/// word (no early exit, so it vectorises); one pass, no writes.
+#[inline]
+pub(super) fn payload_matches(payload: &[u8], start: usize, key: u64) -> bool {
+    let src = &pool()[start..start + PAYLOAD_WORDS];
+    payload.chunks_exact(8).zip(src).fold(0u64, |acc, (b, w)| {
+        acc | (u64::from_le_bytes(b.try_into().expect("8 bytes")) ^ key ^ w)
+    }) == 0
+}
+
+/// Stamp one unit. The crc comes from [`super::crc_tables`], not from a pass over the unit.
 #[inline]
 pub fn stamp_unit(unit: &mut [u8], offset: u64, generation: u32, seed: u64) {
     debug_assert_eq!(unit.len(), VERIFY_UNIT);
+    let (start, key) = payload_key(offset, generation, seed);
+    let crc = super::crc_tables::stamped_crc(offset, generation, seed, start, key);
     unit[0..8].copy_from_slice(&MAGIC.to_le_bytes());
     unit[8..16].copy_from_slice(&offset.to_le_bytes());
     unit[16..20].copy_from_slice(&generation.to_le_bytes());
-    unit[20..24].copy_from_slice(&[0; 4]);
+    unit[20..24].copy_from_slice(&crc.to_le_bytes());
     unit[24..32].copy_from_slice(&seed.to_le_bytes());
-    fill_payload(&mut unit[HEADER_LEN..], offset, generation, seed);
-    let crc = unit_crc(unit);
-    unit[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
+    fill_payload(&mut unit[HEADER_LEN..], start, key);
 }
 
 /// Stamp `buf` (one or more whole units) for the target offset `offset`: every unit gets the

@@ -14,9 +14,12 @@
 //!
 //! The payload is incompressible and differs per (seed, offset, generation), so neither a
 //! compressing nor a deduplicating controller can shortcut it. Generating it costs one XOR per
-//! word (the pool stays in L2); the crc32c is hardware-accelerated (SSE4.2 / ARMv8 CRC). A check
-//! only computes the crc and compares header fields; the payload is regenerated only on a
-//! mismatch, to name the first bad byte.
+//! word (the pool stays in L2). Neither side makes a crc pass over the unit: stamping takes
+//! the crc32c from tables of its header fields and payload key (`crc_tables`: a CRC is affine,
+//! so the crc of a stamped unit is an XOR of precomputed parts), and a check compares the
+//! payload with the one its header names in one read-only pass, so a unit that matches has
+//! that same crc. Only a unit that differs is summed in full (and regenerated, to name the
+//! first bad byte). The classification below is the same as with a full crc pass.
 //!
 //! ## Classification of a read unit
 //!
@@ -76,6 +79,7 @@
 mod block;
 mod check;
 mod counters;
+mod crc_tables;
 mod map;
 mod state;
 #[cfg(test)]
@@ -86,6 +90,7 @@ pub use crate::model::walk::walk_fits;
 pub use block::{HEADER_LEN, HeaderView, MAGIC, new_seed, stamp, stamp_unit};
 pub use check::{Mismatch, VerifyKind, check, check_unit};
 pub use counters::VerifyCounters;
+pub use crc_tables::warm as warm_crc_tables;
 pub use state::VerifyState;
 
 /// The inline-verify hook lives with the other hot-path hooks.

@@ -301,3 +301,57 @@ fn labels_and_memory() {
     assert_eq!(u.lba(512), 8);
     assert!(u.to_string().contains("read failed"), "{u}");
 }
+
+/// The tabled crc of a stamped unit is the crc32c crate's crc of it, for any header fields;
+/// and a check reports the unit's true crc whether or not its payload was touched.
+#[test]
+fn tabled_crc_is_the_crc32c_of_the_unit_and_checks_see_the_true_crc() {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let full = |u: &[u8]| {
+        let mut z = u.to_vec();
+        z[20..24].fill(0);
+        crc32c::crc32c(&z)
+    };
+    let mut u = vec![0u8; VERIFY_UNIT];
+    for round in 0..400 {
+        let offset = match round % 4 {
+            0 => next() & !(VERIFY_UNIT as u64 - 1),
+            1 => !(VERIFY_UNIT as u64 - 1),
+            2 => 0,
+            _ => next() % (1 << 44) * VERIFY_UNIT as u64,
+        };
+        let generation = if round % 3 == 0 {
+            u32::MAX
+        } else {
+            next() as u32
+        };
+        let seed = next() | 1;
+        stamp_unit(&mut u, offset, generation, seed);
+        let stored = u32::from_le_bytes(u[20..24].try_into().expect("4 bytes"));
+        assert_eq!(stored, full(&u), "round {round}");
+        assert!(check(&u, offset, Expect::Exact(generation), seed).is_ok());
+        // One bit flipped anywhere but the crc field: the check's crc is the real one.
+        let at = loop {
+            let at = (next() % VERIFY_UNIT as u64) as usize;
+            if !(20..24).contains(&at) {
+                break at;
+            }
+        };
+        u[at] ^= 1 << (next() % 8);
+        let want = full(&u);
+        match check_unit(&u, offset, Expect::Exact(generation), seed) {
+            Err(m) => {
+                if let Some(h) = m.found {
+                    assert_eq!(h.computed_crc, want, "round {round}, byte {at}");
+                }
+            }
+            Ok(_) => panic!("round {round}: a flipped bit at {at} passed"),
+        }
+    }
+}
