@@ -167,6 +167,7 @@ fn walk_side(
         len: blocks,
         from: 0,
         block: bs,
+        in_order: false,
     });
     let bytes = map.memory_bytes();
     let hook = WalkHook::new("bench", map, Some(0), true, counters.clone(), 512);

@@ -274,6 +274,22 @@ impl WalkMap {
         self.units
     }
 
+    /// What a verification pass must read to check every unit written: `None` when some leg
+    /// wrote every block (read the whole region), else the legs that wrote anything, each of
+    /// whose slices wrote positions `from..from + min(count, len)` (wrapping at `len`).
+    pub fn read_back_legs(&self) -> Option<Vec<Arc<Leg>>> {
+        let legs = self.legs();
+        if legs.iter().any(|l| l.covers_everything(self.units)) {
+            return None;
+        }
+        Some(
+            legs.iter()
+                .filter(|l| l.slices.iter().any(|s| s.count() > 0))
+                .cloned()
+                .collect(),
+        )
+    }
+
     /// The legs now, newest last: what a segment's hooks check against.
     pub fn legs(&self) -> Arc<[Arc<Leg>]> {
         lock(&self.legs).clone()

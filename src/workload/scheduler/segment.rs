@@ -28,6 +28,10 @@ pub(crate) struct Segment<'a> {
     /// Preconditioning: each worker starts where this says its stripe's walk got to, writes
     /// only the rest of its `limit_passes` passes, and records its progress here.
     pub(crate) progress: Option<Arc<PrecondLive>>,
+    /// The verification pass under the computed state: worker `i` reads back, in order, the
+    /// positions slice `i` of this leg wrote (the job is a read-only job of the leg's block
+    /// size, access and worker count), then stops.
+    pub(crate) read_back: Option<Arc<Leg>>,
 }
 
 /// One worker's rates (read IOPS, write IOPS, read and write bytes per second) over the
@@ -624,6 +628,7 @@ impl Runner {
                             len: s.len,
                             from: s.from,
                             block: leg.block_units as u64 * VERIFY_UNIT as u64,
+                            in_order: false,
                         });
                     }
                     Box::new(crate::workload::walk_hook::WalkHook::new(
@@ -647,6 +652,26 @@ impl Runner {
             )
             .1 * p as u64
         });
+        if let Some(leg) = &seg.read_back {
+            let s = leg.slice(i);
+            let block = leg.block_units as u64 * VERIFY_UNIT as u64;
+            match leg.perm {
+                Some(perm) => {
+                    (plan.region_start, plan.region_len) = (0, self.region_len);
+                    wopts.walk = Some(worker::WalkPlace {
+                        perm,
+                        start: s.start,
+                        len: s.len,
+                        from: s.from,
+                        block,
+                        in_order: true,
+                    });
+                }
+                // A sequential leg's slice is the worker's stripe, in blocks.
+                None => wopts.seq_start = s.from * block,
+            }
+            plan.limit_bytes = Some(s.count().min(s.len) * block);
+        }
         if let Some(pl) = &seg.progress
             && let (Some(&(start, len)), Some(cell), Some(passes)) =
                 (pl.stripes.get(i), pl.done.get(i), seg.limit_passes)
@@ -800,6 +825,7 @@ impl Runner {
                     duration,
                     limit_passes: limit,
                     progress: seg.progress.clone(),
+                    read_back: seg.read_back.clone(),
                 },
                 on_interval,
             )?;

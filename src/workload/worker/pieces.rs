@@ -236,7 +236,8 @@ enum Placement {
         pos: u64,
     },
     /// Verification's permuted walk ([`WalkPlace`]): writes take the slice's positions in
-    /// order, reads a random position of it; either through the permutation to a block.
+    /// order, reads a random position of it (or the positions in order, for a read-back);
+    /// either through the permutation to a block.
     Walk {
         place: WalkPlace,
         next: u64,
@@ -253,6 +254,9 @@ pub struct WalkPlace {
     pub len: u64,
     pub from: u64,
     pub block: u64,
+    /// Reads too take the slice's positions in order, from `from` on (the verification pass's
+    /// read-back of what a leg wrote); otherwise a read takes a random position of the slice.
+    pub in_order: bool,
 }
 
 /// Per-I/O offset generator, precomputed for a job and a worker.
@@ -327,7 +331,7 @@ impl OffsetGen {
     #[inline]
     pub fn next(&mut self, rng: &mut Rng, bsi: usize, bs: u32, write: bool) -> (u64, u32) {
         if let Placement::Walk { place, next } = &mut self.place {
-            let j = if write {
+            let j = if write || place.in_order {
                 let a = place.from + *next;
                 *next += 1;
                 place.start + a % place.len

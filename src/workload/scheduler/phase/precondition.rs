@@ -18,6 +18,7 @@ impl Runner {
                     duration: None,
                     limit_passes: Some(passes),
                     progress: live,
+                    read_back: None,
                 },
                 &mut |_, _| {},
             )?;

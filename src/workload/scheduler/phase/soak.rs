@@ -106,6 +106,7 @@ impl Runner {
                     duration: seg_dur,
                     limit_passes: None,
                     progress: None,
+                    read_back: None,
                 },
                 &mut on_interval,
             );

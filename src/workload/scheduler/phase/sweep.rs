@@ -79,6 +79,7 @@ impl Runner {
                     duration: Some(point_duration),
                     limit_passes: None,
                     progress: None,
+                    read_back: None,
                 },
                 &mut |_, _| {},
             )?;
@@ -129,6 +130,7 @@ impl Runner {
                 duration: Some(duration),
                 limit_passes: None,
                 progress: None,
+                read_back: None,
             },
             &mut |_, _| {},
         )?;
