@@ -144,6 +144,8 @@ pub fn merge_live(old: &Settings, new: &Settings) -> Settings {
     let mut s = old.clone();
     s.targets = new.targets.clone();
     s.state.checkpoint_interval = new.state.checkpoint_interval;
+    // Checked against the new plan before anything of it starts; it allocates nothing itself.
+    s.state.max_verify_memory = new.state.max_verify_memory;
     s
 }
 

@@ -147,7 +147,7 @@ fn verify_memory(settings: &crate::config::Settings) -> Result<String> {
         budget.describe(host),
         crate::model::verify_cost::BUDGET_KEY
     );
-    crate::model::verify_cost::check_budget(total, &each, budget, host)?;
+    crate::workload::scheduler::check_plan_budget(&settings.targets, budget, host)?;
     Ok(text)
 }
 

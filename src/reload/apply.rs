@@ -62,6 +62,17 @@ pub(crate) fn reload(
             "SIGHUP: config rejected, keeping the running config unchanged: {e}");
         return ReloadOutcome::default();
     }
+    // The verification state of the whole new plan, running targets included, within the
+    // budget, as at start: a reload cannot take what `run` would refuse.
+    if let Err(e) = scheduler::check_plan_budget(
+        &merged.targets,
+        merged.state.max_verify_memory,
+        crate::util::host::mem_total(),
+    ) {
+        tracing::error!(config = %path.display(),
+            "SIGHUP: config rejected, keeping the running config unchanged: {e}");
+        return ReloadOutcome::default();
+    }
     let diff = crate::reload::diff_targets(&settings.targets, &merged.targets);
     let checkpoint_interval_changed =
         merged.state.checkpoint_interval != settings.state.checkpoint_interval;

@@ -95,3 +95,98 @@ fn a_target_refused_at_reload_stays_in_metrics_as_down_with_its_reason() {
     let (status, _, err) = d.terminate();
     assert!(status.success(), "{err}");
 }
+
+/// A reload whose plan needs more verification memory than `state.max_verify_memory` is
+/// refused whole, naming the key and the figures, as `run` refuses it at start: the new
+/// target is never opened (its file never created) and the running one goes on. Raising the
+/// budget in the same file lets the next reload through.
+#[test]
+fn a_reload_over_the_verification_budget_is_refused_and_the_plan_keeps_running() {
+    let head = |budget: &str| {
+        format!(
+            r#"
+[state]
+dir = "{{dir}}/state"
+checkpoint_interval = "1h"
+max_verify_memory = "{budget}"
+[health]
+enabled = false
+"#
+        )
+    };
+    let verified = |name: &str, size: &str, skew: &str| {
+        format!(
+            r#"
+[[target]]
+name = "{name}"
+path = "{{dir}}/{name}.dat"
+size = "{size}"
+engine = "psync"
+direct = false
+verify = "inline"
+[[target.phase]]
+kind = "soak"
+job = {{ name = "w", read = 50, bs = "4k", access = "random", skew = "{skew}", iodepth = 1, rate = "200iops" }}
+duration = "10m"
+"#
+        )
+    };
+    let one = format!("{}{}", head("1MiB"), verified("keep", "4MiB", "uniform"));
+    let mut d = Daemon::start(&one);
+    let log = LogTail::attach(&mut d);
+    // A zipf soak keeps the stored map: 2 GiB of region is 1.06 MiB of state.
+    let big = verified("big", "2GiB", "zipf:1.2");
+    rewrite(&d, &format!("{one}{big}"));
+    sighup(&d);
+    let text = log.wait_for("SIGHUP: config rejected", Duration::from_secs(20));
+    let line = text
+        .lines()
+        .find(|l| l.contains("SIGHUP: config rejected"))
+        .unwrap_or_default();
+    assert!(line.contains("state.max_verify_memory"), "{line}");
+    assert!(
+        line.contains("big"),
+        "the target over the budget is not named: {line}"
+    );
+    let s = d.scrape();
+    assert!(
+        find(&s, "nvsoak_target_up", &[("target", "big")]).is_empty(),
+        "the refused plan's target appeared"
+    );
+    assert_eq!(
+        find(&s, "nvsoak_target_up", &[("target", "keep")])
+            .first()
+            .map(|x| x.value),
+        Some(1.0),
+        "the running target went down"
+    );
+    assert!(
+        !d.dir.path().join("big.dat").exists(),
+        "the refused target's file was created"
+    );
+    // The same plan with room for it goes through.
+    rewrite(
+        &d,
+        &format!(
+            "{}{}{big}",
+            head("64MiB"),
+            verified("keep", "4MiB", "uniform")
+        ),
+    );
+    sighup(&d);
+    log.wait_for("SIGHUP: config reloaded", Duration::from_secs(60));
+    let s = d.scrape_until(Duration::from_secs(60), |s| {
+        find(s, "nvsoak_target_up", &[("target", "big")])
+            .first()
+            .is_some_and(|x| x.value == 1.0)
+    });
+    assert_eq!(
+        find(&s, "nvsoak_target_up", &[("target", "big")])
+            .first()
+            .map(|x| x.value),
+        Some(1.0),
+        "the reload with room for it did not start it"
+    );
+    let (status, _, err) = d.terminate();
+    assert!(status.success(), "{err}");
+}

@@ -39,7 +39,7 @@ pub use snapshot::{
     VerifyCtx,
 };
 pub use start::start;
-pub use verify_plan::{PlannedVerify, planned_verify};
+pub use verify_plan::{PlannedVerify, check_plan_budget, planned_verify};
 
 use std::collections::BTreeMap;
 use std::fs::File;

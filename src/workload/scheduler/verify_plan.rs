@@ -6,7 +6,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
 use crate::model::spec::TargetSpec;
-use crate::model::verify_cost::VerifyScheme;
+use crate::model::verify_cost::{OverBudget, VerifyBudget, VerifyScheme, check_budget};
 
 /// A verified target's verification state, foreseen before the target is opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +49,26 @@ pub fn planned_verify(spec: &TargetSpec) -> Option<PlannedVerify> {
         scheme,
         region_len: size.map(|s| spec.region.len_of(s)),
     })
+}
+
+/// Whether the verification state of `targets` together fits `budget` on a host with
+/// `host_memory` bytes: the rule `run`, `check-config` and a SIGHUP reload all apply. A target
+/// whose size cannot be known before it is opened is not counted.
+pub fn check_plan_budget(
+    targets: &[TargetSpec],
+    budget: VerifyBudget,
+    host_memory: Option<u64>,
+) -> Result<(), OverBudget> {
+    let each: Vec<(String, u64)> = targets
+        .iter()
+        .filter_map(|t| {
+            let p = planned_verify(t)?;
+            let region = p.region_len.ok()?;
+            Some((t.name.clone(), p.scheme.state_bytes(region)))
+        })
+        .collect();
+    let total = each.iter().map(|(_, b)| b).sum();
+    check_budget(total, &each, budget, host_memory)
 }
 
 /// A block device target's size from sysfs, without opening the device.
