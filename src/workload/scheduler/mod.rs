@@ -315,14 +315,7 @@ impl Runner {
             },
             &mut |_, _| {},
         );
-        self.in_verify_pass = false;
-        self.snapshot.update(|s| s.profile = prev_profile);
-        let mismatches = self
-            .snapshot
-            .fixed
-            .verify
-            .as_ref()
-            .map_or(0, |v| v.counters.total());
+        let mismatches = self.end_verify_pass(prev_profile);
         match &r {
             Ok(o) => tracing::info!(target_name = %self.spec.name, bytes = o.bytes, mismatches,
                 "verification pass finished"),
@@ -387,14 +380,7 @@ impl Runner {
                 break;
             }
         }
-        self.in_verify_pass = false;
-        self.snapshot.update(|s| s.profile = prev_profile);
-        let mismatches = self
-            .snapshot
-            .fixed
-            .verify
-            .as_ref()
-            .map_or(0, |v| v.counters.total());
+        let mismatches = self.end_verify_pass(prev_profile);
         match &r {
             Ok(()) => tracing::info!(target_name = %self.spec.name, bytes, legs = legs.len(),
                 mismatches, "verification pass finished: read back what the soak wrote"),
@@ -403,6 +389,18 @@ impl Runner {
             Err(_) => {}
         }
         r
+    }
+
+    /// After a verification pass: back to the soak's hook mode and profile; the target's
+    /// mismatches so far.
+    fn end_verify_pass(&mut self, prev_profile: String) -> u64 {
+        self.in_verify_pass = false;
+        self.snapshot.update(|s| s.profile = prev_profile);
+        self.snapshot
+            .fixed
+            .verify
+            .as_ref()
+            .map_or(0, |v| v.counters.total())
     }
 
     fn stopping(&self) -> bool {

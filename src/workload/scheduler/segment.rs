@@ -615,21 +615,11 @@ impl Runner {
                     }
                 }
                 VerifyState::Walk(w) => {
-                    if let Some(leg) = leg
-                        && let Some(perm) = leg.perm
-                    {
+                    if let Some(place) = leg.and_then(|leg| walk_place(leg, i, false)) {
                         // A permuted leg: the worker's slice of positions is scattered over
                         // the whole region.
-                        let s = leg.slice(i);
                         (plan.region_start, plan.region_len) = (0, self.region_len);
-                        wopts.walk = Some(worker::WalkPlace {
-                            perm,
-                            start: s.start,
-                            len: s.len,
-                            from: s.from,
-                            block: leg.block_units as u64 * VERIFY_UNIT as u64,
-                            in_order: false,
-                        });
+                        wopts.walk = Some(place);
                     }
                     Box::new(crate::workload::walk_hook::WalkHook::new(
                         &self.spec.name,
@@ -655,17 +645,10 @@ impl Runner {
         if let Some(leg) = &seg.read_back {
             let s = leg.slice(i);
             let block = leg.block_units as u64 * VERIFY_UNIT as u64;
-            match leg.perm {
-                Some(perm) => {
+            match walk_place(leg, i, true) {
+                Some(place) => {
                     (plan.region_start, plan.region_len) = (0, self.region_len);
-                    wopts.walk = Some(worker::WalkPlace {
-                        perm,
-                        start: s.start,
-                        len: s.len,
-                        from: s.from,
-                        block,
-                        in_order: true,
-                    });
+                    wopts.walk = Some(place);
                 }
                 // A sequential leg's slice is the worker's stripe, in blocks.
                 None => wopts.seq_start = s.from * block,
@@ -860,6 +843,20 @@ impl Runner {
 
 /// Whether the target's device node is still there: a block device, or for the passthrough
 /// engines the namespace's generic device the target may be named by.
+/// Worker `i`'s place in a permuted leg (`None` for a sequential one): its slice, walked from
+/// where the slice starts; `in_order`: reads take the positions in order too (a read-back).
+fn walk_place(leg: &Leg, i: usize, in_order: bool) -> Option<worker::WalkPlace> {
+    let s = leg.slice(i);
+    leg.perm.map(|perm| worker::WalkPlace {
+        perm,
+        start: s.start,
+        len: s.len,
+        from: s.from,
+        block: leg.block_units as u64 * VERIFY_UNIT as u64,
+        in_order,
+    })
+}
+
 pub(crate) fn target_node_present(spec: &TargetSpec) -> bool {
     use std::os::unix::fs::FileTypeExt;
     std::fs::metadata(&spec.path).is_ok_and(|m| {
