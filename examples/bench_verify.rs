@@ -18,7 +18,9 @@ use nvsoak::model::spec::{Access, BlockSizeMix, EngineChoice, JobSpec, Skew};
 use nvsoak::model::walk::{LegPlan, WalkMap};
 use nvsoak::workload::pattern::{self, GenMap, VerifyCounters, VerifyHook};
 use nvsoak::workload::walk_hook::WalkHook;
-use nvsoak::workload::worker::{self, BlockHook, ExitReason, WalkPlace, WorkerOptions, WorkerPlan};
+use nvsoak::workload::worker::{
+    self, Band, BlockHook, ExitReason, WalkPlace, WorkerOptions, WorkerPlan,
+};
 
 /// The measured job: 4K random 50/50, or 64K sequential writes.
 #[derive(Clone, Copy, PartialEq)]
@@ -163,14 +165,18 @@ fn walk_side(
         .map_err(|e| e.to_string())?;
     let place = leg.perm.map(|perm| WalkPlace {
         perm,
-        start: 0,
-        len: blocks,
-        from: 0,
+        band: Band {
+            start: 0,
+            len: blocks,
+            from: 0,
+        },
+        cold: None,
+        hot_share: 1.0,
         block: bs,
         in_order: false,
     });
     let bytes = map.memory_bytes();
-    let hook = WalkHook::new("bench", map, Some(0), true, counters.clone(), 512);
+    let hook = WalkHook::new("bench", map, Some((0, None)), true, counters.clone(), 512);
     Ok((Box::new(hook), place, bytes))
 }
 

@@ -1309,9 +1309,9 @@ fn the_builtin_default_takes_env_overrides_and_stays_where_it_is_run() {
 
 // --- verification memory ---------------------------------------------------------------------
 
-/// A soak with mixed block sizes, which only the stored map can follow.
+/// A soak of zipf-skewed writes, which only the stored map can follow.
 fn mixed_soak() -> String {
-    "[[target.phase]]\nkind = \"soak\"\njob = { name = \"m\", read = 50, bs = \"4k:1,8k:1\", access = \"random\" }\n".to_string()
+    "[[target.phase]]\nkind = \"soak\"\njob = { name = \"m\", read = 50, bs = \"4k:1,8k:1\", access = \"random\", skew = \"zipf:1.2\" }\n".to_string()
 }
 
 /// A plan the computed state can follow costs a fixed 64 KiB in the figures, whatever the size.

@@ -263,7 +263,7 @@ fn report_markdown_goes_to_stdout_without_out() {
 /// the output.
 #[test]
 fn state_reset_moves_every_generation_map_aside() {
-    // Mixed block sizes: the stored map (the computed state writes no sidecar).
+    // Zipf-skewed writes: the stored map (the computed state writes no sidecar).
     let cfg = config("2s", "1h")
         .replace(
             "engine = \"psync\"\n",
@@ -271,7 +271,7 @@ fn state_reset_moves_every_generation_map_aside() {
         )
         .replace(
             "profile = \"4k-random-read\"\niodepth = 2\nrate = \"2000iops\"\n",
-            "job = { name = \"mix\", read = 50, bs = \"4k:1,8k:1\", access = \"random\", iodepth = 2, rate = \"2000iops\" }\n",
+            "job = { name = \"mix\", read = 50, bs = \"4k:1,8k:1\", access = \"random\", skew = \"zipf:1.2\", iodepth = 2, rate = \"2000iops\" }\n",
         );
     assert!(
         cfg.contains("verify = \"inline\"") && cfg.contains("8k:1"),

@@ -48,7 +48,7 @@ engine = "io_uring"
 verify = "inline"
 [[target.phase]]
 kind = "soak"
-job = { name = "mix", read = 40, bs = "4k", access = "random", iodepth = 8, workers = 2 }
+{job}
 duration = "4s"
 [[target.phase]]
 kind = "soak"
@@ -56,9 +56,26 @@ job = { name = "readback", read = 100, bs = "4k", access = "random", iodepth = 8
 duration = "10m"
 "#;
 
+/// The job of the mix phase in [`MIXED`]: random 4K by two workers.
+const UNIFORM_4K: &str =
+    r#"job = { name = "mix", read = 40, bs = "4k", access = "random", iodepth = 8, workers = 2 }"#;
+/// A database-like job: mixed block sizes (4K to 64K) and a hot band (70% of the I/Os to 10%
+/// of the region), as the built-in SQL, Oracle and VDI profiles are.
+const HOT_MIXED: &str = r#"job = { name = "mix", read = 45, bs = "4k:60,8k:10,16k:10,32k:10,64k:10", access = "random", skew = "hotband:10%:70%", iodepth = 16, workers = 2 }"#;
+
 #[test]
 fn a_random_write_soak_on_the_computed_state_catches_corruption_misdirection_and_lost_writes() {
-    let d = Daemon::start(MIXED);
+    soak_catches_corruption(UNIFORM_4K);
+}
+
+#[test]
+fn a_hot_band_mixed_size_soak_on_the_computed_state_catches_corruption_misdirection_and_lost_writes()
+ {
+    soak_catches_corruption(HOT_MIXED);
+}
+
+fn soak_catches_corruption(job: &str) {
+    let d = Daemon::start(&MIXED.replace("{job}", job));
     let path = d.dir.path().join("w.dat");
     let s = d.scrape_until(Duration::from_secs(30), |s| phase_is(s, "w", "mix"));
     assert!(phase_is(&s, "w", "mix"));
@@ -69,6 +86,13 @@ fn a_random_write_soak_on_the_computed_state_catches_corruption_misdirection_and
     let s = d.scrape_until(Duration::from_secs(30), |s| phase_is(s, "w", "readback"));
     assert!(phase_is(&s, "w", "readback"), "the mix did not end");
     assert!(sum(&s, "nvsoak_write_ops_total", &[("target", "w")]) > 4096.0);
+    // 20,000 random reads of the region's 4,096 units: all but a few read back, including
+    // the blocks the mix's workers stopped inside.
+    let reads = sum(&s, "nvsoak_read_ops_total", &[("target", "w")]);
+    let s = d.scrape_until(Duration::from_secs(60), |s| {
+        sum(s, "nvsoak_read_ops_total", &[("target", "w")]) > reads + 20_000.0
+    });
+    assert!(sum(&s, "nvsoak_read_ops_total", &[("target", "w")]) > reads + 20_000.0);
     assert_eq!(all_errors(&s, "w"), 0.0, "false mismatches in a clean run");
     assert_ne!(
         old,
@@ -132,7 +156,18 @@ fn a_random_write_soak_on_the_computed_state_catches_corruption_misdirection_and
 
 #[test]
 fn kill9_in_a_random_write_soak_resumes_the_computed_state_without_false_mismatches() {
-    let cfg = r#"
+    kill9_resumes(
+        r#"job = { name = "mix", read = 60, bs = "4k", access = "random", iodepth = 16, workers = 2 }"#,
+    );
+}
+
+#[test]
+fn kill9_in_a_hot_band_mixed_size_soak_resumes_the_computed_state_without_false_mismatches() {
+    kill9_resumes(HOT_MIXED);
+}
+
+fn kill9_resumes(job: &str) {
+    let cfg = &r#"
 [state]
 dir = "{dir}/state"
 checkpoint_interval = "1s"
@@ -149,9 +184,10 @@ kind = "precondition"
 passes = 1
 [[target.phase]]
 kind = "soak"
-job = { name = "mix", read = 60, bs = "4k", access = "random", iodepth = 16, workers = 2 }
+{job}
 duration = "10m"
-"#;
+"#
+    .replace("{job}", job);
     let d = Daemon::start(cfg);
     let s = d.scrape_until(Duration::from_secs(30), |s| {
         sum(s, "nvsoak_soak_elapsed_seconds", &[("target", "k")]) >= 3.0
@@ -273,9 +309,24 @@ fn next_data(path: &std::path::Path, from: u64) -> Option<u64> {
 /// mismatch; the state stays bytes and the daemon tens of megabytes.
 #[test]
 fn corruption_terabytes_apart_on_a_16_tb_soak_is_found_by_the_read_back() {
-    let Some(mut s) =
-        Scratch::new("corruption_terabytes_apart_on_a_16_tb_soak_is_found_by_the_read_back")
-    else {
+    read_back_finds_corruption(
+        "corruption_terabytes_apart_on_a_16_tb_soak_is_found_by_the_read_back",
+        r#"bs = "4k", access = "random""#,
+    );
+}
+
+/// The same with mixed block sizes and a hot band: the read-back reads each leg's blocks
+/// (64 KiB, written whole or in pieces), both bands' slices of every worker.
+#[test]
+fn corruption_terabytes_apart_on_a_16_tb_hot_band_mixed_size_soak_is_found_by_the_read_back() {
+    read_back_finds_corruption(
+        "corruption_terabytes_apart_on_a_16_tb_hot_band_mixed_size_soak_is_found_by_the_read_back",
+        r#"bs = "4k:60,8k:10,16k:10,32k:10,64k:10", access = "random", skew = "hotband:10%:70%""#,
+    );
+}
+
+fn read_back_finds_corruption(name: &str, job: &str) {
+    let Some(mut s) = Scratch::new(name) else {
         return;
     };
     // 16.0 TB (15,258,789 MiB) on a sparse tmpfs file.
@@ -297,7 +348,7 @@ engine = "io_uring"
 verify = "pass"
 [[target.phase]]
 kind = "soak"
-job = {{ name = "rw", read = 0, bs = "4k", access = "random", iodepth = 8, workers = 2 }}
+job = {{ name = "rw", read = 0, {job}, iodepth = 8, workers = 2 }}
 duration = "20s"
 [[target.phase]]
 kind = "soak"

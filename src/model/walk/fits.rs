@@ -1,28 +1,31 @@
-//! Which plans the computed state can follow: every job that writes is uniformly random or
-//! sequential without reads mixed in, with one block size of whole 4 KiB units.
+//! Which plans the computed state can follow: every job that writes is random (uniform or
+//! with a hot band, any mix of block sizes that divide the largest) or sequential without
+//! reads mixed in with one block size, in whole 4 KiB units. Zipf and mixed-size sequential
+//! writes keep the stored map.
 
 use crate::model::genmap::VERIFY_UNIT;
 use crate::model::spec::{Access, JobSpec, PhaseSpec, Skew, TargetSpec};
 
-/// The job's one block size when the walk can follow its writes: one block size, a whole
-/// number of 4 KiB units, and writes that are either uniformly random (a permuted walk) or
-/// sequential without reads mixed in (the stripe walk). Read-only jobs always fit (they write
-/// nothing the walk must follow). `None`: the stored map is needed.
+/// The walk's block size when it can follow the job's writes, `None` when the stored map is
+/// needed. Every size must be a whole number of 4 KiB units. Random writes, uniform or with a
+/// hot band, walk blocks of the largest size, which every other size must divide (smaller
+/// writes are pieces of a block: `workload::worker::walker`); sequential writes without reads
+/// mixed in walk the stripes with one block size. Read-only jobs always fit (`Some(None)`:
+/// they write nothing the walk must follow).
 pub fn walk_fits(job: &JobSpec) -> Option<Option<u32>> {
     if job.read_pct >= 100 {
         return Some(None);
     }
-    let [(bs, _)] = job.bs.entries[..] else {
-        return None;
-    };
-    if bs == 0 || !(bs as usize).is_multiple_of(VERIFY_UNIT) {
+    let sizes = || job.bs.entries.iter().map(|e| e.0);
+    let max = sizes().max()?;
+    if sizes().any(|s| s == 0 || !(s as usize).is_multiple_of(VERIFY_UNIT) || max % s != 0) {
         return None;
     }
     match job.access {
         Access::Random {
-            skew: Skew::Uniform,
-        } => Some(Some(bs)),
-        Access::Sequential if job.read_pct == 0 => Some(Some(bs)),
+            skew: Skew::Uniform | Skew::HotBand { .. },
+        } => Some(Some(max)),
+        Access::Sequential if job.read_pct == 0 && job.bs.entries.len() == 1 => Some(Some(max)),
         _ => None,
     }
 }

@@ -77,6 +77,11 @@ impl Slice {
         self.count.load(Ordering::Relaxed)
     }
 
+    /// Positions written at least once: `from..from + written()` (wrapping at `len`).
+    pub fn written(&self) -> u64 {
+        self.count().min(self.len)
+    }
+
     /// The slice offset and generation of the `k`-th write, relative to the leg's base.
     #[inline]
     fn nth(&self, k: u64) -> (u64, u64) {
@@ -201,7 +206,8 @@ pub struct WalkRecord {
     /// since the oldest leg kept.
     #[serde(default)]
     pub recovered_legs: Option<usize>,
-    /// Unit, kind (`exact`, `at_least`, `any_ours`), generation.
+    /// Unit, kind (`exact`, `at_least`, `any_ours`, `never`), generation. A restore reads
+    /// `exact` as `at_least` and `never` as `any_ours` (the unit may have been written since).
     #[serde(default)]
     pub exceptions: Vec<(u64, String, u32)>,
     /// The base of the next leg.
@@ -276,7 +282,7 @@ impl WalkMap {
 
     /// What a verification pass must read to check every unit written: `None` when some leg
     /// wrote every block (read the whole region), else the legs that wrote anything, each of
-    /// whose slices wrote positions `from..from + min(count, len)` (wrapping at `len`).
+    /// whose slices wrote positions `from..from + written` ([`Slice::written`]).
     pub fn read_back_legs(&self) -> Option<Vec<Arc<Leg>>> {
         let legs = self.legs();
         if legs.iter().any(|l| l.covers_everything(self.units)) {
@@ -288,6 +294,13 @@ impl WalkMap {
                 .cloned()
                 .collect(),
         )
+    }
+
+    /// Units the legs `legs` wrote at least once, each leg counted apart.
+    pub fn written_units(legs: &[Arc<Leg>]) -> u64 {
+        legs.iter()
+            .flat_map(|l| l.slices.iter().map(|s| s.written() * l.block_units as u64))
+            .sum()
     }
 
     /// The legs now, newest last: what a segment's hooks check against.
@@ -422,6 +435,37 @@ impl WalkMap {
         self.exception_count.store(ex.len(), Ordering::Relaxed);
     }
 
+    /// The `k`-th write of slice `i` of `legs[leg_index]` stopped short: it is counted, but
+    /// the `len_units` units from `unit` on were never written by it and keep exactly what
+    /// they held before it (a block written in pieces whose worker stopped inside it).
+    pub fn keep_unwritten(
+        &self,
+        legs: &[Arc<Leg>],
+        at: (usize, usize, u64),
+        unit: u64,
+        len_units: u64,
+    ) {
+        if len_units == 0 {
+            return;
+        }
+        let (leg_index, i, k) = at;
+        let leg = &legs[leg_index];
+        let s = &leg.slices[i];
+        let a = s.from + k;
+        let mut ex = lock(&self.exceptions);
+        for u in unit..unit + len_units {
+            let before = match ex.get(&u) {
+                Some(e) => *e,
+                None if a >= s.from + s.len => {
+                    Expect::Exact(leg.gen_base.wrapping_add((a / s.len - 1) as u32))
+                }
+                None => self.expect_in(&legs[..leg_index], u),
+            };
+            ex.insert(u, before);
+        }
+        self.exception_count.store(ex.len(), Ordering::Relaxed);
+    }
+
     /// What a read of unit `u` should find, by the legs `legs` (a hook's snapshot).
     #[inline]
     pub fn expect(&self, legs: &[Arc<Leg>], u: u64) -> Expect {
@@ -535,6 +579,7 @@ impl WalkMap {
                             Expect::Exact(g) => ("exact", g),
                             Expect::AtLeast(g) => ("at_least", g),
                             Expect::Recovered(None) => ("any_ours", 0),
+                            Expect::NeverWritten => ("never", 0),
                             _ => return None,
                         };
                         Some((u, kind.to_string(), g))
@@ -590,10 +635,11 @@ impl WalkMap {
         {
             let mut ex = lock(&map.exceptions);
             for (u, kind, g) in &rec.exceptions {
+                // What a unit held at the record it may have been written since, like every
+                // unit behind the restart mark: its recorded generation or newer.
                 let e = match kind.as_str() {
-                    "exact" => Expect::Exact(*g),
-                    "at_least" => Expect::AtLeast(*g),
-                    "any_ours" => Expect::Recovered(None),
+                    "exact" | "at_least" => Expect::AtLeast(*g),
+                    "any_ours" | "never" => Expect::Recovered(None),
                     other => return Err(bad(format!("unknown exception kind {other:?}"))),
                 };
                 if *u >= rec.units {

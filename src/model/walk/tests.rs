@@ -314,3 +314,84 @@ fn the_state_of_16_tb_is_bytes_and_a_bad_record_is_refused() {
     bad.exceptions.push((units, "exact".into(), 3));
     assert!(WalkMap::restore(&bad).is_err());
 }
+
+#[test]
+fn written_units_counts_each_position_once_even_after_a_slice_wraps() {
+    let units = 256u64;
+    let map = WalkMap::new(units * VERIFY_UNIT as u64, 3);
+    // Two workers of 2-unit blocks: 64 blocks each. Worker 0 writes 10 blocks; worker 1
+    // wraps its slice (70 writes over 64 positions), so it wrote all 64 positions once.
+    let leg = map
+        .begin_leg(&LegPlan {
+            block_units: 2,
+            permuted: true,
+            slices: vec![(0, 64, 5), (64, 64, 0)],
+        })
+        .expect("fits");
+    let mut seen = vec![false; units as usize];
+    for (i, n) in [(0usize, 10u64), (1, 70)] {
+        for k in 0..n {
+            let (u, _) = leg.nth_write(i, k);
+            map.issue_write(&leg, i, k);
+            map.complete_write(u, 2);
+            seen[u as usize] = true;
+            seen[u as usize + 1] = true;
+        }
+    }
+    let truth = seen.iter().filter(|&&s| s).count() as u64;
+    assert_eq!(truth, 2 * (10 + 64));
+    let legs = map.read_back_legs().expect("no leg covered the region");
+    assert_eq!(WalkMap::written_units(&legs), truth);
+    assert_eq!(
+        leg.slices[1].written(),
+        64,
+        "a wrapped slice wrote each position once"
+    );
+}
+
+#[test]
+fn a_block_stopped_inside_counts_what_it_wrote_and_keeps_the_rest() {
+    let units = 256u64;
+    let map = WalkMap::new(units * VERIFY_UNIT as u64, 8);
+    let mut disk = vec![None; units as usize];
+    let mut r = R(4);
+    // Two passes of whole 16-unit blocks, then a leg whose first block stops after 5 units.
+    let plan = LegPlan {
+        block_units: 16,
+        permuted: true,
+        slices: vec![(0, 16, 0)],
+    };
+    let leg = map.begin_leg(&plan).expect("fits");
+    for k in 0..32 {
+        let (u, g) = leg.nth_write(0, k);
+        map.issue_write(&leg, 0, k);
+        map.complete_write(u, 16);
+        for x in u..u + 16 {
+            disk[x as usize] = Some(g);
+        }
+    }
+    let never = map
+        .begin_leg(&LegPlan {
+            block_units: 16,
+            permuted: true,
+            slices: vec![(0, 16, 3)],
+        })
+        .expect("fits");
+    let legs = map.legs();
+    let (u, g) = never.nth_write(0, 0);
+    for x in u..u + 5 {
+        disk[x as usize] = Some(g);
+    }
+    map.complete_write(u, 5);
+    map.keep_unwritten(&legs, (1, 0, 0), u + 5, 11);
+    map.issue_write(&never, 0, 0);
+    check_all(&map, &disk, "stopped inside a block");
+    // The kept units expect exactly what they held: one generation older is a lost write.
+    let held = disk[u as usize + 5].expect("written by the first leg");
+    assert_eq!(map.expect(&map.legs(), u + 5), Expect::Exact(held));
+    // A restart reads the kept units as "that or newer".
+    let back = WalkMap::restore(&map.record()).expect("restores");
+    assert_eq!(back.expect(&back.legs(), u + 5), Expect::AtLeast(held));
+    let _ = random_leg(&back, &mut disk, &mut r, false);
+    check_all(&back, &disk, "after the restart");
+}

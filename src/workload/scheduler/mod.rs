@@ -277,15 +277,7 @@ impl Runner {
         // is missing (the read-back sees it where it is missing, as a stale generation).
         let legs = match self.snapshot.fixed.verify.as_ref().map(|v| &v.state) {
             Some(VerifyState::Walk(w)) => w.read_back_legs().filter(|legs| {
-                let written: u64 = legs
-                    .iter()
-                    .flat_map(|l| {
-                        l.slices
-                            .iter()
-                            .map(|s| s.count().min(s.len) * l.block_units as u64)
-                    })
-                    .sum();
-                written < w.units() / READ_BACK_BELOW
+                crate::model::walk::WalkMap::written_units(legs) < w.units() / READ_BACK_BELOW
             }),
             _ => None,
         };

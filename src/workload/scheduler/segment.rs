@@ -517,7 +517,7 @@ impl Runner {
             }
         };
         let workers = job.workers.max(1) as u64;
-        let slices: Vec<(u64, u64, u64)> = match job.access {
+        let slices: Vec<(u64, u64, u64)> = match &job.access {
             Access::Sequential => (0..workers as usize)
                 .map(|i| {
                     let (start, len) = self.worker_stripe(job, i, true);
@@ -539,14 +539,19 @@ impl Runner {
                     (start / bs, len / bs, from / bs)
                 })
                 .collect(),
-            Access::Random { .. } => {
+            Access::Random { skew } => {
                 let blocks = w.units() * VERIFY_UNIT as u64 / bs;
-                (0..workers)
-                    .map(|i| {
-                        let (a, b) = (blocks * i / workers, blocks * (i + 1) / workers);
-                        (a, b - a, 0)
+                let split = |from: u64, n: u64| {
+                    (0..workers).map(move |i| {
+                        let (a, b) = (n * i / workers, n * (i + 1) / workers);
+                        (from + a, b - a, 0)
                     })
-                    .collect()
+                };
+                match hot_band_blocks(skew, blocks, workers) {
+                    // The hot band's slices first (worker i owns slices i and workers + i).
+                    Some(h) => split(0, h).chain(split(h, blocks - h)).collect(),
+                    None => split(0, blocks).collect(),
+                }
             }
         };
         w.begin_leg(&crate::model::walk::LegPlan {
@@ -615,7 +620,7 @@ impl Runner {
                     }
                 }
                 VerifyState::Walk(w) => {
-                    if let Some(place) = leg.and_then(|leg| walk_place(leg, i, false)) {
+                    if let Some(place) = leg.and_then(|leg| walk_place(leg, i, Some(job))) {
                         // A permuted leg: the worker's slice of positions is scattered over
                         // the whole region.
                         (plan.region_start, plan.region_len) = (0, self.region_len);
@@ -624,7 +629,10 @@ impl Runner {
                     Box::new(crate::workload::walk_hook::WalkHook::new(
                         &self.spec.name,
                         w.clone(),
-                        leg.map(|_| i),
+                        leg.map(|l| {
+                            let workers = job.workers.max(1) as usize;
+                            (i, (l.slices.len() == 2 * workers).then_some(workers + i))
+                        }),
                         mode == HookMode::Full,
                         v.counters.clone(),
                         512,
@@ -645,7 +653,7 @@ impl Runner {
         if let Some(leg) = &seg.read_back {
             let s = leg.slice(i);
             let block = leg.block_units as u64 * VERIFY_UNIT as u64;
-            match walk_place(leg, i, true) {
+            match walk_place(leg, i, None) {
                 Some(place) => {
                     (plan.region_start, plan.region_len) = (0, self.region_len);
                     wopts.walk = Some(place);
@@ -653,7 +661,7 @@ impl Runner {
                 // A sequential leg's slice is the worker's stripe, in blocks.
                 None => wopts.seq_start = s.from * block,
             }
-            plan.limit_bytes = Some(s.count().min(s.len) * block);
+            plan.limit_bytes = Some(s.written() * block);
         }
         if let Some(pl) = &seg.progress
             && let (Some(&(start, len)), Some(cell), Some(passes)) =
@@ -843,18 +851,44 @@ impl Runner {
 
 /// Whether the target's device node is still there: a block device, or for the passthrough
 /// engines the namespace's generic device the target may be named by.
-/// Worker `i`'s place in a permuted leg (`None` for a sequential one): its slice, walked from
-/// where the slice starts; `in_order`: reads take the positions in order too (a read-back).
-fn walk_place(leg: &Leg, i: usize, in_order: bool) -> Option<worker::WalkPlace> {
-    let s = leg.slice(i);
-    leg.perm.map(|perm| worker::WalkPlace {
-        perm,
+/// Worker `i`'s place in a permuted leg (`None` for a sequential one): its slice, and the
+/// slice of the cold band when the leg has one, walked from where each starts. `job`: the
+/// writing job the leg was begun for; `None` for a read-back (reads take the slice's positions
+/// in order).
+fn walk_place(leg: &Leg, i: usize, job: Option<&JobSpec>) -> Option<worker::WalkPlace> {
+    let band = |s: &crate::model::walk::Slice| worker::Band {
         start: s.start,
         len: s.len,
         from: s.from,
+    };
+    let workers = job.map_or(0, |j| j.workers.max(1) as usize);
+    let hot_share = match job.map(|j| &j.access) {
+        Some(Access::Random {
+            skew: Skew::HotBand { access, .. },
+        }) => *access,
+        _ => 1.0,
+    };
+    // Two slices per worker: the leg has a hot band (see `hot_band_blocks`).
+    let cold =
+        (workers > 0 && leg.slices.len() == 2 * workers).then(|| band(leg.slice(workers + i)));
+    leg.perm.map(|perm| worker::WalkPlace {
+        perm,
+        band: band(leg.slice(i)),
+        cold,
+        hot_share,
         block: leg.block_units as u64 * VERIFY_UNIT as u64,
-        in_order,
+        in_order: job.is_none(),
     })
+}
+
+/// Blocks of a verified random leg's hot band (its first positions), when the job has one and
+/// each band leaves every worker a slice; `None`: one band.
+fn hot_band_blocks(skew: &Skew, blocks: u64, workers: u64) -> Option<u64> {
+    let Skew::HotBand { fraction, .. } = skew else {
+        return None;
+    };
+    let h = (blocks as f64 * fraction.clamp(0.0, 1.0)).ceil() as u64;
+    (h >= workers && blocks.saturating_sub(h) >= workers).then_some(h)
 }
 
 pub(crate) fn target_node_present(spec: &TargetSpec) -> bool {

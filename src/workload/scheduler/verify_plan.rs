@@ -123,11 +123,11 @@ mod tests {
             .remove(0);
         let p = planned_verify(&spec).expect("verified");
         assert_eq!(p.region_len, Ok(32 << 20));
-        // A plan the computed state follows; mixed block sizes need the stored map.
+        // A plan the computed state follows; zipf-skewed writes need the stored map.
         assert_eq!(p.scheme, VerifyScheme::Computed);
         let mixed = toml.replace(
             "profile = \"4k-random-read\"",
-            "job = { name = \"m\", read = 50, bs = \"4k:1,8k:1\", access = \"random\" }",
+            "job = { name = \"m\", read = 50, bs = \"4k:1,8k:1\", access = \"random\", skew = \"zipf:1.2\" }",
         );
         let spec2 = crate::config::load_str(&mixed, "t.toml", Default::default())
             .expect("config")

@@ -211,11 +211,13 @@ mod bench;
 mod pieces;
 mod run;
 mod slots;
+mod walker;
 
 pub use bench::{BenchError, BenchResult, bench_worker};
 pub use pieces::*;
 pub use run::WORKER_NICE;
 use run::run;
+pub use walker::{Band, WalkPlace};
 
 #[cfg(test)]
 mod tests;

@@ -235,28 +235,8 @@ enum Placement {
         len: u64,
         pos: u64,
     },
-    /// Verification's permuted walk ([`WalkPlace`]): writes take the slice's positions in
-    /// order, reads a random position of it (or the positions in order, for a read-back);
-    /// either through the permutation to a block.
-    Walk {
-        place: WalkPlace,
-        next: u64,
-    },
-}
-
-/// A worker's slice of a verified random leg (`model::walk`): positions `start..start+len`
-/// of the leg's order, written from `from` on; position `j` is block `perm.apply(j)` of
-/// `block` bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WalkPlace {
-    pub perm: crate::model::walk::Perm,
-    pub start: u64,
-    pub len: u64,
-    pub from: u64,
-    pub block: u64,
-    /// Reads too take the slice's positions in order, from `from` on (the verification pass's
-    /// read-back of what a leg wrote); otherwise a read takes a random position of the slice.
-    pub in_order: bool,
+    /// Verification's permuted walk ([`super::walker`]).
+    Walk(Box<super::walker::Walker>),
 }
 
 /// Per-I/O offset generator, precomputed for a job and a worker.
@@ -330,15 +310,8 @@ impl OffsetGen {
     /// block-size index `bsi` with size `bs`.
     #[inline]
     pub fn next(&mut self, rng: &mut Rng, bsi: usize, bs: u32, write: bool) -> (u64, u32) {
-        if let Placement::Walk { place, next } = &mut self.place {
-            let j = if write || place.in_order {
-                let a = place.from + *next;
-                *next += 1;
-                place.start + a % place.len
-            } else {
-                place.start + rng.below(place.len)
-            };
-            return (place.perm.apply(j) * place.block, place.block as u32);
+        if let Placement::Walk(w) = &mut self.place {
+            return w.next(rng, bs, write);
         }
         let last = self.max_block[bsi];
         let block = match &mut self.place {
@@ -353,7 +326,7 @@ impl OffsetGen {
                 };
                 k % (last + 1)
             }
-            Placement::Walk { .. } => unreachable!("handled above"),
+            Placement::Walk(_) => unreachable!("handled above"),
             Placement::Sequential { start, len, pos } => {
                 let off = *start + *pos;
                 let l = (bs as u64).min(*len - *pos);
@@ -371,10 +344,10 @@ impl OffsetGen {
         self.align
     }
 
-    /// Walk a verified random leg's slice instead (see [`WalkPlace`]); the job's block size
-    /// must be the place's.
-    pub fn walk(&mut self, place: WalkPlace) {
-        self.place = Placement::Walk { place, next: 0 };
+    /// Walk a verified random leg's slices instead (see [`super::walker`]); `entries`, the
+    /// job's sizes and weights, must each divide the place's block.
+    pub fn walk(&mut self, place: super::walker::WalkPlace, entries: &[(u32, u32)]) {
+        self.place = Placement::Walk(Box::new(super::walker::Walker::new(place, entries)));
     }
 
     /// Sequential access: continue the walk `pos` bytes into the stripe (wrapping at its end,

@@ -151,13 +151,18 @@ impl Worker {
         })?;
         offsets.start_at(opts.seq_start);
         if let Some(place) = opts.walk {
-            if job.bs.entries.len() != 1 || job.bs.entries[0].0 as u64 != place.block {
+            let sizes = job.bs.entries.iter().map(|e| e.0 as u64);
+            if sizes.clone().max() != Some(place.block)
+                || sizes.clone().any(|s| s == 0 || place.block % s != 0)
+            {
                 return Err(WorkerError::BadJob {
                     job: job.name.clone(),
-                    reason: "a verified walk needs the job's single block size".into(),
+                    reason: "a verified walk's block must be the job's largest size, and every \
+                             other size must divide it"
+                        .into(),
                 });
             }
-            offsets.walk(place);
+            offsets.walk(place, &job.bs.entries);
         }
         let depth = job.iodepth as usize;
         // With every slot busy, wait for this many completions per enter rather than one (fio's
