@@ -1,11 +1,11 @@
 //! End-to-end cost of `verify = "inline"`, used by `scripts/bench-verify`: one nvsoak worker
-//! exactly as the daemon runs it (io_uring, O_DIRECT; 4K random 50/50 read/write, or 64K
-//! sequential writes) on the same file, alternating rounds without a hook, with the
+//! exactly as the daemon runs it (io_uring, O_DIRECT; 4K random 50/50 read/write, 64K
+//! sequential writes, or SQL 80-20's mixed sizes and hot band) on the same file, alternating rounds without a hook, with the
 //! [`VerifyHook`] over the stored generation map, and with the [`WalkHook`] over the computed
 //! state (the permuted walk for random, the stripe walk for sequential), and prints one JSON
 //! object with the median IOPS of each, their ratios to verification off, and each state's size.
 //!
-//! Usage: `bench_verify PATH SECONDS ROUNDS QD [ENGINE] [4k-rand|64k-seq]` (PATH preallocated,
+//! Usage: `bench_verify PATH SECONDS ROUNDS QD [ENGINE] [4k-rand|64k-seq|db]` (PATH preallocated,
 //! e.g. 1 GiB in /dev/shm).
 
 use std::os::fd::OwnedFd;
@@ -27,6 +27,8 @@ use nvsoak::workload::worker::{
 enum Profile {
     Rand4k,
     Seq64k,
+    /// The built-in sql-80-20's transfer mix and hot band, one worker.
+    Db,
 }
 
 impl Profile {
@@ -41,12 +43,29 @@ impl Profile {
                 "4K random 50/50",
             ),
             Profile::Seq64k => (0, 65536, Access::Sequential, "64K sequential write"),
+            Profile::Db => (
+                80,
+                0,
+                Access::Random {
+                    skew: Skew::HotBand {
+                        fraction: 0.2,
+                        access: 0.8,
+                    },
+                },
+                "SQL 80-20: 4K/8K/64K, 80% of I/Os to 20% of the region",
+            ),
+        };
+        let bs = match bs {
+            0 => BlockSizeMix {
+                entries: vec![(4096, 10), (8192, 80), (65536, 10)],
+            },
+            b => BlockSizeMix::single(b),
         };
         JobSpec {
             name: "bench-verify".into(),
             description: description.into(),
             read_pct,
-            bs: BlockSizeMix::single(bs),
+            bs,
             access,
             iodepth: qd,
             workers: 1,
@@ -156,34 +175,53 @@ fn walk_side(
     let map = Arc::new(WalkMap::new(len, pattern::new_seed()));
     let bs = profile.job(1).bs.max() as u64;
     let blocks = len / bs;
+    // The hot band's slice first, as the scheduler plans it for one worker.
+    let hot = match profile {
+        Profile::Db => Some(blocks.div_ceil(5)),
+        _ => None,
+    };
+    let slices = match hot {
+        Some(h) => vec![(0, h, 0), (h, blocks - h, 0)],
+        None => vec![(0, blocks, 0)],
+    };
     let leg = map
         .begin_leg(&LegPlan {
             block_units: (bs / 4096) as u32,
-            permuted: profile == Profile::Rand4k,
-            slices: vec![(0, blocks, 0)],
+            permuted: profile != Profile::Seq64k,
+            slices,
         })
         .map_err(|e| e.to_string())?;
+    let band = |i: usize| Band {
+        start: leg.slice(i).start,
+        len: leg.slice(i).len,
+        from: 0,
+    };
     let place = leg.perm.map(|perm| WalkPlace {
         perm,
-        band: Band {
-            start: 0,
-            len: blocks,
-            from: 0,
-        },
-        cold: None,
-        hot_share: 1.0,
+        band: band(0),
+        cold: hot.map(|_| band(1)),
+        hot_share: if hot.is_some() { 0.8 } else { 1.0 },
         block: bs,
         in_order: false,
     });
     let bytes = map.memory_bytes();
-    let hook = WalkHook::new("bench", map, Some((0, None)), true, counters.clone(), 512);
+    let hook = WalkHook::new(
+        "bench",
+        map,
+        Some((0, hot.map(|_| 1))),
+        true,
+        counters.clone(),
+        512,
+    );
     Ok((Box::new(hook), place, bytes))
 }
 
 fn run() -> Result<(), String> {
     let a: Vec<String> = std::env::args().skip(1).collect();
     if a.len() < 4 {
-        return Err("usage: bench_verify PATH SECONDS ROUNDS QD [ENGINE] [4k-rand|64k-seq]".into());
+        return Err(
+            "usage: bench_verify PATH SECONDS ROUNDS QD [ENGINE] [4k-rand|64k-seq|db]".into(),
+        );
     }
     let secs: f64 = a[1].parse().map_err(|e| format!("SECONDS: {e}"))?;
     let rounds: usize = a[2].parse().map_err(|e| format!("ROUNDS: {e}"))?;
@@ -197,7 +235,8 @@ fn run() -> Result<(), String> {
     let profile = match a.get(5).map(String::as_str).unwrap_or("4k-rand") {
         "4k-rand" => Profile::Rand4k,
         "64k-seq" => Profile::Seq64k,
-        other => return Err(format!("PROFILE {other:?}: use 4k-rand or 64k-seq")),
+        "db" => Profile::Db,
+        other => return Err(format!("PROFILE {other:?}: use 4k-rand, 64k-seq or db")),
     };
     let len = std::fs::metadata(&a[0])
         .map_err(|e| format!("{}: {e}", a[0]))?

@@ -41,3 +41,31 @@ pub fn plan_fits(spec: &TargetSpec) -> bool {
         PhaseSpec::Purge { .. } | PhaseSpec::SelfTest { .. } => true,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every built-in profile (4K random, 64K sequential, SQL, Oracle, VDI) verifies on the
+    /// computed state; a zipf job and sizes that do not divide the largest keep the map.
+    #[test]
+    fn every_builtin_profile_fits_the_walk() {
+        for job in crate::model::profiles::builtin() {
+            assert!(
+                walk_fits(&job).is_some(),
+                "{}: the stored map would cost 544 MiB per TiB",
+                job.name
+            );
+        }
+        let mut zipf = crate::model::profiles::lookup("sql").expect("sql");
+        zipf.access = Access::Random {
+            skew: Skew::Zipf { theta: 1.2 },
+        };
+        assert_eq!(walk_fits(&zipf), None);
+        let mut odd = crate::model::profiles::lookup("sql").expect("sql");
+        odd.bs.entries = vec![(8192, 1), (12288, 1)];
+        assert_eq!(walk_fits(&odd), None, "12K is not a multiple of 8K");
+        odd.bs.entries = vec![(4096, 1), (8192, 1), (65536, 1)];
+        assert_eq!(walk_fits(&odd), Some(Some(65536)));
+    }
+}
