@@ -28,6 +28,9 @@ pub struct Identify {
     pub smart_supported: bool,
     /// Word 85 bit 0.
     pub smart_enabled: bool,
+    /// The volatile write cache: supported (word 82 bit 5) and enabled (word 85 bit 5).
+    pub write_cache_supported: bool,
+    pub write_cache_enabled: bool,
     /// General Purpose Logging: word 84 bit 5 or word 87 bit 5. READ LOG EXT and the GP log
     /// directory (whose entry for log 04h says whether Device Statistics exist: IDENTIFY has
     /// no bit for them) need it.
@@ -156,6 +159,8 @@ pub fn parse(b: &[u8]) -> Result<Identify, ParseError> {
         wwn,
         smart_supported: w82_valid && w82 & 1 != 0,
         smart_enabled: w82_valid && w85 & 1 != 0,
+        write_cache_supported: w82_valid && w82 & (1 << 5) != 0,
+        write_cache_enabled: w82_valid && w82 & (1 << 5) != 0 && w85 & (1 << 5) != 0,
         gpl_supported: (valid(w84) && w84 & (1 << 5) != 0) || (valid(w87) && w87 & (1 << 5) != 0),
         lba48,
         trim_supported: word(b, 169) & 1 != 0,
@@ -239,6 +244,10 @@ mod tests {
         );
         assert_eq!(id.wwn_string().as_deref(), Some("naa.5000c500a1b2c3d4"));
         assert!(id.smart_supported && id.smart_enabled);
+        assert!(
+            id.write_cache_supported && id.write_cache_enabled,
+            "words 82/85 bit 5"
+        );
         assert!(id.gpl_supported);
         assert!(id.trim_supported);
         assert_eq!(id.rotation_rate, 1);

@@ -49,6 +49,17 @@ pub(super) fn disk(f: &mut F, d: &AtaHealth) {
             &l,
             id.capacity_bytes() as f64,
         );
+        family::write_cache(
+            f,
+            "ata",
+            dev,
+            crate::model::drive::WriteCache::from_bits(
+                id.write_cache_supported,
+                id.write_cache_enabled,
+            ),
+            "IDENTIFY DEVICE word 82 bit 5",
+            "IDENTIFY DEVICE word 85 bit 5",
+        );
     }
     if let Some(s) = d.smart_status {
         f.gauge(

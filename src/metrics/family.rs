@@ -95,3 +95,31 @@ pub(super) fn poll(
         );
     }
 }
+
+/// `{proto}_volatile_write_cache_present` and, when there is one, `..._enabled`: whether an
+/// acknowledged write is on media only after a flush. `present_src`, `enabled_src`: where each
+/// comes from, for the help text.
+pub(super) fn write_cache(
+    f: &mut F,
+    proto: &str,
+    dev: &str,
+    wc: crate::model::drive::WriteCache,
+    present_src: &str,
+    enabled_src: &str,
+) {
+    let l = [("device", dev)];
+    f.gauge(
+        &format!("{proto}_volatile_write_cache_present"),
+        &format!("1 if the drive has a volatile write cache ({present_src}): acknowledged writes are durable only after a flush while it is enabled."),
+        &l,
+        if wc.present() { 1.0 } else { 0.0 },
+    );
+    if wc.present() {
+        f.gauge(
+            &format!("{proto}_volatile_write_cache_enabled"),
+            &format!("1 if the volatile write cache is enabled ({enabled_src}), 0 if it is off (writes go to media before they are acknowledged)."),
+            &l,
+            if wc.enabled() { 1.0 } else { 0.0 },
+        );
+    }
+}

@@ -10,7 +10,7 @@ use crate::nvme::log::smart::{CRITICAL_WARNING_BITS, SmartLog};
 use crate::pcie::CtrlTopology;
 
 /// The pages whose failed commands are counted, a series each even at 0.
-const POLLED_PAGES: [&str; 9] = [
+const POLLED_PAGES: [&str; 10] = [
     page::OPEN,
     page::IDENTIFY,
     page::IDENTIFY_NS,
@@ -19,6 +19,7 @@ const POLLED_PAGES: [&str; 9] = [
     page::FW_SLOT,
     page::OCP,
     page::TEMP_THRESHOLD,
+    page::WRITE_CACHE,
     page::TIMEOUT,
 ];
 
@@ -121,6 +122,16 @@ fn identify(f: &mut F, d: &DeviceHealth) {
             "Logical block size of the namespace's current LBA format (Identify Namespace FLBAS byte 26, LBAF LBADS).",
             &nl,
             id.lba_size() as f64,
+        );
+    }
+    if let Some(wc) = d.write_cache {
+        family::write_cache(
+            f,
+            "nvme",
+            dev,
+            wc,
+            "Identify Controller VWC byte 525 bit 0",
+            "Get Features FID 06h, WCE dword 0 bit 0",
         );
     }
     if let Some(th) = &d.thresholds {

@@ -14,6 +14,45 @@
 use crate::model::results::{AtaSoak, DriveSoak};
 use crate::nvme::log::smart::{CRITICAL_WARNING_BITS, SmartLog};
 
+/// The drive's volatile write cache, as it reports it: whether it has one, and whether it is
+/// on. With one on, an acknowledged write is durable only after a flush (NVMe Flush, ATA
+/// FLUSH CACHE); with none or one off, an acknowledged write is already on media.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteCache {
+    /// The drive says it has no volatile write cache.
+    Absent,
+    Enabled,
+    Disabled,
+}
+
+impl WriteCache {
+    /// From "has one" and "it is on".
+    pub fn from_bits(present: bool, enabled: bool) -> WriteCache {
+        match (present, enabled) {
+            (false, _) => WriteCache::Absent,
+            (true, true) => WriteCache::Enabled,
+            (true, false) => WriteCache::Disabled,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            WriteCache::Absent => "absent",
+            WriteCache::Enabled => "enabled",
+            WriteCache::Disabled => "disabled",
+        }
+    }
+
+    pub fn present(self) -> bool {
+        self != WriteCache::Absent
+    }
+
+    pub fn enabled(self) -> bool {
+        self == WriteCache::Enabled
+    }
+}
+
 /// Which command set the drive answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {

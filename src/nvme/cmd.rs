@@ -189,6 +189,22 @@ pub fn read_ocp(t: &dyn AdminTransport, uuid_index: u8) -> Result<Option<OcpSmar
     parsed(t, WHAT_OCP, log::ocp::parse(&buf)).map(Some)
 }
 
+/// Volatile Write Cache feature (FID 06h), current value.
+pub fn write_cache() -> AdminCmd {
+    get_features(
+        features::FID_VOLATILE_WRITE_CACHE,
+        0,
+        "reading the volatile write cache feature",
+    )
+}
+
+/// Whether the volatile write cache is on (Get Features 06h, WCE). Only meaningful when
+/// Identify Controller says there is one ([`super::identify::IdCtrl::write_cache_present`]).
+pub fn read_write_cache(t: &dyn AdminTransport) -> Result<bool, NvmeError> {
+    t.admin(&write_cache(), &mut [])
+        .map(features::write_cache_enabled)
+}
+
 pub fn read_temp_thresholds(t: &dyn AdminTransport) -> Result<TempThresholds, NvmeError> {
     let over = t.admin(&temp_threshold(false), &mut [])?;
     let under = t.admin(&temp_threshold(true), &mut [])?;
@@ -305,6 +321,13 @@ mod tests {
         let s = t.sent();
         assert_eq!((s[0].opcode, s[0].cdw10, s[0].cdw11), (0x0a, 0x04, 0));
         assert_eq!((s[1].opcode, s[1].cdw10, s[1].cdw11), (0x0a, 0x04, 1 << 20));
+        t.clear_sent();
+        t.on(&write_cache(), Reply::Data(vec![], 0x1));
+        assert!(read_write_cache(&t).expect("vwc"));
+        let s = t.sent();
+        assert_eq!((s[0].opcode, s[0].cdw10, s[0].cdw11), (0x0a, 0x06, 0));
+        t.on(&write_cache(), Reply::Data(vec![], 0x0));
+        assert!(!read_write_cache(&t).expect("vwc"));
     }
 
     #[test]

@@ -42,12 +42,20 @@ pub struct IdCtrl {
     pub unvmcap: u128,
     /// Number of namespaces @516.
     pub nn: u32,
+    /// Volatile write cache @525 (bit 0: present).
+    pub vwc: u8,
     /// NVM subsystem NQN @768 (256 bytes).
     pub subnqn: String,
 }
 
 impl IdCtrl {
     /// CTRATT bit 9: the controller supports Identify UUID list (CNS 17h).
+    /// VWC bit 0: the controller has a volatile write cache (whose state Get Features 06h
+    /// reads).
+    pub fn write_cache_present(&self) -> bool {
+        self.vwc & 1 != 0
+    }
+
     pub fn uuid_list_supported(&self) -> bool {
         self.ctratt & (1 << 9) != 0
     }
@@ -87,6 +95,7 @@ pub fn parse_ctrl(b: &[u8]) -> Result<IdCtrl, ParseError> {
         tnvmcap: le::u128(b, 280),
         unvmcap: le::u128(b, 296),
         nn: le::u32(b, 516),
+        vwc: b[525],
         subnqn: le::ascii(b, 768, 256),
     })
 }
@@ -267,6 +276,9 @@ mod tests {
         assert_eq!(c.tnvmcap, 3_200_631_791_616);
         assert_eq!(c.unvmcap, (1u128 << 64) + 5);
         assert_eq!(c.nn, 32);
+        // No volatile write cache (the QEMU fixture below has one).
+        assert_eq!(c.vwc, 0);
+        assert!(!c.write_cache_present());
         assert_eq!(c.subnqn, "nqn.2026-12.io.nvsoak:handbuilt");
         assert_eq!(
             include_bytes!("../../tests/fixtures/nvme/handbuilt/id-ctrl.bin").as_slice(),
@@ -312,6 +324,9 @@ mod tests {
         assert_eq!((c.wctemp, c.cctemp), (343, 373));
         assert_eq!(c.tnvmcap, 0);
         assert_eq!(c.nn, 256);
+        // QEMU: a volatile write cache (bit 0), Flush with NSID FFFFFFFFh supported (2:1 = 11b).
+        assert_eq!(c.vwc, 0x07);
+        assert!(c.write_cache_present());
         assert_eq!(c.subnqn, "nqn.2019-08.org.qemu:SOAK0001");
         let n = parse_ns(include_bytes!(
             "../../tests/fixtures/nvme/qemu-7.2/id-ns.bin"

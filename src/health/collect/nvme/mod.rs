@@ -15,6 +15,7 @@ use super::{Collector, RatingContext};
 use crate::health::derive::{self, ThermalSample};
 use crate::health::inflight::{InFlight, Job};
 use crate::health::{HostIo, HostIoSource};
+use crate::model::drive::WriteCache;
 use crate::nvme::discover::{self, Controller, Filter};
 use crate::nvme::ioctl::IoctlTransport;
 use crate::nvme::{AdminTransport, NvmeError, cmd};
@@ -86,7 +87,8 @@ fn read_identity(t: &dyn AdminTransport, d: &mut DeviceHealth) {
     }
 }
 
-/// The error log (new entries counted by status), firmware slots and temperature thresholds.
+/// The error log (new entries counted by status), firmware slots, temperature thresholds and
+/// the volatile write cache (Identify's VWC, then Get Features 06h when there is one).
 fn read_logs(t: &dyn AdminTransport, d: &mut DeviceHealth) {
     let elpe = d.id.as_ref().map(|i| i.elpe).unwrap_or(15);
     match cmd::read_error_log(t, elpe) {
@@ -104,6 +106,14 @@ fn read_logs(t: &dyn AdminTransport, d: &mut DeviceHealth) {
     match cmd::read_temp_thresholds(t) {
         Ok(th) => d.thresholds = Some(th),
         Err(e) => d.fail(page::TEMP_THRESHOLD, &e),
+    }
+    match d.id.as_ref().map(|id| id.write_cache_present()) {
+        Some(false) => d.write_cache = Some(WriteCache::Absent),
+        Some(true) => match cmd::read_write_cache(t) {
+            Ok(on) => d.write_cache = Some(WriteCache::from_bits(true, on)),
+            Err(e) => d.fail(page::WRITE_CACHE, &e),
+        },
+        None => {}
     }
 }
 

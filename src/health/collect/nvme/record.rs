@@ -10,6 +10,7 @@ use super::super::Derived;
 use super::super::sample::DriveFigures;
 use crate::health::HostIo;
 use crate::health::derive::{AccountingTracker, ErrorLogTracker, ThrottleTracker, WriteHistory};
+use crate::model::drive::WriteCache;
 use crate::nvme::NvmeError;
 use crate::nvme::discover::Controller;
 use crate::nvme::features::TempThresholds;
@@ -26,6 +27,7 @@ pub mod page {
     pub const FW_SLOT: &str = "fw_slot";
     pub const OCP: &str = "ocp";
     pub const TEMP_THRESHOLD: &str = "temp_threshold";
+    pub const WRITE_CACHE: &str = "write_cache";
     /// The controller did not answer a poll within its deadline (still in flight).
     pub const TIMEOUT: &str = "timeout";
 }
@@ -85,6 +87,8 @@ pub struct DeviceHealth {
     pub error_log: Option<Vec<ErrorEntry>>,
     pub fw_slot: Option<FwSlotLog>,
     pub thresholds: Option<TempThresholds>,
+    /// The volatile write cache (Identify VWC and Get Features 06h); `None` until known.
+    pub write_cache: Option<WriteCache>,
     pub ocp_support: OcpSupport,
     pub ocp: Option<OcpSmartLog>,
     /// The OCP C1h and C3h pages, the telemetry header and the drive events they raised
@@ -136,6 +140,7 @@ impl DeviceHealth {
             error_log: None,
             fw_slot: None,
             thresholds: None,
+            write_cache: None,
             ocp_support: OcpSupport::Unknown,
             ocp: None,
             pages: Default::default(),

@@ -85,6 +85,44 @@ fn poll_once_reads_every_page() {
     );
 }
 
+/// A drive without a volatile write cache is not asked for the feature; one with a cache is
+/// read every poll (enabled, then turned off), and a failed read is counted under its page
+/// and keeps the last state.
+#[test]
+fn the_volatile_write_cache_is_read_only_when_the_drive_has_one() {
+    let t = full_replay("/dev/nvme0");
+    let d = poll_once(&t, &ctrl(), &RatingContext::default(), &NoHostIo);
+    assert_eq!(d.write_cache, Some(WriteCache::Absent));
+    assert!(
+        !t.sent()
+            .iter()
+            .any(|c| c.opcode == OPC_GET_FEATURES && c.cdw10 == 6)
+    );
+    let mut id = idt::id_ctrl();
+    id[525] = 0x07;
+    t.on_loose(OPC_IDENTIFY, 0x01, Reply::Data(id, 0));
+    t.on_loose(OPC_GET_FEATURES, 0x06, Reply::Data(vec![], 1));
+    let mut d = DeviceHealth::new(&ctrl());
+    let ctx = RatingContext::default();
+    poll_device(&t, &mut d, 1000.0, &NoHostIo, &ctx);
+    assert_eq!(d.write_cache, Some(WriteCache::Enabled));
+    t.on_loose(OPC_GET_FEATURES, 0x06, Reply::Data(vec![], 0xffff_fffe));
+    poll_device(&t, &mut d, 1030.0, &NoHostIo, &ctx);
+    assert_eq!(
+        d.write_cache,
+        Some(WriteCache::Disabled),
+        "WCE is bit 0 only"
+    );
+    t.on_loose(OPC_GET_FEATURES, 0x06, Reply::Status(0x0002));
+    poll_device(&t, &mut d, 1060.0, &NoHostIo, &ctx);
+    assert_eq!(
+        d.write_cache,
+        Some(WriteCache::Disabled),
+        "the last state is kept"
+    );
+    assert_eq!(d.poll_errors.get(page::WRITE_CACHE), Some(&1));
+}
+
 #[test]
 fn a_failed_page_leaves_the_others_in_place() {
     let t = full_replay("/dev/nvme0");
