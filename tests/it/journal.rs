@@ -347,3 +347,49 @@ fn a_stop_by_signal_is_not_a_finished_plan() {
     assert_eq!(lines_with(&err, "stopped by signal").len(), 1, "{err}");
     assert!(lines_with(&err, "plan finished").is_empty(), "{err}");
 }
+
+/// A target on one block device: the line that gives it up to `allow_destroy` names it, with
+/// its size, once, before the plan's first phase. Needs root and losetup.
+#[test]
+fn a_device_given_up_to_allow_destroy_is_named_in_one_line() {
+    use crate::safety::{Scratch, p};
+    let Some(mut s) = Scratch::new("journal of a destroyed device") else {
+        return;
+    };
+    let a = s.loop_dev(8, false);
+    let cfg = format!(
+        r#"
+[state]
+dir = "{{dir}}/state"
+[health]
+enabled = false
+[[target]]
+name = "disk"
+path = "{a}"
+allow_destroy = "{a}"
+engine = "psync"
+[[target.phase]]
+kind = "soak"
+job = {{ name = "w", read = 0, bs = "4k", iodepth = 1 }}
+duration = "1h"
+"#,
+        a = p(&a)
+    );
+    let mut d = Daemon::start(&cfg);
+    let tail = LogTail::attach(&mut d);
+    let log = wait_log(&tail, Duration::from_secs(60), "the soak's start", |t| {
+        t.contains("phase 1 (soak) started")
+    });
+    let (status, _, _) = d.terminate();
+    assert!(status.success(), "{}", tail.text());
+    let gone = lines_with(&log, "allow_destroy accepted: ");
+    assert_eq!(gone.len(), 1, "{log}");
+    let l = gone[0];
+    assert!(l.contains(&format!(" path={} ", p(&a))), "{l}");
+    assert!(l.contains(&format!("{} (8.39 MB, ", p(&a))), "{l}");
+    assert_eq!(field(l, "size_bytes"), (8u64 << 20) as f64, "{l}");
+    assert!(
+        log.find("allow_destroy accepted: ") < log.find("phase 1 (soak) started"),
+        "{log}"
+    );
+}
