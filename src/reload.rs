@@ -112,7 +112,7 @@ fn same_plan(a: &TargetSpec, b: &TargetSpec) -> bool {
 /// targets change live, so they are not listed.
 pub fn needs_restart(old: &Settings, new: &Settings) -> Vec<&'static str> {
     let mut keys = Vec::new();
-    let checks: [(&'static str, bool); 7] = [
+    let checks: [(&'static str, bool); 8] = [
         (
             "exporter.listen",
             old.exporter.listen != new.exporter.listen,
@@ -129,6 +129,10 @@ pub fn needs_restart(old: &Settings, new: &Settings) -> Vec<&'static str> {
         ("stats.interval", old.stats.interval != new.stats.interval),
         ("health", old.health != new.health),
         ("log.level", old.log.level != new.log.level),
+        (
+            "log.progress_interval",
+            old.log.progress_interval != new.log.progress_interval,
+        ),
     ];
     for (k, differs) in checks {
         if differs {

@@ -117,7 +117,29 @@ pub struct DeviceRatingOverride {
 pub struct LogSettings {
     /// tracing filter, e.g. `info` or `nvsoak=debug`; `RUST_LOG` wins when set.
     pub level: String,
+    /// `log.progress_interval`: how often a running soak phase logs a progress line (IOPS,
+    /// bandwidth, latency, errors, temperature, time elapsed and left). Default 5 minutes.
+    pub progress_interval: Duration,
 }
+
+/// `log.progress_interval` when the config sets none.
+pub const DEFAULT_PROGRESS_INTERVAL: Duration = Duration::from_secs(300);
+/// The shortest and longest `log.progress_interval` accepted.
+pub const PROGRESS_INTERVAL_RANGE: (Duration, Duration) =
+    (Duration::from_secs(1), Duration::from_secs(7 * 86400));
+
+/// Every `engine` a target may name, in the order the docs list them: the names of
+/// [`EngineChoice::ALL`](crate::model::op::EngineChoice::ALL), which the parser accepts.
+pub const ENGINES: [&str; crate::model::op::EngineChoice::ALL.len()] = {
+    let all = crate::model::op::EngineChoice::ALL;
+    let mut names = [""; crate::model::op::EngineChoice::ALL.len()];
+    let mut i = 0;
+    while i < all.len() {
+        names[i] = all[i].as_str();
+        i += 1;
+    }
+    names
+};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9757";
 
@@ -376,6 +398,7 @@ pub fn builtin_default_in(dir: &Path) -> Settings {
         },
         log: LogSettings {
             level: "info".into(),
+            progress_interval: DEFAULT_PROGRESS_INTERVAL,
         },
         targets: vec![TargetSpec {
             name: "default".into(),
@@ -723,6 +746,11 @@ mod tests {
                 "stats.interval",
             ),
             (
+                "log.progress_interval",
+                "[log]\nprogress_interval = {v}\n".to_string(),
+                "log.progress_interval",
+            ),
+            (
                 "health.poll_interval",
                 "[health]\npoll_interval = {v}\n".to_string(),
                 "health.poll_interval",
@@ -995,5 +1023,63 @@ mod tests {
         }
         // The mutations must exercise both outcomes to mean anything.
         assert!(ok > 10 && err > 10, "ok {ok}, err {err}");
+    }
+
+    /// `log.progress_interval`: 5 minutes unless set; 1 s to 7 days accepted, anything outside
+    /// refused naming the key and the bound.
+    #[test]
+    fn the_progress_interval_is_five_minutes_and_kept_between_a_second_and_a_week() {
+        let cfg = |v: &str| format!("default_target = false\n[log]\nprogress_interval = {v}\n");
+        let d = load_toml("default_target = false\n").expect("empty config");
+        assert_eq!(d.log.progress_interval, Duration::from_secs(300));
+        for (v, want) in [
+            ("\"1s\"", Duration::from_secs(1)),
+            ("\"90s\"", Duration::from_secs(90)),
+            ("\"7d\"", Duration::from_secs(7 * 86400)),
+        ] {
+            let s = load_toml(&cfg(v)).expect(v);
+            assert_eq!(s.log.progress_interval, want, "{v}");
+        }
+        let e = load_toml(&cfg("\"500ms\"")).unwrap_err().to_string();
+        assert_eq!(
+            e, "log.progress_interval: 500ms is too short (at least 1s)",
+            "{e}"
+        );
+        let e = load_toml(&cfg("\"8d\"")).unwrap_err().to_string();
+        assert!(
+            e.starts_with("log.progress_interval: ") && e.contains("too long (at most 7d)"),
+            "{e}"
+        );
+        let e = load_toml(&cfg("\"soon\"")).unwrap_err().to_string();
+        assert!(e.starts_with("log.progress_interval: "), "{e}");
+        // From the environment too.
+        let s = load_str(
+            "default_target = false\n",
+            "t",
+            vec![("NVSOAK_LOG__PROGRESS_INTERVAL".into(), "2m".into())],
+        )
+        .expect("set from the environment");
+        assert_eq!(s.log.progress_interval, Duration::from_secs(120));
+    }
+
+    /// `config::ENGINES` is what the parser accepts: each name chooses the engine of that
+    /// name, and a name outside it is refused listing all of them.
+    #[test]
+    fn every_engine_name_is_accepted_and_chooses_itself() {
+        for name in ENGINES {
+            let s = load_toml(&format!(
+                "[[target]]\nname = \"t\"\npath = \"/dev/shm/nvsoak-unit-eng.dat\"\nsize = \"1M\"\n\
+                 engine = \"{name}\"\n[[target.phase]]\nkind = \"soak\"\nprofile = \"sql\"\n"
+            ))
+            .expect(name);
+            assert_eq!(s.targets[0].engine.as_str(), name);
+        }
+        let e = load_toml(
+            "[[target]]\nname = \"t\"\npath = \"/dev/shm/nvsoak-unit-eng.dat\"\nsize = \"1M\"\n\
+             engine = \"spdk\"\n[[target.phase]]\nkind = \"soak\"\nprofile = \"sql\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(&ENGINES.join(", ")), "{e}");
     }
 }

@@ -141,6 +141,7 @@ pub struct RawStats {
 #[serde(deny_unknown_fields)]
 pub struct RawLog {
     pub level: Option<Scalar>,
+    pub progress_interval: Option<Scalar>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -147,6 +147,7 @@ fn start_up(
     let global_stop = Arc::new(AtomicBool::new(false));
     let opts = RunOptions {
         stats_interval: settings.stats.interval,
+        progress_interval: settings.log.progress_interval,
         state_dir: settings.state.dir.clone(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

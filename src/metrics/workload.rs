@@ -201,7 +201,7 @@ fn target_families(
     );
     let mut tinfo = Family::gauge(
         "nvsoak_target_info",
-        "The target's path, and for NVMe namespaces the controller (device) it sits on, to join workload series with nvme_* series; value is always 1.",
+        "The target's path, and for NVMe namespaces the controller (device) it sits on, to join workload series with nvme_* series; members lists every device path the target writes, comma-separated (a target spanning several devices: all of them in order; else its path); value is always 1.",
     );
     let mut tup = Family::gauge(
         "nvsoak_target_up",
@@ -227,8 +227,23 @@ fn target_families(
             .clone()
             .or_else(|| crate::nvme::controller_of_node(&t.path))
             .unwrap_or_default();
+        // Every device the target writes: a spanning target's members in order, else its path.
+        let members = if t.members.is_empty() {
+            t.path.clone()
+        } else {
+            t.members
+                .iter()
+                .map(|m| m.path.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         tinfo.add(
-            &[("target", &t.name), ("path", &t.path), ("device", &device)],
+            &[
+                ("target", &t.name),
+                ("path", &t.path),
+                ("device", &device),
+                ("members", &members),
+            ],
             1.0,
         );
         running.add(&[("target", &t.name)], if t.running { 1.0 } else { 0.0 });

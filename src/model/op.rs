@@ -44,7 +44,19 @@ pub enum EngineChoice {
 }
 
 impl EngineChoice {
-    pub fn as_str(self) -> &'static str {
+    /// Every choice, in the order the config's docs list them (`config::ENGINES` is their
+    /// names).
+    pub const ALL: [EngineChoice; 7] = [
+        EngineChoice::Auto,
+        EngineChoice::IoUring,
+        EngineChoice::IoUringPoll,
+        EngineChoice::IoUringCmd,
+        EngineChoice::IoUringCmdPoll,
+        EngineChoice::Psync,
+        EngineChoice::Null,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
         match self {
             EngineChoice::Auto => "auto",
             EngineChoice::IoUring => "io_uring",

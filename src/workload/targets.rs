@@ -78,7 +78,18 @@ impl TargetSet {
             genmap,
             gate,
         )?;
-        tracing::info!(target_name = %spec.name, path = %spec.path.display(), "target started");
+        if spec.members.is_empty() {
+            tracing::info!(target_name = %spec.name, path = %spec.path.display(), "target started");
+        } else {
+            let members = spec
+                .members
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            tracing::info!(target_name = %spec.name, path = %spec.path.display(), %members,
+                "target started, spanning {} devices: {members}", spec.members.len());
+        }
         Ok(h)
     }
 

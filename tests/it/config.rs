@@ -969,23 +969,119 @@ fn examples() -> Vec<PathBuf> {
     v
 }
 
+/// The block devices an example names that this host does not have: every quoted `/dev/...`
+/// path outside `/dev/shm`, outside comments, that does not exist, in order, each once.
+fn missing_devices(text: &str) -> Vec<String> {
+    // The lines without their comments (no example puts a `#` inside a string).
+    let code: String = text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut out: Vec<String> = Vec::new();
+    for (i, part) in code.split('"').enumerate() {
+        // Odd parts are inside quotes.
+        if i % 2 == 1
+            && part.starts_with("/dev/")
+            && !part.starts_with("/dev/shm")
+            && !Path::new(part).exists()
+            && !out.iter().any(|d| d == part)
+        {
+            out.push(part.to_string());
+        }
+    }
+    out
+}
+
+/// Block device nodes of this host, to stand in for an example's devices: the config only
+/// stats them (they must be block devices, distinct ones for distinct paths).
+fn host_block_devices() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir("/dev")
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.file_type().is_block_device()))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Every shipped config passes. An example over files (or devices this host has) passes
+/// `check-config` as it is. An example for real drives (`/dev/disk/by-id/nvme-...`) cannot:
+/// the config requires a block device path to exist, and `check-config` goes on to the device
+/// itself (its serial against `allow_destroy`, an NVMe namespace for a purge). Those go
+/// through the real config loader and validation (`nvsoak::config::load_str`, every rule of
+/// `check-config` short of the device's own checks) with each missing device replaced by a
+/// distinct block device node of this host; a host with too few nodes checks them up to the
+/// device test only, and says so.
 #[test]
 fn every_shipped_example_passes() {
     let ex = examples();
     assert!(
-        ex.len() >= 4,
+        ex.len() >= 9,
         "expected config/nvsoak.toml and examples: {ex:?}"
     );
-    for p in ex {
-        let o = nvsoak(&["check-config", p.to_str().unwrap()], &[]);
-        assert!(
-            o.status.success(),
-            "{} fails check-config:\n{}",
-            p.display(),
-            stderr(&o)
-        );
-        assert!(stdout(&o).contains("targets ("), "{}", stdout(&o));
+    let names: Vec<String> = ex
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    for want in [
+        "nvme-drive.toml",
+        "nvme-rack.toml",
+        "sata-drive.toml",
+        "liqid-card.toml",
+        "smoke-test.toml",
+    ] {
+        assert!(names.iter().any(|n| n == want), "{want} missing: {names:?}");
     }
+    let stand_ins = host_block_devices();
+    let mut on_devices = 0;
+    for p in ex {
+        let text = std::fs::read_to_string(&p).expect("reading the example");
+        let devices = missing_devices(&text);
+        if devices.is_empty() {
+            let o = nvsoak(&["check-config", p.to_str().unwrap()], &[]);
+            assert!(
+                o.status.success(),
+                "{} fails check-config:\n{}",
+                p.display(),
+                stderr(&o)
+            );
+            assert!(stdout(&o).contains("targets ("), "{}", stdout(&o));
+            continue;
+        }
+        on_devices += 1;
+        let origin = p.display().to_string();
+        if stand_ins.len() < devices.len() {
+            eprintln!(
+                "{origin}: this host has {} block devices for its {} drives; checked up to the \
+                 device test only",
+                stand_ins.len(),
+                devices.len()
+            );
+            let e = nvsoak::config::load_str(&text, &origin, Vec::new())
+                .expect_err("a missing device is refused")
+                .to_string();
+            assert!(
+                e.contains("does not exist") || e.contains("No such file"),
+                "{origin}: refused for another reason than its missing devices: {e}"
+            );
+            continue;
+        }
+        let mut t = text.clone();
+        for (d, s) in devices.iter().zip(&stand_ins) {
+            t = t.replace(&format!("\"{d}\""), &format!("\"{}\"", s.display()));
+        }
+        let settings = nvsoak::config::load_str(&t, &origin, Vec::new())
+            .unwrap_or_else(|e| panic!("{origin} is refused: {e}"));
+        assert!(!settings.targets.is_empty(), "{origin}: no target");
+        for t in &settings.targets {
+            assert!(!t.phases.is_empty(), "{origin}: {} has no phase", t.name);
+        }
+    }
+    assert!(on_devices >= 5, "{on_devices} examples for real drives");
 }
 
 #[test]

@@ -79,3 +79,121 @@ fn check_config_says_the_shipped_file_is_health_only() {
     assert!(out.contains("targets (0): none"), "{out}");
     assert!(out.contains("health polling only"), "{out}");
 }
+
+/// Keys the config structs still accept only to refuse them with a message saying what
+/// replaced them: not listed in the shipped file.
+const RETIRED: &[&str] = &["gates.strict", "target[].gates.strict"];
+
+/// The key paths `config/nvsoak.toml` lists, set or commented out, in the form of
+/// `config::keys::list` (`target[].phase[].job.bs`): every `key = ...` line under the table
+/// header above it (a header's own path too), and the keys of an inline table.
+fn listed_keys(text: &str, arrays: &[String]) -> Vec<String> {
+    let is_key = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    };
+    let mut seen = Vec::new();
+    let mut prefix = String::new();
+    for line in text.lines() {
+        let l = line.trim_start().trim_start_matches('#').trim_start();
+        if l.starts_with('[') {
+            let inner = l.trim_start_matches('[');
+            let Some(end) = inner.find(']') else { continue };
+            let mut path = String::new();
+            for part in inner[..end].split('.') {
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(part.trim());
+                if arrays.contains(&path) {
+                    seen.push(path.clone());
+                    path.push_str("[]");
+                }
+            }
+            if !path.ends_with("[]") {
+                seen.push(path.clone());
+            }
+            prefix = path;
+            continue;
+        }
+        let Some((key, value)) = l.split_once('=') else {
+            continue;
+        };
+        let key = key.trim();
+        if !is_key(key) {
+            continue;
+        }
+        let at = if prefix.is_empty() {
+            key.to_string()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        let value = value.trim_start();
+        if let Some(body) = value.strip_prefix('{') {
+            let body = body.split('}').next().unwrap_or("");
+            for field in body.split(',') {
+                if let Some((k, _)) = field.split_once('=')
+                    && is_key(k.trim())
+                {
+                    seen.push(format!("{at}.{}", k.trim()));
+                }
+            }
+        }
+        seen.push(at);
+    }
+    seen
+}
+
+/// "Every key is listed with its default", the file says: every key the config structs
+/// accept (`config::keys::list`, walked from the code) is in it, set or commented out under
+/// its table, and the `engine` line names every engine the parser accepts (`config::ENGINES`).
+#[test]
+fn the_shipped_file_lists_every_key_and_every_engine() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/nvsoak.toml");
+    let text = std::fs::read_to_string(&path).expect("reading config/nvsoak.toml");
+    assert!(
+        text.contains("Every key is listed with its default"),
+        "{text}"
+    );
+    let keys = nvsoak::config::keys::list();
+    let arrays: Vec<String> = keys
+        .iter()
+        .filter(|k| k.kind == "list of tables")
+        .map(|k| k.path.clone())
+        .collect();
+    let listed = listed_keys(&text, &arrays);
+    let missing: Vec<&str> = keys
+        .iter()
+        .map(|k| k.path.as_str())
+        .filter(|k| !RETIRED.contains(k) && !listed.iter().any(|l| l == k))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "config/nvsoak.toml says it lists every key, but lacks {missing:?}"
+    );
+    // The walk of the file finds what it should: no key it lists is unknown to the code.
+    let unknown: Vec<&String> = listed
+        .iter()
+        .filter(|l| !keys.iter().any(|k| &k.path == *l))
+        .collect();
+    assert!(unknown.is_empty(), "config/nvsoak.toml lists {unknown:?}");
+
+    let engine_line = text
+        .lines()
+        .map(|l| l.trim_start().trim_start_matches('#').trim_start())
+        .find(|l| l.starts_with("engine ="))
+        .expect("config/nvsoak.toml has an engine line");
+    let words: Vec<&str> = engine_line
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .collect();
+    let absent: Vec<&str> = nvsoak::config::ENGINES
+        .iter()
+        .copied()
+        .filter(|e| !words.contains(e))
+        .collect();
+    assert!(
+        absent.is_empty(),
+        "the engine line of config/nvsoak.toml does not name {absent:?}: {engine_line}"
+    );
+}

@@ -66,6 +66,13 @@ pub fn settings(raw: &RawConfig, default_dir: &Path) -> R<Settings> {
         Some(v) => log_level(v)?,
         None => def.log.level.clone(),
     };
+    let progress_interval = match &raw.log.progress_interval {
+        Some(v) => {
+            let (min, max) = super::super::PROGRESS_INTERVAL_RANGE;
+            duration_in("log.progress_interval", v, min, max)?
+        }
+        None => def.log.progress_interval,
+    };
     let health = health(&raw.health)?;
     let targets = targets(raw, &def, &state.dir, interval)?;
     Ok(Settings {
@@ -73,7 +80,10 @@ pub fn settings(raw: &RawConfig, default_dir: &Path) -> R<Settings> {
         state,
         stats: StatsSettings { interval },
         health,
-        log: LogSettings { level },
+        log: LogSettings {
+            level,
+            progress_interval,
+        },
         targets,
     })
 }

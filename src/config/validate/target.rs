@@ -232,18 +232,15 @@ fn engine_and_verify(key: &str, t: &RawTarget) -> R<(EngineChoice, VerifyMode, b
     let k = |s: &str| join(key, s);
     let engine = match t.engine.as_deref() {
         None => EngineChoice::Auto,
+        // Each of `config::ENGINES` with the choice it names (the same order).
         Some(e) => one_of(
             &k("engine"),
             e,
-            &[
-                ("auto", EngineChoice::Auto),
-                ("io_uring", EngineChoice::IoUring),
-                ("io_uring_poll", EngineChoice::IoUringPoll),
-                ("io_uring_cmd", EngineChoice::IoUringCmd),
-                ("io_uring_cmd_poll", EngineChoice::IoUringCmdPoll),
-                ("psync", EngineChoice::Psync),
-                ("null", EngineChoice::Null),
-            ],
+            &super::super::ENGINES
+                .iter()
+                .copied()
+                .zip(EngineChoice::ALL)
+                .collect::<Vec<_>>(),
         )?,
     };
     let verify = match t.verify.as_deref() {

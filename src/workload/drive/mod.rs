@@ -60,6 +60,9 @@ pub struct DriveTracking {
     /// up to the root) was seen degraded since this run of the target started: `None` when
     /// sysfs does not say (`pcie::link_degraded_during`), for a verdict gate.
     pub link_degraded: Option<bool>,
+    /// The drive's temperature (°C) at the latest poll, when it reports one: for the soak's
+    /// progress lines in the journal.
+    pub temperature_c: Option<f64>,
     /// The drive's own view of an OCP drive (C1h panics, C3h counters, drive events): its
     /// soak-start marks and the events of earlier runs (`workload::drive_ocp`).
     pub ocp: OcpTracking,
@@ -156,6 +159,7 @@ impl DriveTracking {
         // The poller mapped the target's path to this drive (symlinks and partitions
         // resolved): the target's `device` label follows it.
         self.controller = Some(d.name().to_string());
+        self.temperature_c = d.figures().temperature_c;
         // A poll from before this run's target started describes an earlier target on the path.
         let from = self.polls_from.unwrap_or(t.started_at);
         if d.protocol() == Protocol::Nvme {

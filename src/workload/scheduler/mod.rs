@@ -130,6 +130,8 @@ impl TargetHandle {
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub stats_interval: Duration,
+    /// `log.progress_interval`: how often a running soak logs a progress line.
+    pub progress_interval: Duration,
     /// Where `results/<target>.json` is written.
     pub state_dir: PathBuf,
 }

@@ -67,6 +67,9 @@ pub fn open_target_expecting(
         }
         let mut f = claimed.file;
         let size = f.seek(SeekFrom::End(0)).map_err(open_err)?;
+        if writes {
+            destroy_accepted(&spec.name, &spec.path, size, &claimed.identity);
+        }
         return Ok(OpenedTarget {
             fd: OwnedFd::from(f),
             size,
@@ -155,8 +158,32 @@ pub fn open_members(spec: &TargetSpec, writes: bool) -> Result<Vec<OpenedTarget>
     }
     if writes {
         unused_names(spec, &used)?;
+        // Every member claimed and named: from here each one is written.
+        for (o, path) in opened.iter().zip(&spec.members) {
+            if let Some(id) = &o.identity {
+                destroy_accepted(&spec.name, path, o.size, id);
+            }
+        }
     }
     Ok(opened)
+}
+
+/// The journal's record of the moment a block device's data is given up: `allow_destroy`
+/// named it, every safety check passed, and the target's plan writes it from now on. Names
+/// the device every way an operator might look it up afterwards.
+fn destroy_accepted(
+    target: &str,
+    path: &std::path::Path,
+    size: u64,
+    id: &crate::safety::DeviceIdentity,
+) {
+    let none = || "-".to_string();
+    tracing::warn!(target_name = %target, path = %path.display(), device = %id.path.display(),
+        size_bytes = size, model = %id.model.clone().unwrap_or_else(none),
+        serial = %id.serial.clone().unwrap_or_else(none), wwn = %id.wwn.clone().unwrap_or_else(none),
+        "allow_destroy accepted: {} ({}, {}) will be overwritten; its data is destroyed",
+        path.display(), crate::model::fmt::fmt_bytes(size as f64),
+        id.model.as_deref().unwrap_or("unknown model"));
 }
 
 /// A name in a spanning target's `allow_destroy` that named no member: refused, so a typo (or a

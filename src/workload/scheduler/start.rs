@@ -158,9 +158,7 @@ fn starting_view(
         }
         drive.restore(&spec.name, r);
         resume_at = Some((r.phase_index, r.phase_elapsed_secs));
-        tracing::info!(target_name = %spec.name, phase = r.phase_index + 1,
-            phase_index = r.phase_index, elapsed_secs = r.phase_elapsed_secs, written = r.totals.write_bytes,
-            "resuming from the checkpoint");
+        log_resume(spec, r);
     }
     if view.members.len() != members.len() {
         view.members = members;
@@ -174,6 +172,36 @@ fn starting_view(
         .map(|p| p.kind().to_string())
         .unwrap_or_default();
     (view, drive, resume_at)
+}
+
+/// The journal's line for a target resuming from its checkpoint: which phase, of what kind,
+/// how long it has run and what is left of it (a soak's time, a precondition's position, a
+/// sweep's next point).
+fn log_resume(spec: &TargetSpec, r: &crate::model::checkpoint::TargetState) {
+    let n = r.phase_index + 1;
+    let total = spec.phases.len();
+    let Some(phase) = spec.phases.get(r.phase_index) else {
+        tracing::info!(target_name = %spec.name, phase = n, phase_index = r.phase_index,
+            written = r.totals.write_bytes,
+            "resuming from the checkpoint: past the last of the plan's {total} phases");
+        return;
+    };
+    let left_secs = match phase {
+        PhaseSpec::Soak {
+            duration: Some(d), ..
+        } => (d.as_secs_f64() - r.phase_elapsed_secs).max(0.0),
+        _ => f64::NAN,
+    };
+    let at = super::phaselog::resume_point(
+        phase,
+        r.phase_elapsed_secs,
+        r.precondition.as_ref(),
+        r.sweep.as_ref(),
+    );
+    tracing::info!(target_name = %spec.name, phase = n, phase_index = r.phase_index,
+        kind = phase.kind(), elapsed_secs = r.phase_elapsed_secs, left_secs,
+        written = r.totals.write_bytes, loop_count = r.loop_count,
+        "resuming from the checkpoint: phase {n} of {total} ({}): {at}", phase.kind());
 }
 
 /// The handles fixed at start (verification state still to add).

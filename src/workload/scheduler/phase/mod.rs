@@ -11,6 +11,7 @@ use crate::model::spec::PhaseSpec;
 use crate::workload::scheduler::{PrecondLive, RunError, Runner, precondition_job};
 
 pub mod precondition;
+pub mod progress;
 pub mod soak;
 pub mod steps;
 pub mod sweep;

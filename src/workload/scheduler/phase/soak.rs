@@ -35,6 +35,9 @@ impl Runner {
         steady: &SteadyConfig,
     ) -> Result<(), RunError> {
         let start = Instant::now();
+        let mut progress =
+            super::progress::SoakProgress::new(self.opts.progress_interval, start, &self.snapshot);
+        let target = self.spec.name.clone();
         let resumed_history = self.snapshot.view(|s| s.steady_history.clone());
         let mut detectors: BTreeMap<String, (SteadyDetector, u64, Instant)> = BTreeMap::new();
         let mut idx = 0usize;
@@ -79,6 +82,8 @@ impl Runner {
             sampler.resync(&snapshot);
             let mut on_interval = |ops_delta: u64, now: Instant| {
                 sampler.sample(&snapshot);
+                let left = duration.map(|d| d.saturating_sub(now.duration_since(start)));
+                progress.tick(&target, &snapshot, now, left);
                 det.1 += ops_delta;
                 let el = now.duration_since(det.2);
                 if el >= round {

@@ -62,7 +62,11 @@ impl Runner {
                 let (max, m) = self.measure_max(job, max_duration)?;
                 max_iops = m;
                 result.max_iops = max_iops;
-                result.points.push(point_from(0, 0.0, &max));
+                let p = point_from(0, 0.0, &max);
+                if !self.stopping() {
+                    self.log_sweep_point(job, 0, points.len(), &p);
+                }
+                result.points.push(p);
             }
         }
         self.publish_sweep(job, &result);
@@ -83,7 +87,12 @@ impl Runner {
                 },
                 &mut |_, _| {},
             )?;
-            result.points.push(point_from(pct, target_iops, &o));
+            let p = point_from(pct, target_iops, &o);
+            // A point cut short by a stop is not a point of the curve: it runs again on resume.
+            if !self.stopping() {
+                self.log_sweep_point(job, result.points.len(), points.len(), &p);
+            }
+            result.points.push(p);
             self.publish_sweep(job, &result);
         }
         result.finished = Some(now_unix());
@@ -92,6 +101,23 @@ impl Runner {
             self.verify_pass()?;
         }
         Ok(())
+    }
+
+    /// The journal's line for a sweep point as it finishes: which of how many, what was asked
+    /// (the uncontrolled run, point 0, asks for the maximum), what the device did.
+    fn log_sweep_point(&self, job: &JobSpec, index: usize, total: usize, p: &SweepPoint) {
+        use crate::model::fmt::{fmt_count, fmt_latency_us};
+        let asked = if index == 0 {
+            "uncontrolled (the maximum)".to_string()
+        } else {
+            format!("{}% of max = {} IOPS", p.pct, fmt_count(p.target_iops))
+        };
+        tracing::info!(target_name = %self.spec.name, job = %job.name, point = index,
+            points = total, pct = p.pct, target_iops = p.target_iops, iops = p.iops,
+            lat_mean_us = p.lat_avg_us, lat_p99_us = p.lat_p99_us, errors = p.errors,
+            "sweep point {index}/{total}: {asked}: {} IOPS, mean {}, p99 {}, {}",
+            fmt_count(p.iops), fmt_latency_us(p.lat_avg_us), fmt_latency_us(p.lat_p99_us),
+            crate::model::fmt::count_of(p.errors, "error"));
     }
 
     pub(crate) fn publish_sweep(&mut self, job: &JobSpec, result: &SweepResult) {
