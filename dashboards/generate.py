@@ -675,14 +675,19 @@ def fleet():
     I = 'instance=~"$instance"'
     yield_rows(lay, P, I)
     P.append(row(lay, "Drives and targets"))
-    P.append(stat(lay, "Drives", [f"count(nvme_info{{{I}}}) or vector(0)"], w=4))
+    # Drives, not controllers: a dual-port drive's two controllers share its serial.
+    P.append(stat(lay, "Drives", [f"count(count by (instance, serial) (nvme_info{{{I}}})) or vector(0)"], w=4))
     P.append(stat(lay, "Targets", [f"count(nvsoak_target_up{{{I}}})"], w=4))
-    P.append(stat(lay, "Drives with a critical warning", [f"count(nvme_critical_warning{{{I}}} > 0) or vector(0)"],
+    P.append(stat(lay, "Drives with a critical warning", [
+        f"count(count by (instance, serial) ((nvme_critical_warning{{{I}}} > 0)"
+        f" * on (instance, device) group_left (serial) nvme_info{{{I}}})) or vector(0)"],
                   w=4, thresholds=steps((1, "red"))))
     P.append(stat(lay, "Targets with verify errors", [f"count(nvsoak:verify_errors:total{{{I}}} > 0) or vector(0)"],
                   w=4, thresholds=steps((1, "red"))))
     P.append(stat(lay, "Fleet IOPS", [f"sum(nvsoak:iops:rate1m{{{I}}})"], unit="iops", w=4))
     P.append(stat(lay, "Fleet bandwidth", [f"sum(nvsoak:bandwidth_bytes:rate1m{{{I}}})"], unit="Bps", w=4))
+    P.append(stat(lay, "Fleet SMART write rate (1h)", [f"sum(nvme:drive_data_written_bytes:rate1h{{{I}}})"],
+                  unit="Bps", w=4))
     P.append(stat(lay, "SATA drives", [f"count(ata_info{{{I}}}) or vector(0)"], w=4))
     P.append(stat(lay, "SATA drives failing SMART", [f"count(ata_smart_status_passed{{{I}}} == 0) or vector(0)"],
                   w=4, thresholds=steps((1, "red"))))
@@ -786,7 +791,7 @@ def fleet():
                         unit="iops", w=8))
     P.append(timeseries(lay, "Hottest temperature per drive", [(f"nvme:temperature_max:celsius{{{I}}}", "{{instance}} {{device}}")],
                         unit="celsius", w=8))
-    P.append(timeseries(lay, "SMART write rate per drive", [(f"nvme:data_written_bytes:rate1h{{{I}}}", "{{instance}} {{device}}")],
+    P.append(timeseries(lay, "SMART write rate per drive", [(f"nvme:drive_data_written_bytes:rate1h{{{I}}}", "{{instance}} {{serial}}")],
                         unit="Bps", w=8))
     P.append(timeseries(lay, "p99 latency per target", [
         (f"nvsoak:read_latency_seconds:p99_1m{{{I}}}", "{{instance}} {{target}} read"),

@@ -299,7 +299,8 @@ fn rack_prometheus_remote_writes_drives_and_alerts_to_the_centre() {
         assert_eq!(r["metric"]["rack"], "rack1", "{r}");
         assert_eq!(r["metric"]["prometheus"], "rack1-prom", "{r}");
     }
-    let drives = central.query("count(nvme_info{instance=~\".*\"}) or vector(0)");
+    let drives = central
+        .query("count(count by (instance, serial) (nvme_info{instance=~\".*\"})) or vector(0)");
     assert_eq!(drives[0]["value"][1], "2", "the Drives stat at the centre");
 
     // An alert evaluated at the rack (NvmeCriticalWarning, `for: 1m`) arrives at the centre, for

@@ -1409,6 +1409,214 @@ fn dashboards_and_rules_name_only_agreed_metrics() {
     );
 }
 
+/// Per-controller drive series: a dual-port drive's two controllers (`device`) both carry the
+/// drive's figures, so a sum (or count) across controllers counts the drive twice. Deduplicate
+/// per drive first (`max by (instance, serial)`, or the drive-level series: `nvsoak_drive_*`,
+/// `nvme:drive_data_written_bytes:rate1h`).
+const PER_CONTROLLER_DRIVE: &[&str] = &[
+    "nvme_info",
+    "nvme_critical_warning",
+    "nvme_data_written_bytes_total",
+    "nvme_data_read_bytes_total",
+    "nvme_host_write_commands_total",
+    "nvme_host_read_commands_total",
+    "nvsoak_accounting_host_written_bytes",
+    "nvsoak_accounting_drive_written_bytes",
+    "nvme:data_written_bytes:rate1h",
+];
+
+/// The index just past the parenthesis that closes the one opened at `open`.
+fn closing_paren(s: &str, open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in s[open..].char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(open + i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// An aggregation in a PromQL expression: its operator, grouping (`by`/`without` and the
+/// labels, empty for none) and argument (without the outer parentheses), in text order.
+struct Aggregation {
+    op: String,
+    grouping: Option<(String, Vec<String>)>,
+    arg: String,
+}
+
+fn aggregations(expr: &str) -> Vec<Aggregation> {
+    let head = regex::Regex::new(
+        r"\b(sum|count|max|min|avg|group)\s*(?:(by|without)\s*\(([^)]*)\)\s*)?\(",
+    )
+    .expect("regex");
+    let tail = regex::Regex::new(r"^\s*(by|without)\s*\(([^)]*)\)").expect("regex");
+    let labels = |l: &str| -> Vec<String> {
+        l.split(',')
+            .map(|x| x.trim().to_string())
+            .filter(|x| !x.is_empty())
+            .collect()
+    };
+    let mut out = Vec::new();
+    for c in head.captures_iter(expr) {
+        let whole = c.get(0).expect("match");
+        let open = whole.end() - 1;
+        let Some(close) = closing_paren(expr, open) else {
+            continue;
+        };
+        let mut grouping = c.get(2).map(|k| (k.as_str().to_string(), labels(&c[3])));
+        if grouping.is_none()
+            && let Some(t) = tail.captures(&expr[close..])
+        {
+            grouping = Some((t[1].to_string(), labels(&t[2])));
+        }
+        out.push(Aggregation {
+            op: c[1].to_string(),
+            grouping,
+            arg: expr[open + 1..close - 1].to_string(),
+        });
+    }
+    out
+}
+
+/// The aggregations of `expr` that sum or count a per-controller drive series across
+/// controllers without first deduplicating it per drive, as text for a failure message.
+fn sums_of_per_controller_series(expr: &str) -> Vec<String> {
+    // Strings could hold anything that looks like PromQL; label matchers are not grouping.
+    let strings = regex::Regex::new(r#""(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'"#).expect("regex");
+    let e = strings.replace_all(expr, "\"\"").into_owned();
+    let mut bad = Vec::new();
+    for a in aggregations(&e) {
+        if a.op != "sum" && a.op != "count" {
+            continue;
+        }
+        let keeps_controllers = match &a.grouping {
+            Some((k, l)) if k == "by" => l.iter().any(|x| x == "device"),
+            Some((_, l)) => !l.iter().any(|x| x == "device"),
+            None => false,
+        };
+        let per_drive = |g: &Option<(String, Vec<String>)>| {
+            g.as_ref().is_some_and(|(k, l)| {
+                k == "by"
+                    && l.iter().any(|x| x == "serial" || x == "drive")
+                    && !l.iter().any(|x| x == "device")
+            })
+        };
+        // A count by the serial counts each drive's controllers: the first step of counting
+        // drives, not a double count.
+        if keeps_controllers || (a.op == "count" && per_drive(&a.grouping)) {
+            continue;
+        }
+        // Blank out what deduplicates per drive: max, min, avg or group by the serial or the
+        // drive (and, under a count, a count by them), grouping the controllers away.
+        let mut rest = a.arg.clone();
+        for inner in aggregations(&a.arg) {
+            let dedup_op = matches!(inner.op.as_str(), "max" | "min" | "avg" | "group")
+                || (a.op == "count" && inner.op == "count");
+            if per_drive(&inner.grouping) && dedup_op {
+                rest = rest.replace(&inner.arg, " ");
+            }
+        }
+        let names = metric_names(&rest);
+        let hits: Vec<&String> = names
+            .iter()
+            .filter(|n| PER_CONTROLLER_DRIVE.contains(&n.as_str()))
+            .collect();
+        if !hits.is_empty() {
+            bad.push(format!(
+                "{}({}) over {hits:?}",
+                a.op,
+                a.arg.chars().take(120).collect::<String>()
+            ));
+        }
+    }
+    bad
+}
+
+#[test]
+fn the_per_controller_checker_catches_a_double_counting_sum() {
+    for bad in [
+        "sum(rate(nvme_data_written_bytes_total[1h]))",
+        "sum by (instance) (nvme:data_written_bytes:rate1h)",
+        "sum by (serial) (nvsoak_accounting_host_written_bytes * on (instance, device) group_left (serial) nvme_info)",
+        "sum(nvme_data_written_bytes_total) by (instance)",
+        "count(nvme_info)",
+        "count(nvme_critical_warning > 0)",
+        "sum(sum by (instance, device) (rate(nvme_data_read_bytes_total[5m])))",
+        "sum by (instance) (count by (instance, serial) (nvme_info))",
+    ] {
+        assert!(
+            !sums_of_per_controller_series(bad).is_empty(),
+            "the checker let through {bad}"
+        );
+    }
+    for good in [
+        "sum(nvme:drive_data_written_bytes:rate1h)",
+        "sum(max by (instance, serial) (rate(nvme_data_written_bytes_total[1h]) * on (instance, device) group_left (serial) nvme_info))",
+        "sum by (instance, device) (rate(nvme_data_written_bytes_total[1h]))",
+        "sum without (sensor) (nvme_data_written_bytes_total)",
+        "count(count by (instance, serial) (nvme_info))",
+        "sum(nvsoak_drive_written_bytes_total)",
+        r#"max by (instance, device) (nvme_info{model="sum(nvme_info)"})"#,
+        "max(nvme_data_written_bytes_total)",
+    ] {
+        assert_eq!(
+            sums_of_per_controller_series(good),
+            Vec::<String>::new(),
+            "the checker refused {good}"
+        );
+    }
+}
+
+/// No dashboard query and no rule sums (or counts) a per-controller drive series across
+/// controllers without deduplicating per drive first: a dual-port drive would count twice
+/// (docs/fleet.md, "Summing drives: dual-port drives").
+#[test]
+fn no_query_sums_a_per_controller_drive_series() {
+    let mut queries = dashboard_queries();
+    for f in rule_files() {
+        for (name, expr) in rules(&f) {
+            queries.push(Query {
+                origin: format!("{f}: {name}"),
+                expr,
+            });
+        }
+    }
+    assert!(queries.len() > 100, "only {} queries found", queries.len());
+    let checked = queries
+        .iter()
+        .filter(|q| {
+            metric_names(&q.expr)
+                .iter()
+                .any(|n| PER_CONTROLLER_DRIVE.contains(&n.as_str()))
+        })
+        .count();
+    assert!(
+        checked >= 10,
+        "only {checked} queries name a per-controller series"
+    );
+    let bad: Vec<String> = queries
+        .iter()
+        .flat_map(|q| {
+            sums_of_per_controller_series(&q.expr)
+                .into_iter()
+                .map(move |b| format!("{}: {b}", q.origin))
+        })
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "sums of a per-controller drive series (a dual-port drive counts twice; use \
+         max by (instance, serial) or nvme:drive_data_written_bytes:rate1h):\n{}",
+        bad.join("\n")
+    );
+}
+
 /// A `prometheus` server on 127.0.0.1 with its TSDB in a scratch directory, killed on drop.
 struct Prometheus {
     child: std::process::Child,
