@@ -81,7 +81,8 @@ def row(lay, title):
     return p
 
 
-def timeseries(lay, title, queries, unit="short", w=12, h=8, desc="", thresholds=None, stack=False):
+def timeseries(lay, title, queries, unit=None, w=12, h=8, desc="", thresholds=None, stack=False):
+    assert unit and desc, f"panel {title!r}: every panel has a unit and a description"
     p = {
         "type": "timeseries",
         "title": title,
@@ -114,7 +115,8 @@ def steps(*pairs):
     return {"mode": "absolute", "steps": s}
 
 
-def stat(lay, title, queries, unit="short", w=6, h=4, desc="", thresholds=None, instant=True):
+def stat(lay, title, queries, unit=None, w=6, h=4, desc="", thresholds=None, instant=True):
+    assert unit and desc, f"panel {title!r}: every panel has a unit and a description"
     p = {
         "type": "stat",
         "title": title,
@@ -141,7 +143,9 @@ def gauge(lay, title, queries, unit="percentunit", w=6, h=6, desc="", thresholds
 
 
 def table(lay, title, queries, w=24, h=8, desc="", sort_by=None, rename=None, exclude=(), units=None):
-    """Instant queries in table format, merged into one row per label set."""
+    """Instant queries in table format, merged into one row per label set. Cells are plain
+    numbers (unit none) unless `units` gives a column its unit."""
+    assert desc, f"panel {title!r}: every panel has a description"
     excl = {"Time": True, "__name__": True, "job": True}
     for e in exclude:
         excl[e] = True
@@ -157,7 +161,7 @@ def table(lay, title, queries, w=24, h=8, desc="", sort_by=None, rename=None, ex
             {"id": "merge", "options": {}},
             {"id": "organize", "options": {"excludeByName": excl, "renameByName": rename or {}}},
         ],
-        "fieldConfig": {"defaults": {"custom": {"align": "auto"}}, "overrides": []},
+        "fieldConfig": {"defaults": {"unit": "none", "custom": {"align": "auto"}}, "overrides": []},
         "options": {"showHeader": True, "cellHeight": "sm"},
     }
     for field, unit in (units or {}).items():
@@ -169,6 +173,7 @@ def table(lay, title, queries, w=24, h=8, desc="", sort_by=None, rename=None, ex
 
 
 def heatmap(lay, title, expr, w=12, h=8, desc=""):
+    assert desc, f"panel {title!r}: every panel has a description"
     return {
         "type": "heatmap",
         "title": title,
@@ -180,12 +185,13 @@ def heatmap(lay, title, expr, w=12, h=8, desc=""):
         "options": {"calculate": False, "yAxis": {"unit": "s"}, "cellGap": 1,
                     "color": {"mode": "scheme", "scheme": "Oranges", "exponent": 0.5},
                     "filterValues": {"le": 1e-9}, "rowsFrame": {"layout": "auto"}},
-        "fieldConfig": {"defaults": {}, "overrides": []},
+        "fieldConfig": {"defaults": {"unit": "s"}, "overrides": []},
     }
 
 
 def xychart(lay, title, x_expr, y_expr, y_unit, w=12, h=8, desc=""):
     """Sweep curve: one point per sweep step, IOPS on x against latency on y."""
+    assert desc, f"panel {title!r}: every panel has a description"
     return {
         "type": "xychart",
         "title": title,
@@ -196,7 +202,7 @@ def xychart(lay, title, x_expr, y_expr, y_unit, w=12, h=8, desc=""):
         "targets": refs([x_expr, y_expr], instant=True, fmt="table"),
         "transformations": [{"id": "merge", "options": {}},
                             {"id": "organize", "options": {"renameByName": {"Value #A": "IOPS", "Value #B": "latency"}}}],
-        "fieldConfig": {"defaults": {"custom": {"show": "points+lines", "pointSize": {"fixed": 6}}},
+        "fieldConfig": {"defaults": {"unit": "iops", "custom": {"show": "points+lines", "pointSize": {"fixed": 6}}},
                         "overrides": [{"matcher": {"id": "byName", "options": "latency"},
                                        "properties": [{"id": "unit", "value": y_unit}]}]},
         "options": {"dims": {"x": "IOPS"}, "seriesMapping": "auto", "legend": {"showLegend": True}},
@@ -293,7 +299,7 @@ def verdict_code_mappings():
 def verdict_rows(lay, P):
     """The device dashboard's top row: each target's verdict, its drive, and every gate."""
     P.append(row(lay, "Qualification verdict"))
-    s = stat(lay, "Verdict", [(verdict_code(W), "{{target}}")], w=6, h=7,
+    s = stat(lay, "Verdict", [(verdict_code(W), "{{target}}")], unit="none", w=6, h=7,
              desc="PASS only when the plan ran to its end and every gate that applies was evaluated and passed; "
                   "FAIL once a gate failed (final); INCOMPLETE when the plan stopped before its end or a gate that "
                   "applies could not be evaluated; RUNNING while the plan runs. From nvsoak_qualification_verdict; "
@@ -336,7 +342,7 @@ def yield_rows(lay, P, I):
     V = "nvsoak_qualification_verdict"
     for v, title, colour in [("pass", "Passed", "green"), ("fail", "Failed", "red"),
                              ("incomplete", "Incomplete", "orange"), ("running", "Running", "blue")]:
-        s = stat(lay, title, [f'sum({V}{{{I}, verdict="{v}"}})'], w=4,
+        s = stat(lay, title, [f'sum({V}{{{I}, verdict="{v}"}})'], unit="none", w=4,
                  desc=f"Targets whose verdict is {v.upper()} (the sum of nvsoak_qualification_verdict{{verdict=\"{v}\"}}): "
                       "0 when targets have a verdict and none is in this state, no value when none exports a verdict.")
         s["fieldConfig"]["defaults"]["thresholds"] = {"mode": "absolute", "steps": [{"color": colour, "value": None}]}
@@ -385,7 +391,7 @@ def device_detail():
     P.append(timeseries(lay, "Bandwidth per job", [
         (f"sum by (instance, target, workload) (rate(nvsoak_read_bytes_total{{{W}}}[$__rate_interval]))", "{{target}} {{workload}} read"),
         (f"sum by (instance, target, workload) (rate(nvsoak_write_bytes_total{{{W}}}[$__rate_interval]))", "{{target}} {{workload}} write"),
-    ], unit="Bps"))
+    ], unit="Bps", desc="Bytes read and written per second, from nvsoak_{read,write}_bytes_total."))
     P.append(timeseries(lay, "Latency quantiles (per stats interval, HDR)", [
         (f"nvsoak_read_latency_quantile_seconds{{{W}}}", "{{target}} {{workload}} read p{{quantile}}"),
         (f"nvsoak_write_latency_quantile_seconds{{{W}}}", "{{target}} {{workload}} write p{{quantile}}"),
@@ -394,19 +400,21 @@ def device_detail():
         (f"histogram_quantile(0.99, sum by (instance, target, le) (rate(nvsoak_read_latency_seconds_bucket{{{W}}}[$__rate_interval])))", "{{target}} read p99"),
         (f"histogram_quantile(0.99, sum by (instance, target, le) (rate(nvsoak_write_latency_seconds_bucket{{{W}}}[$__rate_interval])))", "{{target}} write p99"),
         (f"sum by (instance, target) (rate(nvsoak_read_latency_seconds_sum{{{W}}}[$__rate_interval])) / sum by (instance, target) (rate(nvsoak_read_latency_seconds_count{{{W}}}[$__rate_interval]))", "{{target}} read mean"),
-    ], unit="s"))
+    ], unit="s", desc="p99 read and write latency estimated by Prometheus from the latency histograms' buckets, and the mean read latency."))
     P.append(heatmap(lay, "Read latency heatmap",
-                     f"sum by (le) (rate(nvsoak_read_latency_seconds_bucket{{{W}}}[$__rate_interval]))"))
+                     f"sum by (le) (rate(nvsoak_read_latency_seconds_bucket{{{W}}}[$__rate_interval]))",
+                     desc="Reads completed per second in each latency bucket of nvsoak_read_latency_seconds."))
     P.append(heatmap(lay, "Write latency heatmap",
-                     f"sum by (le) (rate(nvsoak_write_latency_seconds_bucket{{{W}}}[$__rate_interval]))"))
-    P.append(timeseries(lay, "Interval IOPS and bandwidth (gauges)", [
+                     f"sum by (le) (rate(nvsoak_write_latency_seconds_bucket{{{W}}}[$__rate_interval]))",
+                     desc="Writes completed per second in each latency bucket of nvsoak_write_latency_seconds."))
+    P.append(timeseries(lay, "Interval IOPS (gauges)", [
         (f"nvsoak_read_iops{{{W}}}", "{{target}} {{workload}} read IOPS"),
         (f"nvsoak_write_iops{{{W}}}", "{{target}} {{workload}} write IOPS"),
     ], unit="iops", w=12, desc="The last stats interval's IOPS as nvsoak measured it (steady-state detection uses these)."))
     P.append(timeseries(lay, "Interval bandwidth (gauges)", [
         (f"nvsoak_read_bandwidth_bytes_per_second{{{W}}}", "{{target}} {{workload}} read"),
         (f"nvsoak_write_bandwidth_bytes_per_second{{{W}}}", "{{target}} {{workload}} write"),
-    ], unit="Bps", w=12))
+    ], unit="Bps", w=12, desc="The last stats interval's read and write bandwidth as nvsoak measured it."))
     P.append(timeseries(lay, "Worker CPU per worker (1 = saturated)", [
         (f"sum by (instance, target, workload, mode) (rate(nvsoak_workload_cpu_seconds_total{{{W}}}[$__rate_interval])) / on (instance, target, workload) group_left max by (instance, target, workload) (nvsoak_workload_workers{{{W}}})", "{{target}} {{workload}} {{mode}}"),
     ], unit="percentunit", w=12, stack=True,
@@ -423,7 +431,8 @@ def device_detail():
         f"max by (instance, target) (nvsoak_phase_running{{{W}}})",
         f"max by (instance, target) (nvsoak_target_up{{{W}}})",
         f"max by (instance, target, engine) (nvsoak_engine_info{{{W}}})",
-    ], w=12, h=6, rename={"Value #B": "running", "Value #C": "up"}, exclude=("Value #A", "Value #D")))
+    ], w=12, h=6, rename={"Value #B": "running", "Value #C": "up"}, exclude=("Value #A", "Value #D"),
+        desc="Each target's current phase and profile, its I/O engine, whether a phase is running (1) and whether the target is up (1)."))
     P.append(table(lay, "Steady state", [
         f"max by (instance, target, workload) (nvsoak_steady_state_reached{{{W}}})",
         f"max by (instance, target, workload) (nvsoak_steady_state_rounds{{{W}}})",
@@ -432,7 +441,10 @@ def device_detail():
         f"max by (instance, target, workload) (nvsoak_steady_state_slope_excursion_ratio{{{W}}})",
     ], w=12, h=6, rename={"Value #A": "reached", "Value #B": "rounds", "Value #C": "window avg IOPS",
                            "Value #D": "range / avg (≤ 0.2)", "Value #E": "slope excursion / avg (≤ 0.1)"},
-        units={"range / avg (≤ 0.2)": "percentunit", "slope excursion / avg (≤ 0.1)": "percentunit"}))
+        units={"window avg IOPS": "iops", "range / avg (≤ 0.2)": "percentunit",
+               "slope excursion / avg (≤ 0.1)": "percentunit"},
+        desc="SNIA PTS steady-state detection per workload: reached (1), rounds measured, the window's average IOPS, "
+             "its range and slope excursion as shares of the average."))
     P.append(timeseries(lay, "Steady-state window", [
         (f"nvsoak_steady_state_range_ratio{{{W}}}", "{{target}} {{workload}} range/avg"),
         (f"nvsoak_steady_state_slope_excursion_ratio{{{W}}}", "{{target}} {{workload}} slope excursion/avg"),
@@ -440,116 +452,132 @@ def device_detail():
         desc="SNIA PTS steady state: range within 20% and slope excursion within 10% of the window average."))
     P.append(timeseries(lay, "Steady-state window average IOPS", [
         (f"nvsoak_steady_state_window_average_iops{{{W}}}", "{{target}} {{workload}}"),
-        (f"nvsoak_steady_state_reached{{{W}}} * on (instance, target, workload) nvsoak_steady_state_window_average_iops{{{W}}}", "{{target}} {{workload}} (reached)"),
-    ], unit="iops"))
+        (f"nvsoak_steady_state_window_average_iops{{{W}}} and on (instance, target, workload) (nvsoak_steady_state_reached{{{W}}} == 1)", "{{target}} {{workload}} (reached)"),
+    ], unit="iops", desc="The steady-state window's average IOPS; the (reached) line is drawn once steady state is reached."))
 
     P.append(row(lay, "Sweep"))
     P.append(xychart(lay, "Sweep: IOPS against average latency",
                      f"max by (instance, target, workload, point) (nvsoak_sweep_point_iops{{{W}}})",
-                     f"max by (instance, target, workload, point) (nvsoak_sweep_point_latency_average_seconds{{{W}}})", "s"))
+                     f"max by (instance, target, workload, point) (nvsoak_sweep_point_latency_average_seconds{{{W}}})", "s",
+                     desc="One point per sweep step: the IOPS it reached against its average latency."))
     P.append(xychart(lay, "Sweep: IOPS against p99 latency",
                      f"max by (instance, target, workload, point) (nvsoak_sweep_point_iops{{{W}}})",
-                     f"max by (instance, target, workload, point) (nvsoak_sweep_point_latency_p99_seconds{{{W}}})", "s"))
+                     f"max by (instance, target, workload, point) (nvsoak_sweep_point_latency_p99_seconds{{{W}}})", "s",
+                     desc="One point per sweep step: the IOPS it reached against its p99 latency."))
     P.append(table(lay, "Sweep points", [
         f"max by (instance, target, workload, point) (nvsoak_sweep_point_target_iops{{{W}}})",
         f"max by (instance, target, workload, point) (nvsoak_sweep_point_iops{{{W}}})",
         f"max by (instance, target, workload, point) (nvsoak_sweep_point_latency_average_seconds{{{W}}})",
         f"max by (instance, target, workload, point) (nvsoak_sweep_point_latency_p99_seconds{{{W}}})",
     ], w=16, h=8, rename={"Value #A": "target IOPS", "Value #B": "IOPS", "Value #C": "avg latency", "Value #D": "p99 latency"},
-        units={"avg latency": "s", "p99 latency": "s"}))
+        units={"target IOPS": "iops", "IOPS": "iops", "avg latency": "s", "p99 latency": "s"},
+        desc="Each sweep step: the IOPS it requested, the IOPS it reached, and its average and p99 latency."))
     P.append(stat(lay, "Sweep maximum IOPS", [(f"nvsoak_sweep_max_iops{{{W}}}", "{{target}} {{workload}}")],
-                  unit="iops", w=8, h=8))
+                  unit="iops", w=8, h=8, desc="The highest IOPS any sweep step reached (nvsoak_sweep_max_iops)."))
 
     P.append(row(lay, "Errors and soak totals"))
     P.append(timeseries(lay, "I/O errors", [
         (f"sum by (instance, target, op, errno) (increase(nvsoak_io_errors_total{{{W}}}[$__rate_interval]))" + zero_base("instance, target"),
          "{{target}} {{op}} {{errno}}"),
-    ], desc="Failed I/Os per op and errno (0 when none)."))
+    ], unit="none", desc="Failed I/Os per op and errno (0 when none)."))
     P.append(timeseries(lay, "Verify errors", [
         (f"sum by (instance, target, kind) (nvsoak_verify_errors_total{{{W}}})" + zero_base("instance, target"),
          "{{target}} {{kind}}"),
-    ], desc="Blocks that failed verification: wrong_offset, stale_generation, bad_checksum, unreadable."))
-    P.append(stat(lay, "Soak written", [(f"nvsoak_soak_written_bytes{{{W}}}", "{{target}}")], unit="bytes"))
-    P.append(stat(lay, "Soak read", [(f"nvsoak_soak_read_bytes{{{W}}}", "{{target}}")], unit="bytes"))
-    P.append(stat(lay, "Soak elapsed", [(f"nvsoak_soak_elapsed_seconds{{{W}}}", "{{target}}")], unit="s"))
-    P.append(stat(lay, "Soak errors", [(f"nvsoak_soak_errors{{{W}}}", "{{target}}")],
-                  thresholds=steps((1, "red"))))
+    ], unit="none", desc="Blocks that failed verification: wrong_offset, stale_generation, bad_checksum, unreadable."))
+    P.append(stat(lay, "Soak written", [(f"nvsoak_soak_written_bytes{{{W}}}", "{{target}}")], unit="bytes",
+                  desc="Bytes the soak phase has written to each target (nvsoak_soak_written_bytes)."))
+    P.append(stat(lay, "Soak read", [(f"nvsoak_soak_read_bytes{{{W}}}", "{{target}}")], unit="bytes",
+                  desc="Bytes the soak phase has read from each target (nvsoak_soak_read_bytes)."))
+    P.append(stat(lay, "Soak elapsed", [(f"nvsoak_soak_elapsed_seconds{{{W}}}", "{{target}}")], unit="s",
+                  desc="Time the soak phase has run on each target (nvsoak_soak_elapsed_seconds)."))
+    P.append(stat(lay, "Soak errors", [(f"nvsoak_soak_errors{{{W}}}", "{{target}}")], unit="none",
+                  thresholds=steps((1, "red")), desc="I/O errors of the soak phases only (not the precondition or sweeps), summed over restarts."))
 
     P.append(row(lay, "Drive identity and temperature"))
     P.append(table(lay, "Drive", [
         f"max by (instance, device, model, serial, firmware) (nvme_info{{{D}}})",
         f"max by (instance, device) (nvme_total_capacity_bytes{{{D}}})",
         f"max by (instance, device) (nvme_up{{{D}}})",
-    ], h=5, rename={"Value #B": "capacity", "Value #C": "up"}, exclude=("Value #A",), units={"capacity": "bytes"}))
+    ], h=5, rename={"Value #B": "capacity", "Value #C": "up"}, exclude=("Value #A",), units={"capacity": "bytes"},
+        desc="Each NVMe controller's model, serial and firmware, its total capacity and whether its health poll answers (up)."))
     P.append(timeseries(lay, "Temperature against WCTEMP and CCTEMP", [
         (f"nvme_temperature_celsius{{{D}}}", "{{device}} composite"),
         (f"nvme_temperature_sensor_celsius{{{D}}}", "{{device}} sensor {{sensor}}"),
         (f"nvme_warning_temperature_threshold_celsius{{{D}}}", "{{device}} WCTEMP"),
         (f"nvme_critical_temperature_threshold_celsius{{{D}}}", "{{device}} CCTEMP"),
-    ], unit="celsius"))
+    ], unit="celsius", desc="The composite temperature and every sensor against the drive's warning (WCTEMP) and critical (CCTEMP) thresholds."))
     P.append(timeseries(lay, "Thermal throttling", [
         (f"nvsoak_thermal_throttling{{{D}}}", "{{device}} throttling"),
-        (f"sum by (instance, device, level) (rate(nvme_thermal_management_seconds_total{{{D}}}[$__rate_interval]))", "{{device}} TMT{{level}} time fraction"),
+    ], unit="none", w=8,
+        desc="1 while the drive throttles (thermal management time increasing or composite ≥ WCTEMP), else 0."))
+    P.append(timeseries(lay, "Thermal management time fraction", [
+        (f"sum by (instance, device, level) (rate(nvme_thermal_management_seconds_total{{{D}}}[$__rate_interval]))", "{{device}} TMT{{level}}"),
+    ], unit="percentunit", w=8, desc="The share of time the drive spent in each thermal management level (TMT1, TMT2)."))
+    P.append(timeseries(lay, "Throttle events and TMT transitions", [
         (f"increase(nvsoak_thermal_throttle_events_total{{{D}}}[$__rate_interval])", "{{device}} throttle events"),
         (f"sum by (instance, device, level) (increase(nvme_thermal_transitions_total{{{D}}}[$__rate_interval]))", "{{device}} TMT{{level}} transitions"),
-    ], desc="1 while the drive throttles (thermal management time increasing or composite ≥ WCTEMP); TMT time fraction per level."))
+    ], unit="none", w=8, desc="Throttling episodes nvsoak counted and the drive's own thermal management transitions, per interval."))
     P.append(timeseries(lay, "IOPS while throttled and not", [
         (f"nvsoak_throttled_iops{{{D}}}", "{{device}} throttled"),
         (f"nvsoak_unthrottled_iops{{{D}}}", "{{device}} unthrottled"),
-    ], unit="iops"))
+    ], unit="iops", desc="Mean workload IOPS on the drive over health polls that found it throttling, against those that did not."))
     P.append(timeseries(lay, "Time above WCTEMP and CCTEMP", [
         (f"increase(nvme_warning_temperature_seconds_total{{{D}}}[$__rate_interval])", "{{device}} above WCTEMP"),
         (f"increase(nvme_critical_temperature_seconds_total{{{D}}}[$__rate_interval])", "{{device}} above CCTEMP"),
-    ], unit="s"))
+    ], unit="s", desc="Time per interval the composite temperature spent at or above WCTEMP and CCTEMP (SMART counters)."))
 
     P.append(row(lay, "Wear and endurance"))
     P.append(gauge(lay, "Percentage used", [(f"nvme_percentage_used_ratio{{{D}}}", "{{device}}")],
-                   thresholds=steps((0.8, "orange"), (0.9, "red"))))
+                   thresholds=steps((0.8, "orange"), (0.9, "red")),
+                   desc="The drive's own estimate of its life used (SMART Percentage Used; may exceed 100%)."))
     P.append(gauge(lay, "Endurance consumed (of rated TBW)", [(f"nvsoak_endurance_consumed_ratio{{{D}}}", "{{device}}")],
-                   thresholds=steps((0.8, "orange"), (0.9, "red"))))
+                   thresholds=steps((0.8, "orange"), (0.9, "red")),
+                   desc="Lifetime bytes written over the drive's rated endurance (TBW) from the ratings table."))
     P.append(stat(lay, "Projected wear-out", [(f"nvsoak_projected_wearout_seconds{{{D}}}", "{{device}} ({{basis}})")],
                   unit="s", h=6, thresholds={"mode": "absolute", "steps": [
                       {"color": "red", "value": None}, {"color": "orange", "value": 365 * 86400},
-                      {"color": "green", "value": 1825 * 86400}]}))
+                      {"color": "green", "value": 1825 * 86400}]},
+                  desc="Time until wear-out: basis tbw at the last 24 h write rate against rated TBW, basis percentage_used at the slope of percentage used."))
     P.append(timeseries(lay, "Available spare", [
         (f"nvme_available_spare_ratio{{{D}}}", "{{device}} spare"),
         (f"nvme_available_spare_threshold_ratio{{{D}}}", "{{device}} threshold"),
-    ], unit="percentunit", w=6, h=6))
+    ], unit="percentunit", w=6, h=6, desc="Spare capacity left against the threshold below which the drive warns."))
     P.append(timeseries(lay, "Bytes written against rated TBW", [
         (f"nvme_data_written_bytes_total{{{D}}}", "{{device}} written (SMART)"),
         (f"nvsoak_rated_endurance_bytes{{{D}}}", "{{device}} rated TBW"),
-    ], unit="bytes"))
+    ], unit="bytes", desc="Lifetime bytes written (SMART Data Units Written) against the rated endurance."))
     P.append(timeseries(lay, "Observed against rated DWPD", [
         (f"nvsoak_observed_dwpd{{{D}}}", "{{device}} observed ({{window}})"),
         (f"nvsoak_rated_dwpd{{{D}}}", "{{device}} rated"),
-    ]))
+    ], unit="suffix: DWPD", desc="Drive writes per day observed over each window against the rated DWPD."))
     P.append(timeseries(lay, "Host I/O (SMART)", [
         (f"rate(nvme_data_written_bytes_total{{{D}}}[$__rate_interval])", "{{device}} written"),
         (f"rate(nvme_data_read_bytes_total{{{D}}}[$__rate_interval])", "{{device}} read"),
-    ], unit="Bps", w=8))
+    ], unit="Bps", w=8, desc="Bytes per second the drive counted written and read (SMART Data Units), from all hosts' I/O."))
     P.append(timeseries(lay, "Host commands (SMART)", [
         (f"rate(nvme_host_write_commands_total{{{D}}}[$__rate_interval])", "{{device}} write commands"),
         (f"rate(nvme_host_read_commands_total{{{D}}}[$__rate_interval])", "{{device}} read commands"),
-    ], unit="iops", w=8))
+    ], unit="iops", w=8, desc="Write and read commands per second the drive counted (SMART Host Commands)."))
     P.append(timeseries(lay, "Controller busy", [
         (f"rate(nvme_controller_busy_seconds_total{{{D}}}[$__rate_interval])", "{{device}}"),
-    ], unit="percentunit", w=8))
+    ], unit="percentunit", w=8, desc="The share of time the controller had I/O outstanding (SMART Controller Busy Time)."))
 
     P.append(row(lay, "Errors and accounting"))
     P.append(timeseries(lay, "Media errors and error log entries", [
         (f"increase(nvme_media_errors_total{{{D}}}[$__rate_interval])", "{{device}} media errors"),
         (f"increase(nvme_error_log_entries_total{{{D}}}[$__rate_interval])", "{{device}} error log entries"),
         (f"increase(nvme_unsafe_shutdowns_total{{{D}}}[$__rate_interval])", "{{device}} unsafe shutdowns"),
-    ], w=8))
+    ], unit="none", w=8, desc="Media and data integrity errors, error log entries and unsafe shutdowns counted per interval (SMART)."))
     P.append(table(lay, "Error log status codes (newest entries)", [
         f"sum by (instance, device, status) (nvme_error_log_status_total{{{D}}})",
-    ], w=8, h=8, rename={"Value": "entries"}))
+    ], w=8, h=8, rename={"Value": "entries"},
+        desc="Error Information log entries seen since nvsoak started, counted once each, per status code (SCT << 8 | SC)."))
     P.append(stat(lay, "Power", [
         (f"nvme_power_on_seconds_total{{{D}}}", "{{device}} power-on"),
-    ], unit="s", w=4, h=8))
+    ], unit="s", w=4, h=8, desc="The drive's power-on time (SMART Power On Hours)."))
     P.append(stat(lay, "Power cycles", [
         (f"nvme_power_cycles_total{{{D}}}", "{{device}}"),
-    ], w=4, h=8))
+    ], unit="none", w=4, h=8, desc="The drive's power cycles in its life (SMART Power Cycles)."))
     P.append(timeseries(lay, "SMART against host accounting", [
         (f"nvsoak_accounting_host_written_bytes{{{D}}}", "{{device}} host wrote (nvsoak)"),
         (f"nvsoak_accounting_drive_written_bytes{{{D}}}", "{{device}} drive counted (SMART)"),
@@ -557,7 +585,7 @@ def device_detail():
     P.append(timeseries(lay, "Accounting ratio and write amplification", [
         (f"nvsoak_accounting_ratio{{{D}}}", "{{device}} SMART / host"),
         (f"nvsoak_write_amplification_ratio{{{D}}}", "{{device}} write amplification (OCP)"),
-    ], thresholds=steps((1.05, "orange"), (1.2, "red")), desc="1.0 means the drive counted what was written; write amplification needs the OCP C0h log."))
+    ], unit="none", thresholds=steps((1.05, "orange"), (1.2, "red")), desc="1.0 means the drive counted what was written; write amplification needs the OCP C0h log."))
 
     sata_rows(lay, P)
     pcie_rows(lay, P)
@@ -566,31 +594,37 @@ def device_detail():
     P.append(timeseries(lay, "Physical media (OCP)", [
         (f"rate(nvme_ocp_physical_media_written_bytes_total{{{D}}}[$__rate_interval])", "{{device}} NAND written"),
         (f"rate(nvme_ocp_physical_media_read_bytes_total{{{D}}}[$__rate_interval])", "{{device}} NAND read"),
-    ], unit="Bps", w=8))
-    P.append(timeseries(lay, "Bad blocks and recoveries (OCP)", [
+    ], unit="Bps", w=8, desc="Bytes per second written to and read from the NAND itself (OCP C0h), write amplification included."))
+    P.append(timeseries(lay, "Bad NAND blocks (OCP)", [
         (f"nvme_ocp_bad_user_nand_blocks{{{D}}}", "{{device}} bad user NAND blocks"),
         (f"nvme_ocp_bad_system_nand_blocks{{{D}}}", "{{device}} bad system NAND blocks"),
+    ], unit="none", w=8, desc="Bad user and system NAND blocks the drive reports (OCP C0h)."))
+    P.append(timeseries(lay, "Recoveries and uncorrectable errors (OCP)", [
         (f"increase(nvme_ocp_xor_recovery_total{{{D}}}[$__rate_interval])", "{{device}} XOR recoveries"),
         (f"increase(nvme_ocp_uncorrectable_read_errors_total{{{D}}}[$__rate_interval])", "{{device}} uncorrectable reads"),
         (f"increase(nvme_ocp_pcie_correctable_errors_total{{{D}}}[$__rate_interval])", "{{device}} PCIe correctable"),
-    ], w=8))
-    P.append(timeseries(lay, "OCP throttling and endurance estimate", [
+    ], unit="none", w=8, desc="XOR recoveries, uncorrectable reads and PCIe correctable errors counted per interval (OCP C0h)."))
+    P.append(timeseries(lay, "OCP throttling status", [
         (f"nvme_ocp_thermal_throttling_status{{{D}}}", "{{device}} throttling status"),
+    ], unit="none", w=8, desc="The drive's thermal throttling status (OCP C0h): 0 none, 1 first level, 2 second level, 3 shutdown."))
+    P.append(timeseries(lay, "OCP throttling events", [
         (f"increase(nvme_ocp_thermal_throttling_events_total{{{D}}}[$__rate_interval])", "{{device}} throttling events"),
-        (f"nvme_ocp_endurance_estimate_bytes{{{D}}} / 1e15", "{{device}} endurance estimate (PB)"),
-    ], w=8))
+    ], unit="none", w=8, desc="Thermal throttling events the drive counted per interval (OCP C0h)."))
+    P.append(timeseries(lay, "OCP endurance estimate", [
+        (f"nvme_ocp_endurance_estimate_bytes{{{D}}}", "{{device}} endurance estimate"),
+    ], unit="decbytes", w=8, desc="The drive's own estimate of the bytes it can be written in its life (OCP C0h)."))
     P.append(timeseries(lay, "Health poll", [
         (f"time() - nvsoak_health_poll_timestamp_seconds{{{D}}}", "{{device}} age of last poll"),
         (f"nvsoak_health_poll_duration_seconds{{{D}}}", "{{device}} poll duration"),
-    ], unit="s"))
+    ], unit="s", desc="How long ago each drive was last polled, and how long the poll took."))
     P.append(timeseries(lay, "Health poll errors", [
         (f"sum by (instance, device, log) (increase(nvsoak_health_poll_errors_total{{{D}}}[$__rate_interval]))", "{{device}} {{log}}"),
-    ]))
+    ], unit="none", desc="Failed reads per log page and interval; the other pages' figures stay current."))
     P.append(timeseries(lay, "Daemon", [
         ('nvsoak_uptime_seconds{instance=~"$instance"}', "{{instance}} uptime"),
-    ], unit="s", w=12, h=6))
+    ], unit="s", w=12, h=6, desc="Time since each nvsoak daemon started; a drop is a restart."))
     P.append(table(lay, "Build", ['max by (instance, version, revision) (nvsoak_build_info{instance=~"$instance"})'],
-                   w=12, h=6, exclude=("Value",)))
+                   w=12, h=6, exclude=("Value",), desc="The nvsoak version and source revision each host runs."))
     return dashboard("nvsoak-device", "nvsoak / Device detail", P, ["nvsoak"],
                      "One drive and its soak targets: workload, latency, steady state, sweep, temperature, wear, errors.")
 
@@ -623,12 +657,16 @@ def sata_rows(lay, P):
         (f"rate(ata_written_bytes_total{{{D}}}[$__rate_interval])", "{{device}} written"),
         (f"rate(ata_read_bytes_total{{{D}}}[$__rate_interval])", "{{device}} read"),
         (f"rate(nvsoak_drive_lifetime_written_bytes_total{{{D}}}[$__rate_interval])", "{{device}} written ({{source}})"),
-    ], unit="Bps", w=8))
+    ], unit="Bps", w=8, desc="Bytes per second the SATA drive counted written and read (Device Statistics, else attribute 241)."))
     P.append(timeseries(lay, "SATA errors", [
         (f"increase(ata_reported_uncorrectable_errors_total{{{D}}}[$__rate_interval])", "{{device}} reported uncorrectable"),
         (f"increase(ata_interface_crc_errors_total{{{D}}}[$__rate_interval])", "{{device}} interface CRC"),
+    ], unit="none", w=8, desc="Reported uncorrectable errors and interface CRC errors counted per interval."))
+    P.append(timeseries(lay, "SATA error attributes (raw)", [
         (f'ata_smart_attribute_raw{{{D}, id=~"5|187|196|198|199"}}', "{{device}} {{id}} {{name}}"),
-    ], w=8))
+    ], unit="none", w=8,
+        desc="Raw values of the error attributes: 5 reallocated, 187 reported uncorrectable, 196 reallocation "
+             "events, 198 offline uncorrectable, 199 UDMA CRC errors."))
 
 
 def on_path(expr, sel, by="instance, device, address", extra=""):
@@ -657,11 +695,11 @@ def pcie_rows(lay, P):
              "switch upstream port (below what both ends support), and AER errors since boot."))
     P.append(timeseries(lay, "PCIe links degraded on the path", [
         (on_path("nvme_pcie_link_degraded", D), "{{device}} {{address}}"),
-    ], w=8, desc="1 while the link above that function runs below what both of its ends support."))
+    ], unit="none", w=8, desc="1 while the link above that function runs below what both of its ends support."))
     P.append(timeseries(lay, "PCIe AER errors on the path", [
         (on_path("sum by (instance, address, severity) (increase(nvme_pcie_aer_errors_total[$__rate_interval]))", D,
                  by="instance, device, address, severity", extra="(severity)"), "{{device}} {{address}} {{severity}}"),
-    ], w=8, desc="AER errors counted per interval on each function of the drive's path, by severity."))
+    ], unit="none", w=8, desc="AER errors counted per interval on each function of the drive's path, by severity."))
     P.append(timeseries(lay, "Drive bytes written (subsystem, counted once)", [
         ("max by (instance, drive) (nvsoak_drive_written_bytes_total"
          f" * on (instance, drive) group_left () max by (instance, drive) (label_replace(nvme_info{{{D}}}, \"drive\", \"$1\", \"subsystem\", \"(.+)\")))",
@@ -675,16 +713,31 @@ def fleet():
     I = 'instance=~"$instance"'
     yield_rows(lay, P, I)
     P.append(row(lay, "Drives and targets"))
-    P.append(stat(lay, "Drives", [f"count(nvme_info{{{I}}}) or vector(0)"], w=4))
-    P.append(stat(lay, "Targets", [f"count(nvsoak_target_up{{{I}}})"], w=4))
-    P.append(stat(lay, "Drives with a critical warning", [f"count(nvme_critical_warning{{{I}}} > 0) or vector(0)"],
+    # Drives, not controllers: a dual-port drive's two controllers share its serial.
+    P.append(stat(lay, "Drives", [f"count(count by (instance, serial) (nvme_info{{{I}}})) or vector(0)"], unit="none", w=4,
+                  desc="NVMe drives on the chosen hosts, counted by (instance, serial): a dual-port drive's two controllers are one drive."))
+    P.append(stat(lay, "Targets", [f"count(nvsoak_target_up{{{I}}})"], unit="none", w=4,
+                  desc="Soak targets (devices and files) the chosen hosts run."))
+    P.append(stat(lay, "Drives with a critical warning", [
+        f"count(count by (instance, serial) ((nvme_critical_warning{{{I}}} > 0)"
+        f" * on (instance, device) group_left (serial) nvme_info{{{I}}})) or vector(0)"], unit="none",
+                  desc="NVMe drives with any critical warning bit set, each drive counted once.",
                   w=4, thresholds=steps((1, "red"))))
     P.append(stat(lay, "Targets with verify errors", [f"count(nvsoak:verify_errors:total{{{I}}} > 0) or vector(0)"],
+                  unit="none", desc="Targets where a read-back found a block that failed verification.",
                   w=4, thresholds=steps((1, "red"))))
-    P.append(stat(lay, "Fleet IOPS", [f"sum(nvsoak:iops:rate1m{{{I}}})"], unit="iops", w=4))
-    P.append(stat(lay, "Fleet bandwidth", [f"sum(nvsoak:bandwidth_bytes:rate1m{{{I}}})"], unit="Bps", w=4))
-    P.append(stat(lay, "SATA drives", [f"count(ata_info{{{I}}}) or vector(0)"], w=4))
+    P.append(stat(lay, "Fleet IOPS", [f"sum(nvsoak:iops:rate1m{{{I}}})"], unit="iops", w=4,
+                  desc="Read and write I/Os per second completed by every target on the chosen hosts (1 min rate)."))
+    P.append(stat(lay, "Fleet bandwidth", [f"sum(nvsoak:bandwidth_bytes:rate1m{{{I}}})"], unit="Bps", w=4,
+                  desc="Bytes read and written per second by every target on the chosen hosts (1 min rate)."))
+    P.append(stat(lay, "Fleet SMART write rate (1h)", [f"sum(nvme:drive_data_written_bytes:rate1h{{{I}}})"],
+                  unit="Bps", w=4,
+                  desc="Bytes per second the NVMe drives counted written (SMART, 1 h rate), each dual-port drive once "
+                       "(nvme:drive_data_written_bytes:rate1h)."))
+    P.append(stat(lay, "SATA drives", [f"count(ata_info{{{I}}}) or vector(0)"], unit="none", w=4,
+                  desc="SATA drives on the chosen hosts."))
     P.append(stat(lay, "SATA drives failing SMART", [f"count(ata_smart_status_passed{{{I}}} == 0) or vector(0)"],
+                  unit="none", desc="SATA drives whose SMART RETURN STATUS says FAILED.",
                   w=4, thresholds=steps((1, "red"))))
 
     P.append(table(lay, "Drives and their soak targets, worst first", [
@@ -755,11 +808,14 @@ def fleet():
                 "Value #J": "stalled", "Value #K": "up"},
         exclude=("Value #B", "Value #C"), units={"read p99": "s", "write p99": "s", "IOPS": "iops"}))
     P.append(stat(lay, "Degraded PCIe links", [f"count(nvme_pcie_link_degraded{{{I}}} == 1) or vector(0)"],
+                  unit="none", desc="PCIe links running below what both of their ends support.",
                   w=4, thresholds=steps((1, "orange"))))
     P.append(stat(lay, "Uncorrectable PCIe errors", [
         f'sum(nvme_pcie_aer_errors_total{{{I}, severity=~"nonfatal|fatal"}}) or vector(0)'],
-        w=4, thresholds=steps((1, "red"))))
-    P.append(stat(lay, "Cards", [f"count(nvsoak_card_info{{{I}}}) or vector(0)"], w=4))
+        unit="none", w=4, thresholds=steps((1, "red")),
+        desc="Non-fatal and fatal AER errors since boot on every PCI function of the drives' paths."))
+    P.append(stat(lay, "Cards", [f"count(nvsoak_card_info{{{I}}}) or vector(0)"], unit="none", w=4,
+                  desc="Cards (controllers behind one switch or slot) nvsoak found on the chosen hosts."))
     P.append(table(lay, "Cards (controllers behind one switch or slot)", [
         f"max by (instance, card, upstream_port, slot, drives, series) (nvsoak_card_info{{{I}}})",
         f"max by (instance, card) (nvsoak_card_written_bytes_total{{{I}}})",
@@ -783,19 +839,21 @@ def fleet():
         desc="Each controller's PCI address, slot, subsystem and card, the worst link on its path, and AER "
              "errors on every function of its path (a card's upstream port counts for each of its drives)."))
     P.append(timeseries(lay, "IOPS per host", [(f"sum by (instance) (nvsoak:iops:rate1m{{{I}}})", "{{instance}}")],
-                        unit="iops", w=8))
+                        unit="iops", w=8, desc="Read and write I/Os per second of all targets on each host (1 min rate)."))
     P.append(timeseries(lay, "Hottest temperature per drive", [(f"nvme:temperature_max:celsius{{{I}}}", "{{instance}} {{device}}")],
-                        unit="celsius", w=8))
-    P.append(timeseries(lay, "SMART write rate per drive", [(f"nvme:data_written_bytes:rate1h{{{I}}}", "{{instance}} {{device}}")],
-                        unit="Bps", w=8))
+                        unit="celsius", w=8, desc="Each drive's hottest reading: the composite temperature or any sensor."))
+    P.append(timeseries(lay, "SMART write rate per drive", [(f"nvme:drive_data_written_bytes:rate1h{{{I}}}", "{{instance}} {{serial}}")],
+                        unit="Bps", w=8, desc="Bytes per second each drive counted written (SMART, 1 h rate), a dual-port drive once."))
     P.append(timeseries(lay, "p99 latency per target", [
         (f"nvsoak:read_latency_seconds:p99_1m{{{I}}}", "{{instance}} {{target}} read"),
         (f"nvsoak:write_latency_seconds:p99_1m{{{I}}}", "{{instance}} {{target}} write"),
-    ], unit="s"))
+    ], unit="s", desc="p99 read and write latency of every target (1 min, from the histograms)."))
     P.append(timeseries(lay, "Temperature headroom to WCTEMP", [
         (f"nvme:temperature_headroom:celsius{{{I}}}", "{{instance}} {{device}}"),
-        (f"nvme:critical_temperature_seconds:increase1h{{{I}}}", "{{instance}} {{device}} s above CCTEMP (1h)"),
-    ], unit="celsius"))
+    ], unit="celsius", desc="Degrees between each drive's composite temperature and its warning threshold (WCTEMP)."))
+    P.append(timeseries(lay, "Time above CCTEMP (1 h)", [
+        (f"nvme:critical_temperature_seconds:increase1h{{{I}}}", "{{instance}} {{device}}"),
+    ], unit="s", desc="Time each drive spent at or above its critical temperature (CCTEMP) in the last hour."))
     return dashboard("nvsoak-fleet", "nvsoak / Fleet overview", P, ["nvsoak"],
                      "Every drive (with the soak targets on it) and every file target across the rack(s), worst first.", with_device=False, with_target=False)
 

@@ -160,8 +160,9 @@ fn rack_prometheus_remote_writes_drives_and_alerts_to_the_centre() {
     let sysfs = dir.path().join("sys");
     fake_ctrl(&sysfs, "nvme0", "FLEET0", "FLEETTEST 3.84TB");
     fake_ctrl(&sysfs, "nvme1", "FLEET1", "FLEETTEST 3.84TB");
-    let clean = replay_drive("/dev/nvme0", None, Some(0));
-    let warned = replay_drive("/dev/nvme1", None, Some(0x02)); // temperature above threshold
+    // Two drives, each its own serial (the Drives stat counts serials, not controllers).
+    let clean = replay_drive("/dev/nvme0", Some("FLEET0"), Some(0));
+    let warned = replay_drive("/dev/nvme1", Some("FLEET1"), Some(0x02)); // temperature above threshold
     let opener: Opener = Arc::new(move |c: &Controller| {
         let t = if c.name == "nvme1" { &warned } else { &clean };
         Ok(Box::new(Arc::clone(t)) as Box<dyn AdminTransport>)
@@ -299,7 +300,8 @@ fn rack_prometheus_remote_writes_drives_and_alerts_to_the_centre() {
         assert_eq!(r["metric"]["rack"], "rack1", "{r}");
         assert_eq!(r["metric"]["prometheus"], "rack1-prom", "{r}");
     }
-    let drives = central.query("count(nvme_info{instance=~\".*\"}) or vector(0)");
+    let drives = central
+        .query("count(count by (instance, serial) (nvme_info{instance=~\".*\"})) or vector(0)");
     assert_eq!(drives[0]["value"][1], "2", "the Drives stat at the centre");
 
     // An alert evaluated at the rack (NvmeCriticalWarning, `for: 1m`) arrives at the centre, for

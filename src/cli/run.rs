@@ -99,7 +99,7 @@ pub fn check_config_with(path: &Path, web: Option<&Path>) -> Result<ExitCode> {
 /// A block device whose size cannot be known without opening it is named as such and not
 /// counted.
 fn verify_memory(settings: &crate::config::Settings) -> Result<String> {
-    use crate::model::units::format_bytes;
+    use crate::model::fmt::fmt_bytes;
     use std::fmt::Write;
     let planned: Vec<_> = settings
         .targets
@@ -122,8 +122,8 @@ fn verify_memory(settings: &crate::config::Settings) -> Result<String> {
                     text,
                     "  target {}: verification state: {} ({what}, of a region of {})",
                     t.name,
-                    format_bytes(bytes),
-                    format_bytes(*region)
+                    fmt_bytes(bytes as f64),
+                    fmt_bytes(*region as f64)
                 );
             }
             Err(why) => {
@@ -143,7 +143,7 @@ fn verify_memory(settings: &crate::config::Settings) -> Result<String> {
         text,
         "  total: {}{} of a budget of {} ({})",
         if unknown > 0 { "at least " } else { "" },
-        format_bytes(total),
+        fmt_bytes(total as f64),
         budget.describe(host),
         crate::model::verify_cost::BUDGET_KEY
     );

@@ -178,8 +178,8 @@ fn render_target(
         let _ = writeln!(
             o,
             "  whole plan   read {}, wrote {}, {} I/O errors, over {} (every phase)",
-            crate::model::units::format_bytes(p.read_bytes),
-            crate::model::units::format_bytes(p.write_bytes),
+            crate::model::fmt::fmt_bytes(p.read_bytes as f64),
+            crate::model::fmt::fmt_bytes(p.write_bytes as f64),
             p.errors,
             format_secs(p.soak_elapsed_secs)
         );
@@ -213,7 +213,7 @@ fn render_target(
             g.written_units,
             g.units,
             g.file,
-            crate::model::units::format_bytes(g.len)
+            crate::model::fmt::fmt_bytes(g.len as f64)
         );
     }
 }
@@ -279,13 +279,13 @@ fn render_totals(o: &mut String, tt: &Totals) {
     let _ = writeln!(
         o,
         "  read         {} in {} ops",
-        crate::model::units::format_bytes(tt.read_bytes),
+        crate::model::fmt::fmt_bytes(tt.read_bytes as f64),
         tt.read_ops
     );
     let _ = writeln!(
         o,
         "  written      {} in {} ops",
-        crate::model::units::format_bytes(tt.write_bytes),
+        crate::model::fmt::fmt_bytes(tt.write_bytes as f64),
         tt.write_ops
     );
     let by_kind: Vec<String> = tt
@@ -397,7 +397,10 @@ mod tests {
         assert_eq!(format_secs(0.4), "0s");
         assert_eq!(format_secs(93_784.0), "1d 2h");
         assert_eq!(format_secs(61.0), "1m 1s");
-        assert_eq!(crate::model::units::format_bytes(512), "512 B");
-        assert_eq!(crate::model::units::format_bytes(3 << 29), "1.50 GiB");
+        assert_eq!(crate::model::fmt::fmt_bytes(512.0), "512 B");
+        assert_eq!(
+            crate::model::fmt::fmt_bytes(1.5 * 1024.0 * 1024.0 * 1024.0),
+            "1.50 GiB"
+        );
     }
 }

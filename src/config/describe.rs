@@ -5,29 +5,29 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use super::{HealthSettings, Settings};
+use crate::model::fmt::{fmt_bytes, fmt_capacity, fmt_datasheet_bytes, fmt_rate};
 use crate::model::profiles::describe_access;
 use crate::model::spec::*;
 use crate::model::units::{format_duration, format_size};
 
-/// `1G` when exact in binary units, otherwise bytes with a decimal approximation.
+/// `1G` when exact in binary units (the config's own notation), otherwise the bytes with their
+/// size in IEC units (`model::fmt`'s convention): `1000000 bytes (976.56 KiB)`.
 pub fn bytes(b: u64) -> String {
     let f = format_size(b);
-    if f.ends_with(|c: char| c.is_ascii_alphabetic()) || b < 1000 {
+    if f.ends_with(|c: char| c.is_ascii_alphabetic()) || b < 1024 {
         return f;
     }
-    let units = [
-        (1e15, "PB"),
-        (1e12, "TB"),
-        (1e9, "GB"),
-        (1e6, "MB"),
-        (1e3, "kB"),
-    ];
-    let (m, u) = units
-        .iter()
-        .find(|(m, _)| b as f64 >= *m)
-        .copied()
-        .unwrap_or((1.0, "B"));
-    format!("{b} bytes ({:.2} {u})", b as f64 / m)
+    format!("{b} bytes ({})", fmt_bytes(b as f64))
+}
+
+/// A byte rate: `200M/s` when exact in binary units, otherwise in SI units as drive makers
+/// rate throughput: `200000000 bytes/s (200 MB/s)`.
+fn byte_rate(b: u64) -> String {
+    let f = format_size(b);
+    if f.ends_with(|c: char| c.is_ascii_alphabetic()) || b < 1024 {
+        return format!("{f}/s");
+    }
+    format!("{b} bytes/s ({})", fmt_rate(b as f64))
 }
 
 fn dur(d: Duration) -> String {
@@ -55,7 +55,7 @@ pub fn rate(r: &Option<RateLimit>) -> String {
     match r {
         None => "none (as fast as the target goes)".into(),
         Some(RateLimit::Iops(x)) => format!("{} IOPS", num(*x)),
-        Some(RateLimit::BytesPerSec(b)) => format!("{}/s", bytes(*b as u64)),
+        Some(RateLimit::BytesPerSec(b)) => byte_rate(*b as u64),
         Some(RateLimit::PercentOfMax(p)) => format!(
             "{}% of the measured maximum (from a preceding sweep of this job, or a calibration run)",
             num(*p)
@@ -371,7 +371,11 @@ fn health_section(w: &mut String, h: &HealthSettings) {
     for d in &h.devices {
         let mut parts = Vec::new();
         if let Some(b) = d.rated_tbw_bytes {
-            parts.push(format!("rated_tbw {}", bytes(b)));
+            // The datasheet's figure, in its decimal units.
+            parts.push(format!(
+                "rated_tbw {} ({b} bytes, as the datasheet rates it)",
+                fmt_datasheet_bytes(b as f64)
+            ));
         }
         if let Some(x) = d.rated_dwpd {
             parts.push(format!("rated_dwpd {}", num(x)));
@@ -380,7 +384,7 @@ fn health_section(w: &mut String, h: &HealthSettings) {
             parts.push(format!("warranty_years {}", num(x)));
         }
         if let Some(b) = d.capacity_bytes {
-            parts.push(format!("capacity {}", bytes(b)));
+            parts.push(format!("capacity {}", fmt_capacity(b as f64)));
         }
         let _ = writeln!(w, "  device {:<13} {}", d.matcher, parts.join(", "));
     }

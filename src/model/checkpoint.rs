@@ -203,8 +203,8 @@ impl PreconditionProgress {
             self.passes,
             (frac * 100.0).floor(),
             (overall * 100.0).floor(),
-            crate::model::units::format_bytes(done),
-            crate::model::units::format_bytes(total)
+            crate::model::fmt::fmt_bytes(done as f64),
+            crate::model::fmt::fmt_bytes(total as f64)
         )
     }
 }

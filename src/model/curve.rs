@@ -221,7 +221,7 @@ pub fn rated_from_table(
     let r = table.lookup(&device.model, device.capacity_bytes)?;
     let cap = r
         .capacity_bytes
-        .map(|c| format!(" {}", crate::model::fmt::fmt_bytes(c as f64)))
+        .map(|c| format!(" {}", crate::model::fmt::fmt_datasheet_bytes(c as f64)))
         .unwrap_or_default();
     Some(RatedFigures {
         source: format!("ratings table: {} {}{cap}", r.vendor, r.series),

@@ -1,5 +1,11 @@
 //! Figures in words, one way everywhere: counts, rates, bytes, ratios, latencies, spans of
-//! time and instants, as the verdict, the report, the status page and the journal write them.
+//! time and instants, as the verdict, the report, the status page, `nvsoak state show`, the
+//! CLI and the journal write them.
+//!
+//! The units convention: sizes in IEC units (KiB, MiB, GiB, TiB: `fmt_bytes`), rates and
+//! throughput in SI units (MB/s, GB/s: `fmt_rate`), as drive makers rate them. A drive's
+//! capacity is given both ways (`fmt_capacity`: "2.91 TiB (3.20 TB)"), and a datasheet's own
+//! figure may stay decimal where the text says it is one (`fmt_datasheet_bytes`).
 
 /// A rounded count with thousands separators: 121500.4 -> "121,500".
 pub fn fmt_count(v: f64) -> String {
@@ -48,17 +54,55 @@ pub fn fmt_cpu_ns(ns: f64) -> String {
     }
 }
 
-/// Decimal bytes per second, as the drive makers rate them: "3.28 GB/s", "406 MB/s".
+/// Rates and throughput in SI units, as drive makers rate them: "3.28 GB/s", "406 MB/s".
 pub fn fmt_rate(bps: f64) -> String {
-    format!("{}/s", fmt_bytes(bps))
+    if !bps.is_finite() {
+        return "-".into();
+    }
+    format!("{}/s", fmt_decimal_bytes(bps))
 }
 
-/// Decimal bytes: "3.20 TB", "406 MB".
+/// Sizes in IEC (binary) units, as the journal, `nvsoak state show`, the CLI and the reports
+/// write them: "512 B", "4.00 KiB", "1.50 GiB", "2.91 TiB"; "-" when not finite.
 pub fn fmt_bytes(b: f64) -> String {
     if !b.is_finite() {
         return "-".into();
     }
-    const UNITS: [(&str, f64); 5] = [
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut v = b;
+    let mut i = 0;
+    while v.abs() >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b:.0} B")
+    } else {
+        format!("{v:.2} {}", UNITS[i])
+    }
+}
+
+/// A drive's capacity: its size in IEC units, then in brackets the decimal figure its
+/// datasheet and label give: "2.91 TiB (3.20 TB)".
+pub fn fmt_capacity(b: f64) -> String {
+    if !b.is_finite() {
+        return "-".into();
+    }
+    format!("{} ({})", fmt_bytes(b), fmt_decimal_bytes(b))
+}
+
+/// A datasheet's figure in its own decimal units, for text that says it is one (a rated
+/// endurance, a ratings-table entry's capacity): "3.20 TB", "17.5 PB"; "-" when not finite.
+pub fn fmt_datasheet_bytes(b: f64) -> String {
+    if !b.is_finite() {
+        return "-".into();
+    }
+    fmt_decimal_bytes(b)
+}
+
+fn fmt_decimal_bytes(b: f64) -> String {
+    const UNITS: [(&str, f64); 6] = [
+        ("EB", 1e18),
         ("PB", 1e15),
         ("TB", 1e12),
         ("GB", 1e9),
@@ -68,7 +112,7 @@ pub fn fmt_bytes(b: f64) -> String {
     for (u, f) in UNITS {
         if b.abs() >= f {
             let v = b / f;
-            return if v >= 100.0 {
+            return if v.abs() >= 100.0 {
                 format!("{v:.0} {u}")
             } else {
                 format!("{v:.2} {u}")
@@ -155,4 +199,59 @@ pub fn fmt_time(unix: f64) -> String {
         rem / 60 % 60,
         rem % 60
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_iec() {
+        assert_eq!(fmt_bytes(0.0), "0 B");
+        assert_eq!(fmt_bytes(512.0), "512 B");
+        assert_eq!(fmt_bytes(1023.0), "1023 B");
+        assert_eq!(fmt_bytes(4096.0), "4.00 KiB");
+        assert_eq!(fmt_bytes((3u64 << 29) as f64), "1.50 GiB");
+        assert_eq!(fmt_bytes(3.2e12), "2.91 TiB");
+        assert_eq!(fmt_bytes((100u64 << 40) as f64), "100.00 TiB");
+        assert_eq!(fmt_bytes(-2048.0), "-2.00 KiB");
+        assert_eq!(fmt_bytes(f64::NAN), "-");
+        assert_eq!(fmt_bytes(f64::INFINITY), "-");
+    }
+
+    #[test]
+    fn rates_are_si() {
+        assert_eq!(fmt_rate(406e6), "406 MB/s");
+        assert_eq!(fmt_rate(3.28e9), "3.28 GB/s");
+        assert_eq!(fmt_rate(999.0), "999 B/s");
+        assert_eq!(fmt_rate(f64::NAN), "-");
+    }
+
+    #[test]
+    fn capacities_give_both_and_datasheets_stay_decimal() {
+        assert_eq!(fmt_capacity(3.2e12), "2.91 TiB (3.20 TB)");
+        assert_eq!(fmt_capacity(3.84e12), "3.49 TiB (3.84 TB)");
+        assert_eq!(fmt_capacity(f64::NAN), "-");
+        assert_eq!(fmt_datasheet_bytes(3.2e12), "3.20 TB");
+        assert_eq!(fmt_datasheet_bytes(17.52e15), "17.52 PB");
+        assert_eq!(fmt_datasheet_bytes(f64::NEG_INFINITY), "-");
+    }
+
+    /// The convention in one place: no size is written in decimal units and no rate in
+    /// binary ones.
+    #[test]
+    fn no_formatter_mixes_the_conventions() {
+        for b in [1.0, 999.0, 1e3, 4096.0, 1e6, 1.5e9, 3.2e12, 1e15, 2e18] {
+            let size = fmt_bytes(b);
+            assert!(
+                size.ends_with(" B") || size.contains("iB"),
+                "size {b}: {size}"
+            );
+            let rate = fmt_rate(b);
+            assert!(
+                rate.ends_with("B/s") && !rate.contains("iB"),
+                "rate {b}: {rate}"
+            );
+        }
+    }
 }

@@ -278,22 +278,6 @@ pub fn format_size(b: u64) -> String {
     b.to_string()
 }
 
-/// Bytes as `1.50 GiB`.
-pub fn format_bytes(b: u64) -> String {
-    const U: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < U.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.2} {}", U[i])
-    }
-}
-
 pub fn format_duration(d: Duration) -> String {
     let s = d.as_secs();
     if d.subsec_millis() != 0 || s == 0 {

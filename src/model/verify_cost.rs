@@ -12,9 +12,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::fmt::fmt_bytes;
 use crate::model::genmap::VERIFY_UNIT;
 use crate::model::spec::VerifyMode;
-use crate::model::units::format_bytes;
 
 /// How a target's verification knows what each unit should hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,7 +110,7 @@ pub const BUDGET_KEY: &str = "state.max_verify_memory";
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "{BUDGET_KEY}: the verified targets need {} of verification state together ({targets}), more than the budget of {budget_words}; raise {BUDGET_KEY} (a size such as \"{}\" or a larger share of the host's memory such as \"75%\"), lower the targets' region, or verify fewer targets at once",
-    format_bytes(*total),
+    fmt_bytes(*total as f64),
     crate::model::units::format_size(total.next_multiple_of(1 << 30))
 )]
 pub struct OverBudget {
@@ -140,7 +140,7 @@ pub fn check_budget(
             budget_words: budget.describe(host_memory),
             targets: each
                 .iter()
-                .map(|(name, n)| format!("{name} {}", format_bytes(*n)))
+                .map(|(name, n)| format!("{name} {}", fmt_bytes(*n as f64)))
                 .collect::<Vec<_>>()
                 .join(", "),
         }),
@@ -177,12 +177,12 @@ impl VerifyBudget {
     /// The budget in words: `4.00 GiB`, `50% of this host's 7.75 GiB of memory`.
     pub fn describe(self, host_memory: Option<u64>) -> String {
         match (self, host_memory) {
-            (VerifyBudget::Bytes(b), _) => format_bytes(b),
+            (VerifyBudget::Bytes(b), _) => fmt_bytes(b as f64),
             (VerifyBudget::ShareOfMemory(f), Some(m)) => format!(
                 "{} ({}% of this host's {} of memory)",
-                format_bytes((m as f64 * f) as u64),
+                fmt_bytes((m as f64 * f).floor()),
                 percent(f),
-                format_bytes(m)
+                fmt_bytes(m as f64)
             ),
             (VerifyBudget::ShareOfMemory(f), None) => format!(
                 "{}% of this host's memory, which could not be read (/proc/meminfo), so not checked",
@@ -235,7 +235,7 @@ mod tests {
         assert_eq!(VerifyScheme::StoredMap.state_bytes(tib), 544 << 20);
         // 16 TB: about 7.9 GiB; 16 TiB: 8.5 GiB.
         assert_eq!(
-            format_bytes(VerifyScheme::StoredMap.state_bytes(16 * tib)),
+            fmt_bytes(VerifyScheme::StoredMap.state_bytes(16 * tib) as f64),
             "8.50 GiB"
         );
         assert_eq!(VerifyScheme::StoredMap.label(), "stored map");

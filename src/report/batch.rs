@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::charts::esc;
 use super::{DriveReport, Report};
-use crate::model::fmt::{fmt_bytes, fmt_count};
+use crate::model::fmt::{fmt_capacity, fmt_count};
 
 /// A report gets a batch view when its drives come from more than one host or number more
 /// than this.
@@ -270,11 +270,11 @@ fn median(v: &mut [f64]) -> Option<f64> {
     })
 }
 
-/// "HUAWEI ES3600P V5, 3.20 TB" (or "targets without a drive (files)").
+/// "HUAWEI ES3600P V5, 2.91 TiB (3.20 TB)" (or "targets without a drive (files)").
 pub fn group_title(g: &BatchGroup) -> String {
     match (g.model.is_empty(), g.capacity_bytes) {
         (true, _) => "targets without a drive (files)".to_string(),
-        (false, Some(c)) => format!("{}, {}", g.model, fmt_bytes(c as f64)),
+        (false, Some(c)) => format!("{}, {}", g.model, fmt_capacity(c as f64)),
         (false, None) => g.model.clone(),
     }
 }

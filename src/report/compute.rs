@@ -661,7 +661,7 @@ mod tests {
         assert_eq!(fmt_latency_us(12.34), "12.3 µs");
         assert_eq!(fmt_latency_us(2460.0), "2.46 ms");
         assert_eq!(fmt_rate(406e6), "406 MB/s");
-        assert_eq!(fmt_bytes(3.2e12), "3.20 TB");
+        assert_eq!(fmt_bytes(3.2e12), "2.91 TiB");
         assert_eq!(fmt_elapsed(90061.0), "1 d 01:01:01");
         assert_eq!(place_word(3), "third");
         assert_eq!(place_word(11), "11th");

@@ -353,7 +353,7 @@ mod tests {
         );
         assert_eq!(
             row(&r, "Data written (drive / nvsoak)").1,
-            "51.20 MB / 51.20 MB"
+            "48.83 MiB / 48.83 MiB"
         );
         assert_eq!(
             row(&r, "Accounting ratio (drive / nvsoak)").1,
@@ -361,7 +361,7 @@ mod tests {
         );
         assert_eq!(
             row(&r, "Data read (drive / nvsoak)").1,
-            "not reported / 4.10 kB"
+            "not reported / 4.00 KiB"
         );
         assert_eq!(row(&r, "Power-on time").1, fmt_elapsed(7200.0));
         let re = row(&r, "Reallocated sectors");
@@ -397,7 +397,7 @@ mod tests {
         let r = sata_rows(&d, &a);
         assert_eq!(
             row(&r, "Data written (drive / nvsoak)").1,
-            "no drive-side bytes written / 51.20 MB"
+            "no drive-side bytes written / 48.83 MiB"
         );
         assert_eq!(
             row(&r, "Accounting ratio (drive / nvsoak)").1,
@@ -429,7 +429,7 @@ mod tests {
         assert!(
             row(&r, "Bytes written: drive's source")
                 .1
-                .contains("attribute 241, unit assumed 1.07 GB"),
+                .contains("attribute 241, unit assumed 1.00 GiB"),
             "{r:?}"
         );
         let ratio = row(&r, "Accounting ratio (drive / nvsoak)");

@@ -6,7 +6,8 @@ use super::compute;
 use super::{DriveReport, Report, ReportError, SweepReport};
 use crate::model::curve::CurvePoint;
 use crate::model::fmt::{
-    fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us, fmt_pct, fmt_rate, fmt_time,
+    fmt_bytes, fmt_capacity, fmt_count, fmt_datasheet_bytes, fmt_elapsed, fmt_latency_us, fmt_pct,
+    fmt_rate, fmt_time,
 };
 
 /// One chart of the report.
@@ -270,7 +271,7 @@ fn identity_table(d: &DriveReport) -> String {
             kv("Model", dev.model.clone());
             kv("Serial", dev.serial.clone());
             kv("Firmware", dev.firmware.clone());
-            kv("Capacity", fmt_bytes(dev.capacity_bytes as f64));
+            kv("Capacity", fmt_capacity(dev.capacity_bytes as f64));
             kv("Controller", dev.controller.clone());
         }
         None => kv("Device", super::target_kind(&d.path).into()),
@@ -300,7 +301,7 @@ fn identity_table(d: &DriveReport) -> String {
                 "Rated endurance",
                 format!(
                     "{} TBW, {} DWPD, {} years",
-                    opt(r.tbw_bytes, fmt_bytes),
+                    opt(r.tbw_bytes, fmt_datasheet_bytes),
                     opt(r.dwpd, |v| format!("{v}")),
                     opt(r.warranty_years, |v| format!("{v}"))
                 ),

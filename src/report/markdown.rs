@@ -9,7 +9,9 @@ use super::html::{Figure, figures, frontier_text, point_text, rated_text};
 use super::mdtext::cell;
 use super::{Comparison, DriveReport, Report, ReportError};
 use crate::model::curve::{CurvePoint, shortfall};
-use crate::model::fmt::{fmt_bytes, fmt_count, fmt_elapsed, fmt_latency_us, fmt_pct, fmt_rate};
+use crate::model::fmt::{
+    fmt_bytes, fmt_capacity, fmt_count, fmt_elapsed, fmt_latency_us, fmt_pct, fmt_rate,
+};
 
 fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map(f).unwrap_or_else(|| "-".into())
@@ -151,7 +153,7 @@ fn drive_info(md: &mut String, d: &DriveReport) {
             cell(&dev.model),
             cell(&dev.serial),
             cell(&dev.firmware),
-            fmt_bytes(dev.capacity_bytes as f64)
+            fmt_capacity(dev.capacity_bytes as f64)
         ));
     }
     md.push_str(&format!(

@@ -506,7 +506,7 @@ mod tests {
         for want in [
             "<td>/dev/nvme1n1</td><td>nvme1n1</td><td>nvme1</td>",
             "2,000 / 700",
-            "2.00 GB",
+            "1.86 GiB",
             "class=\"bad\">3<",
         ] {
             assert!(t.contains(want), "{want} in {t}");

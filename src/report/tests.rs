@@ -22,7 +22,7 @@ fn the_soak_section_names_each_soak_phase_with_its_own_totals() {
     });
     let r = build(&f);
     let want =
-        "phase 2, 4k-random-write: 00:01:00, wrote 1.07 GB, read 0 B, 262,144 ops, 0 I/O errors";
+        "phase 2, 4k-random-write: 00:01:00, wrote 1.00 GiB, read 0 B, 262,144 ops, 0 I/O errors";
     let page = html::render(&r).expect("html");
     assert!(page.contains("Soak phases"), "{page}");
     assert!(page.contains(want), "{want} in {page}");
@@ -302,7 +302,9 @@ fn drive_figures_are_shown_and_called_out() {
     );
     assert_eq!(b.callouts.len(), 3, "{:?}", b.callouts);
     assert!(b.callouts[0].starts_with("Media errors rose during the soak: +4"));
-    assert!(b.callouts[1].contains("the drive counted 3.30 TB written while nvsoak wrote 3.20 TB"));
+    assert!(
+        b.callouts[1].contains("the drive counted 3.00 TiB written while nvsoak wrote 2.91 TiB")
+    );
     assert!(b.callouts[2].starts_with("The drive throttled: 2 episodes"));
     assert_eq!(b.accounting_ratio, Some(1.03125), "the same-period ratio");
 
@@ -323,7 +325,7 @@ fn drive_figures_are_shown_and_called_out() {
 
     let (md, _) = markdown::render(&r, "r").expect("md");
     assert_eq!(md.matches("### Drive during the soak").count(), 2);
-    assert!(md.contains("**Accounting disagrees: the drive counted 3.30 TB"));
+    assert!(md.contains("**Accounting disagrees: the drive counted 3.00 TiB"));
     assert!(
         md.contains("| Accounting ratio (drive / nvsoak) | **1.0312: disagrees** |"),
         "{md}"

@@ -515,3 +515,34 @@ pub fn can_act_as_nobody() -> bool {
     }
     true
 }
+
+/// Where a text breaks nvsoak's units convention (sizes in IEC units, rates in SI units,
+/// `model::fmt`): a size in decimal units ("51.20 MB", not followed by "/s") or a rate in
+/// binary ones ("40.00 MiB/s"). A decimal figure that is a datasheet's passes: a capacity's
+/// bracketed figure after its IEC size ("2.91 TiB (3.20 TB)"), a rated "... TBW", and a line
+/// naming the ratings table or a datasheet. Each break is returned with its line.
+pub fn unit_convention_breaks(text: &str) -> Vec<String> {
+    let decimal = regex::Regex::new(r"\b\d+(?:\.\d+)? (?:kB|MB|GB|TB|PB|EB)\b").expect("regex");
+    let binary_rate =
+        regex::Regex::new(r"\b\d+(?:\.\d+)? (?:KiB|MiB|GiB|TiB|PiB)/s").expect("regex");
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.contains("ratings table") || line.contains("datasheet") {
+            continue;
+        }
+        for m in decimal.find_iter(line) {
+            let after = &line[m.end()..];
+            let before = &line[..m.start()];
+            let rate = after.starts_with("/s");
+            let capacity = before.ends_with("iB (");
+            let rated = after.starts_with(" TBW");
+            if !(rate || capacity || rated) {
+                out.push(format!("size in decimal units {:?}: {line}", m.as_str()));
+            }
+        }
+        for m in binary_rate.find_iter(line) {
+            out.push(format!("rate in binary units {:?}: {line}", m.as_str()));
+        }
+    }
+    out
+}

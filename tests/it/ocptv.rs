@@ -96,6 +96,7 @@ fn phases_are_numbered_alike_everywhere_and_the_ocptv_record_has_one_step_per_ph
     let dir = std::mem::replace(&mut d.dir, shm_dir());
     let (status, _, err) = d.terminate();
     assert!(status.code().is_some(), "{status:?}: {err}");
+    let run1_log = err.clone();
     for (n, kind) in [(1, "precondition"), (2, "sweep"), (3, "soak")] {
         assert_eq!(
             lines_with(&err, &format!("phase {n} ({kind}) started")).len(),
@@ -228,6 +229,59 @@ fn phases_are_numbered_alike_everywhere_and_the_ocptv_record_has_one_step_per_ph
             .is_some_and(|m| m.starts_with("phase 3 (soak rw) ran over 2 runs"))
     });
     assert!(resumed_note, "{text}");
+
+    // One units convention in every text this run produced: the journal of both runs,
+    // `state show` before and after, and the Markdown report (its tables; charts aside).
+    let md = d.dir.path().join("r.md");
+    let out = std::process::Command::new(bin())
+        .args(["report", "--state"])
+        .arg(d.dir.path().join("state"))
+        .args(["--format", "md", "--out"])
+        .arg(&md)
+        .output()
+        .expect("running nvsoak report");
+    assert!(out.status.success(), "{out:?}");
+    let report = std::fs::read_to_string(&md).expect("the Markdown report");
+    let after = state_show(d.dir.path());
+    let sizes = regex::Regex::new(r"\d (?:B|KiB|MiB|GiB)\b").expect("regex");
+    for (what, t) in [
+        ("the first run's log", run1_log.as_str()),
+        ("the resumed run's log", err.as_str()),
+        ("state show", show.as_str()),
+        ("state show after", after.as_str()),
+        ("the report", report.as_str()),
+    ] {
+        assert!(sizes.is_match(t), "{what} writes no size at all:\n{t}");
+        let breaks = unit_convention_breaks(t);
+        assert!(breaks.is_empty(), "{what}:\n{}", breaks.join("\n"));
+    }
     let end = &lines.last().expect("lines")["testRunArtifact"]["testRunEnd"];
     assert_eq!(end["status"], "COMPLETE", "the plan finished: {end}");
+}
+
+#[test]
+fn the_units_sweep_catches_a_mix_of_conventions() {
+    for bad in [
+        "phase 1 (precondition) finished: wrote 51.20 MB",
+        "read 3.20 TB, wrote 1.00 GiB",
+        "bandwidth 40.00 MiB/s",
+    ] {
+        assert!(
+            !unit_convention_breaks(bad).is_empty(),
+            "let through: {bad}"
+        );
+    }
+    for good in [
+        "wrote 48.83 MiB, read 0 B at 406 MB/s",
+        "capacity 2.91 TiB (3.20 TB)",
+        "Rated endurance: 17.52 PB TBW, 1 DWPD, 5 years",
+        "source: ratings table: Acme Test B 3.20 TB",
+        "size = \"16MiB\", rate 200MiB/s",
+    ] {
+        assert_eq!(
+            unit_convention_breaks(good),
+            Vec::<String>::new(),
+            "refused: {good}"
+        );
+    }
 }

@@ -1258,6 +1258,14 @@ fn every_alert_has_a_runbook_section() {
 /// Metric names a PromQL expression selects (functions, keywords, label names, grouping
 /// labels, strings, durations and numbers stripped).
 fn metric_names(expr: &str) -> Vec<String> {
+    let mut names = metric_names_in_order(expr);
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The metric names of a PromQL expression in the order they are written, repeats kept.
+fn metric_names_in_order(expr: &str) -> Vec<String> {
     let strip = |s: &str, re: &str| {
         regex::Regex::new(re)
             .expect("regex")
@@ -1301,8 +1309,6 @@ fn metric_names(expr: &str) -> Vec<String> {
         }
         names.push(m.as_str().to_string());
     }
-    names.sort();
-    names.dedup();
     names
 }
 
@@ -1406,6 +1412,514 @@ fn dashboards_and_rules_name_only_agreed_metrics() {
         "promtool rejected a query:\n{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Per-controller drive series: a dual-port drive's two controllers (`device`) both carry the
+/// drive's figures, so a sum (or count) across controllers counts the drive twice. Deduplicate
+/// per drive first (`max by (instance, serial)`, or the drive-level series: `nvsoak_drive_*`,
+/// `nvme:drive_data_written_bytes:rate1h`).
+const PER_CONTROLLER_DRIVE: &[&str] = &[
+    "nvme_info",
+    "nvme_critical_warning",
+    "nvme_data_written_bytes_total",
+    "nvme_data_read_bytes_total",
+    "nvme_host_write_commands_total",
+    "nvme_host_read_commands_total",
+    "nvsoak_accounting_host_written_bytes",
+    "nvsoak_accounting_drive_written_bytes",
+    "nvme:data_written_bytes:rate1h",
+];
+
+/// The index just past the parenthesis that closes the one opened at `open`.
+fn closing_paren(s: &str, open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in s[open..].char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(open + i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// An aggregation in a PromQL expression: its operator, grouping (`by`/`without` and the
+/// labels, empty for none) and argument (without the outer parentheses), in text order.
+struct Aggregation {
+    op: String,
+    grouping: Option<(String, Vec<String>)>,
+    arg: String,
+}
+
+fn aggregations(expr: &str) -> Vec<Aggregation> {
+    let head = regex::Regex::new(
+        r"\b(sum|count|max|min|avg|group)\s*(?:(by|without)\s*\(([^)]*)\)\s*)?\(",
+    )
+    .expect("regex");
+    let tail = regex::Regex::new(r"^\s*(by|without)\s*\(([^)]*)\)").expect("regex");
+    let labels = |l: &str| -> Vec<String> {
+        l.split(',')
+            .map(|x| x.trim().to_string())
+            .filter(|x| !x.is_empty())
+            .collect()
+    };
+    let mut out = Vec::new();
+    for c in head.captures_iter(expr) {
+        let whole = c.get(0).expect("match");
+        let open = whole.end() - 1;
+        let Some(close) = closing_paren(expr, open) else {
+            continue;
+        };
+        let mut grouping = c.get(2).map(|k| (k.as_str().to_string(), labels(&c[3])));
+        if grouping.is_none()
+            && let Some(t) = tail.captures(&expr[close..])
+        {
+            grouping = Some((t[1].to_string(), labels(&t[2])));
+        }
+        out.push(Aggregation {
+            op: c[1].to_string(),
+            grouping,
+            arg: expr[open + 1..close - 1].to_string(),
+        });
+    }
+    out
+}
+
+/// The aggregations of `expr` that sum or count a per-controller drive series across
+/// controllers without first deduplicating it per drive, as text for a failure message.
+fn sums_of_per_controller_series(expr: &str) -> Vec<String> {
+    // Strings could hold anything that looks like PromQL; label matchers are not grouping.
+    let strings = regex::Regex::new(r#""(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'"#).expect("regex");
+    let e = strings.replace_all(expr, "\"\"").into_owned();
+    let mut bad = Vec::new();
+    for a in aggregations(&e) {
+        if a.op != "sum" && a.op != "count" {
+            continue;
+        }
+        let keeps_controllers = match &a.grouping {
+            Some((k, l)) if k == "by" => l.iter().any(|x| x == "device"),
+            Some((_, l)) => !l.iter().any(|x| x == "device"),
+            None => false,
+        };
+        let per_drive = |g: &Option<(String, Vec<String>)>| {
+            g.as_ref().is_some_and(|(k, l)| {
+                k == "by"
+                    && l.iter().any(|x| x == "serial" || x == "drive")
+                    && !l.iter().any(|x| x == "device")
+            })
+        };
+        // A count by the serial counts each drive's controllers: the first step of counting
+        // drives, not a double count.
+        if keeps_controllers || (a.op == "count" && per_drive(&a.grouping)) {
+            continue;
+        }
+        // Blank out what deduplicates per drive: max, min, avg or group by the serial or the
+        // drive (and, under a count, a count by them), grouping the controllers away.
+        let mut rest = a.arg.clone();
+        for inner in aggregations(&a.arg) {
+            let dedup_op = matches!(inner.op.as_str(), "max" | "min" | "avg" | "group")
+                || (a.op == "count" && inner.op == "count");
+            if per_drive(&inner.grouping) && dedup_op {
+                rest = rest.replace(&inner.arg, " ");
+            }
+        }
+        let names = metric_names(&rest);
+        let hits: Vec<&String> = names
+            .iter()
+            .filter(|n| PER_CONTROLLER_DRIVE.contains(&n.as_str()))
+            .collect();
+        if !hits.is_empty() {
+            bad.push(format!(
+                "{}({}) over {hits:?}",
+                a.op,
+                a.arg.chars().take(120).collect::<String>()
+            ));
+        }
+    }
+    bad
+}
+
+#[test]
+fn the_per_controller_checker_catches_a_double_counting_sum() {
+    for bad in [
+        "sum(rate(nvme_data_written_bytes_total[1h]))",
+        "sum by (instance) (nvme:data_written_bytes:rate1h)",
+        "sum by (serial) (nvsoak_accounting_host_written_bytes * on (instance, device) group_left (serial) nvme_info)",
+        "sum(nvme_data_written_bytes_total) by (instance)",
+        "count(nvme_info)",
+        "count(nvme_critical_warning > 0)",
+        "sum(sum by (instance, device) (rate(nvme_data_read_bytes_total[5m])))",
+        "sum by (instance) (count by (instance, serial) (nvme_info))",
+    ] {
+        assert!(
+            !sums_of_per_controller_series(bad).is_empty(),
+            "the checker let through {bad}"
+        );
+    }
+    for good in [
+        "sum(nvme:drive_data_written_bytes:rate1h)",
+        "sum(max by (instance, serial) (rate(nvme_data_written_bytes_total[1h]) * on (instance, device) group_left (serial) nvme_info))",
+        "sum by (instance, device) (rate(nvme_data_written_bytes_total[1h]))",
+        "sum without (sensor) (nvme_data_written_bytes_total)",
+        "count(count by (instance, serial) (nvme_info))",
+        "sum(nvsoak_drive_written_bytes_total)",
+        r#"max by (instance, device) (nvme_info{model="sum(nvme_info)"})"#,
+        "max(nvme_data_written_bytes_total)",
+    ] {
+        assert_eq!(
+            sums_of_per_controller_series(good),
+            Vec::<String>::new(),
+            "the checker refused {good}"
+        );
+    }
+}
+
+/// No dashboard query and no rule sums (or counts) a per-controller drive series across
+/// controllers without deduplicating per drive first: a dual-port drive would count twice
+/// (docs/fleet.md, "Summing drives: dual-port drives").
+#[test]
+fn no_query_sums_a_per_controller_drive_series() {
+    let mut queries = dashboard_queries();
+    for f in rule_files() {
+        for (name, expr) in rules(&f) {
+            queries.push(Query {
+                origin: format!("{f}: {name}"),
+                expr,
+            });
+        }
+    }
+    assert!(queries.len() > 100, "only {} queries found", queries.len());
+    let checked = queries
+        .iter()
+        .filter(|q| {
+            metric_names(&q.expr)
+                .iter()
+                .any(|n| PER_CONTROLLER_DRIVE.contains(&n.as_str()))
+        })
+        .count();
+    assert!(
+        checked >= 10,
+        "only {checked} queries name a per-controller series"
+    );
+    let bad: Vec<String> = queries
+        .iter()
+        .flat_map(|q| {
+            sums_of_per_controller_series(&q.expr)
+                .into_iter()
+                .map(move |b| format!("{}: {b}", q.origin))
+        })
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "sums of a per-controller drive series (a dual-port drive counts twice; use \
+         max by (instance, serial) or nvme:drive_data_written_bytes:rate1h):\n{}",
+        bad.join("\n")
+    );
+}
+
+/// The kind of quantity a panel query gives, from its first metric name's unit suffix (the
+/// name's `_`/`:` parts) and whether it is taken as a rate: `temperature`, `ratio` (a rate
+/// of a `_seconds_total` is a time fraction), `time`, `bytes`, `bytes/s`, `iops`, `count`
+/// (a `_total` counter or an increase) or `value` (anything else: states, levels, scores).
+fn quantity(expr: &str) -> &'static str {
+    let Some(name) = metric_names_in_order(expr).into_iter().next() else {
+        return "value";
+    };
+    let parts: Vec<&str> = name.split(['_', ':']).collect();
+    let has = |p: &str| parts.contains(&p);
+    let last = parts.last().copied().unwrap_or("");
+    let rated = regex::Regex::new(&format!(
+        r"\b(?:rate|irate|deriv)\s*\(\s*{}\b",
+        regex::escape(&name)
+    ))
+    .expect("regex")
+    .is_match(expr);
+    // A recording rule's `rate1m`, `rate1h` (not `rated`).
+    let recorded_rate = parts.iter().any(|p| {
+        p.strip_prefix("rate").is_some_and(|d| {
+            d.len() > 1
+                && d.ends_with(['s', 'm', 'h', 'd'])
+                && d[..d.len() - 1].bytes().all(|b| b.is_ascii_digit())
+        })
+    });
+    if has("celsius") {
+        "temperature"
+    } else if has("ratio") {
+        "ratio"
+    } else if has("seconds") {
+        if rated && last == "total" {
+            "ratio"
+        } else {
+            "time"
+        }
+    } else if has("bytes") {
+        if rated || recorded_rate || name.ends_with("_per_second") {
+            "bytes/s"
+        } else {
+            "bytes"
+        }
+    } else if has("iops") || (rated && (has("ops") || has("commands"))) {
+        "iops"
+    } else if last == "total" || last.starts_with("increase") {
+        "count"
+    } else {
+        "value"
+    }
+}
+
+/// Whether a Grafana unit id fits a kind of quantity.
+fn unit_fits(kind: &str, unit: &str) -> bool {
+    let allowed: &[&str] = match kind {
+        "temperature" => &["celsius"],
+        "ratio" => &["percentunit", "percent", "none"],
+        "time" => &[
+            "s",
+            "ms",
+            "µs",
+            "ns",
+            "dtdurations",
+            "dateTimeFromNow",
+            "dateTimeAsIso",
+        ],
+        "bytes" => &["bytes", "decbytes"],
+        "bytes/s" => &["Bps", "binBps"],
+        "iops" => &["iops"],
+        "count" => &["none", "short"],
+        _ => return !unit.is_empty(),
+    };
+    allowed.contains(&unit)
+}
+
+/// What is wrong with one Grafana panel: no description, no unit, targets that mix kinds of
+/// quantity (a time series, stat or gauge shows one kind), a unit that does not fit the kind,
+/// and, in a table or an x-y chart, a column whose unit does not fit its query.
+fn panel_problems(p: &serde_json::Value) -> Vec<String> {
+    let title = p["title"].as_str().unwrap_or("?");
+    let kind = p["type"].as_str().unwrap_or("");
+    let mut out = Vec::new();
+    if kind == "row" {
+        return out;
+    }
+    if p["description"]
+        .as_str()
+        .is_none_or(|d| d.trim().is_empty())
+    {
+        out.push(format!("panel {title:?}: no description"));
+    }
+    let defaults = &p["fieldConfig"]["defaults"];
+    let unit = if kind == "heatmap" {
+        p["options"]["yAxis"]["unit"].as_str()
+    } else {
+        defaults["unit"].as_str()
+    }
+    .unwrap_or("");
+    if unit.is_empty() {
+        out.push(format!("panel {title:?}: no unit"));
+    }
+    let targets: Vec<(&str, &str)> = p["targets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            (
+                t["refId"].as_str().unwrap_or(""),
+                t["expr"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    if matches!(kind, "table" | "xychart") {
+        // One column per query: "Value" alone, else "Value #<ref>", renamed by the organize
+        // transformation; a column's unit is its override, else the panel's.
+        let organize = p["transformations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["id"] == "organize")
+            .map(|t| t["options"].clone())
+            .unwrap_or_default();
+        for (r, expr) in &targets {
+            let col = if targets.len() == 1 {
+                "Value".to_string()
+            } else {
+                format!("Value #{r}")
+            };
+            if organize["excludeByName"][&col] == true {
+                continue;
+            }
+            let shown = organize["renameByName"][&col]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or(col);
+            let col_unit = p["fieldConfig"]["overrides"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|o| o["matcher"]["options"] == shown.as_str())
+                .flat_map(|o| o["properties"].as_array().into_iter().flatten())
+                .find(|x| x["id"] == "unit")
+                .and_then(|x| x["value"].as_str())
+                .unwrap_or(unit);
+            let q = quantity(expr);
+            if !unit_fits(q, col_unit) {
+                out.push(format!(
+                    "panel {title:?}: column {shown:?} shows {q} in unit {col_unit:?}"
+                ));
+            }
+        }
+        return out;
+    }
+    let kinds: std::collections::BTreeSet<&str> =
+        targets.iter().map(|(_, e)| quantity(e)).collect();
+    if kinds.len() > 1 {
+        out.push(format!(
+            "panel {title:?}: its queries mix {kinds:?} (split the panel)"
+        ));
+    } else if let Some(q) = kinds.first()
+        && !unit.is_empty()
+        && !unit_fits(q, unit)
+    {
+        out.push(format!("panel {title:?}: shows {q} in unit {unit:?}"));
+    }
+    out
+}
+
+/// Every panel of every dashboard, with its dashboard's file name.
+fn dashboard_panels() -> Vec<(String, serde_json::Value)> {
+    let dir = repo().join("dashboards/grafana");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("dashboards/grafana")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("dashboard JSON");
+        let d: serde_json::Value = serde_json::from_str(&text).expect("dashboard is JSON");
+        let name = f
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("?")
+            .to_string();
+        for p in d["panels"].as_array().expect("panels") {
+            out.push((name.clone(), p.clone()));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_panel_checker_catches_mixed_units_and_missing_descriptions() {
+    use serde_json::json;
+    let ts = |unit: &str, desc: &str, exprs: &[&str]| {
+        json!({"type": "timeseries", "title": "t", "description": desc,
+               "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+               "targets": exprs.iter().enumerate()
+                   .map(|(i, e)| json!({"refId": format!("{i}"), "expr": e})).collect::<Vec<_>>()})
+    };
+    assert_eq!(
+        quantity("rate(nvme_data_written_bytes_total[5m])"),
+        "bytes/s"
+    );
+    assert_eq!(quantity("nvme_data_written_bytes_total"), "bytes");
+    assert_eq!(quantity("nvme:temperature_max:celsius"), "temperature");
+    assert_eq!(
+        quantity("rate(nvme_controller_busy_seconds_total[5m])"),
+        "ratio"
+    );
+    assert_eq!(quantity("increase(nvme_media_errors_total[5m])"), "count");
+    assert_eq!(quantity("nvsoak:iops:rate1m"), "iops");
+    assert_eq!(quantity("nvme:data_written_bytes:rate1h"), "bytes/s");
+    assert_eq!(quantity("nvsoak_rated_endurance_bytes"), "bytes");
+    // A status, event counts and bytes in one panel, as the OCP panel once was.
+    let mixed = ts(
+        "short",
+        "d",
+        &[
+            "nvme_ocp_thermal_throttling_status",
+            "increase(nvme_ocp_thermal_throttling_events_total[5m])",
+            "nvme_ocp_endurance_estimate_bytes / 1e15",
+        ],
+    );
+    assert!(
+        panel_problems(&mixed).iter().any(|p| p.contains("mix")),
+        "{:?}",
+        panel_problems(&mixed)
+    );
+    // IOPS and bandwidth under `iops`.
+    let iops_bw = ts(
+        "iops",
+        "d",
+        &["nvsoak_read_iops", "nvsoak_read_bandwidth_bytes_per_second"],
+    );
+    assert!(panel_problems(&iops_bw).iter().any(|p| p.contains("mix")));
+    let wrong_unit = ts("iops", "d", &["rate(nvsoak_read_bytes_total[1m])"]);
+    assert!(
+        panel_problems(&wrong_unit)
+            .iter()
+            .any(|p| p.contains("unit \"iops\""))
+    );
+    let no_desc = ts("Bps", " ", &["rate(nvsoak_read_bytes_total[1m])"]);
+    assert!(
+        panel_problems(&no_desc)
+            .iter()
+            .any(|p| p.contains("no description"))
+    );
+    let no_unit = ts("", "d", &["nvsoak_read_iops"]);
+    assert!(
+        panel_problems(&no_unit)
+            .iter()
+            .any(|p| p.contains("no unit"))
+    );
+    let table = json!({"type": "table", "title": "t", "description": "d",
+        "fieldConfig": {"defaults": {"unit": "none"}, "overrides": [
+            {"matcher": {"id": "byName", "options": "p99"}, "properties": [{"id": "unit", "value": "s"}]}]},
+        "transformations": [{"id": "organize", "options": {
+            "excludeByName": {"Value #A": true}, "renameByName": {"Value #B": "p99", "Value #C": "written"}}}],
+        "targets": [{"refId": "A", "expr": "nvme_info"},
+                    {"refId": "B", "expr": "nvsoak:read_latency_seconds:p99_1m"},
+                    {"refId": "C", "expr": "nvsoak_drive_written_bytes_total"}]});
+    assert_eq!(
+        panel_problems(&table),
+        vec!["panel \"t\": column \"written\" shows bytes in unit \"none\"".to_string()]
+    );
+    let good = ts(
+        "Bps",
+        "Bytes read per second.",
+        &[
+            "rate(nvsoak_read_bytes_total[1m])",
+            "rate(nvsoak_write_bytes_total[1m])",
+        ],
+    );
+    assert_eq!(panel_problems(&good), Vec::<String>::new());
+}
+
+/// Every Grafana panel has a one-line description and a unit that fits what it shows, and a
+/// time series, stat or gauge shows one kind of quantity (by the metric names' unit suffixes);
+/// every table column with a unit of its own (bytes, seconds, °C, IOPS, ratios) has it set.
+#[test]
+fn every_panel_has_a_description_and_one_fitting_unit() {
+    let panels = dashboard_panels();
+    let checked = panels.iter().filter(|(_, p)| p["type"] != "row").count();
+    assert!(checked >= 80, "only {checked} panels found");
+    let problems: Vec<String> = panels
+        .iter()
+        .flat_map(|(f, p)| {
+            panel_problems(p)
+                .into_iter()
+                .map(move |x| format!("{f}: {x}"))
+        })
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "panels (edit dashboards/generate.py and regenerate):\n{}",
+        problems.join("\n")
     );
 }
 

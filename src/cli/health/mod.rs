@@ -271,7 +271,9 @@ fn write_endurance(out: &mut dyn Write, x: &Derived) -> Result<()> {
                 format!(
                     "{}{}{} ({})",
                     r.bytes
-                        .map(|b| format!("{:.3} PB written", b / 1e15))
+                        .map(|b| {
+                            format!("{} written", crate::model::fmt::fmt_datasheet_bytes(b))
+                        })
                         .unwrap_or_else(|| "bytes unknown".into()),
                     r.dwpd.map(|w| format!(", {w} DWPD")).unwrap_or_default(),
                     r.warranty_years

@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 use super::{Drive, Polled, kv, n128, write_endurance};
 use crate::health::collect::nvme::{DeviceHealth, poll_once};
 use crate::health::collect::{PolledDrive, RatingContext};
+use crate::model::fmt::{fmt_bytes, fmt_capacity};
 use crate::nvme::discover::{self, Controller, Filter};
 use crate::nvme::log::smart::{CRITICAL_WARNING_BITS, SmartLog};
 use crate::nvme::{AdminTransport, NvmeError};
@@ -242,22 +243,6 @@ pub fn to_json(d: &DeviceHealth) -> Value {
     Value::Object(m)
 }
 
-/// Decimal units, as drive sheets use them: `3.20 TB`.
-fn human(b: u128) -> String {
-    const U: [&str; 7] = ["B", "kB", "MB", "GB", "TB", "PB", "EB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1000.0 && i + 1 < U.len() {
-        v /= 1000.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.2} {}", U[i])
-    }
-}
-
 /// The text report of one controller.
 pub(super) fn write_text(out: &mut dyn Write, d: &DeviceHealth) -> Result<()> {
     write_identity(out, d)?;
@@ -291,7 +276,7 @@ fn write_identity(out: &mut dyn Write, d: &DeviceHealth) -> Result<()> {
             writeln!(
                 out,
                 "  capacity     {} ({} bytes, TNVMCAP)",
-                human(id.tnvmcap),
+                fmt_capacity(id.tnvmcap as f64),
                 id.tnvmcap
             )?;
         }
@@ -316,7 +301,7 @@ fn write_identity(out: &mut dyn Write, d: &DeviceHealth) -> Result<()> {
                 n.nsid,
                 i.nsze,
                 i.lba_size(),
-                human(i.size_bytes())
+                fmt_capacity(i.size_bytes() as f64)
             )?,
             None => writeln!(out, "  namespace    {} (nsid {})", n.name, n.nsid)?,
         }
@@ -361,7 +346,11 @@ fn write_smart(out: &mut dyn Write, s: &SmartLog) -> Result<()> {
     kv(
         out,
         "data_units_read",
-        format!("{} ({})", s.data_units_read, human(s.data_read_bytes())),
+        format!(
+            "{} ({})",
+            s.data_units_read,
+            fmt_bytes(s.data_read_bytes() as f64)
+        ),
     )?;
     kv(
         out,
@@ -621,8 +610,9 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("45 °C (318 K)"), "{text}");
-        assert!(text.contains("blocks of 4096 bytes = 3.20 TB"), "{text}");
-        assert_eq!(human(999), "999 B");
-        assert_eq!(human(512_000), "512.00 kB");
+        assert!(
+            text.contains("blocks of 4096 bytes = 2.91 TiB (3.20 TB)"),
+            "{text}"
+        );
     }
 }

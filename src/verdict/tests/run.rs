@@ -74,7 +74,7 @@ fn io_and_verify_error_gates() {
     assert_eq!(
         v.failed_summary(),
         vec![
-            "verify_errors: 3 errors in 1.07 GB verified (at most 0)".to_string(),
+            "verify_errors: 3 errors in 1.00 GiB verified (at most 0)".to_string(),
             "io_errors: 12 errors (at most 0)".to_string()
         ]
     );

@@ -7,8 +7,8 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::TargetError;
+use crate::model::fmt::fmt_bytes;
 use crate::model::spec::{PhaseSpec, TargetSpec};
-use crate::model::units::format_bytes;
 
 /// The nearest existing directory at or above `p`.
 fn existing_dir(p: &Path) -> Option<PathBuf> {
@@ -48,10 +48,10 @@ pub fn file_room(spec: &TargetSpec) -> Result<(), TargetError> {
         reason: format!(
             "no room for the target file {}: size = \"{}\" needs {} more, and the filesystem holding {} has {} free; lower size or free space",
             path.display(),
-            format_bytes(size),
-            format_bytes(need),
+            fmt_bytes(size as f64),
+            fmt_bytes(need as f64),
             dir.display(),
-            format_bytes(free)
+            fmt_bytes(free as f64)
         ),
     })
 }

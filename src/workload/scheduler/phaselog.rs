@@ -6,9 +6,9 @@
 use std::time::Instant;
 
 use super::{Runner, TargetView};
+use crate::model::fmt::fmt_bytes;
 use crate::model::results::SweepResult;
 use crate::model::spec::PhaseSpec;
-use crate::model::units::format_bytes;
 use crate::stats::OpCounters;
 
 /// What a phase's end line is measured against: the totals when it started.
@@ -342,7 +342,7 @@ impl Runner {
             kind = phase.kind(), secs, read_bytes = t.read_bytes,
             written_bytes = t.written_bytes, errors = t.errors,
             "phase {n} ({}) finished in {secs:.0} s: read {}, wrote {}, {} I/O errors; {line}",
-            phase.kind(), format_bytes(t.read_bytes), format_bytes(t.written_bytes), t.errors);
+            phase.kind(), fmt_bytes(t.read_bytes as f64), fmt_bytes(t.written_bytes as f64), t.errors);
     }
 
     /// A phase stopped at shutdown or reload before its end (a soak without a duration only
@@ -369,7 +369,7 @@ impl Runner {
             kind = phase.kind(), secs, read_bytes = t.read_bytes,
             written_bytes = t.written_bytes, errors = t.errors,
             "phase {n} ({}) stopped after {secs:.0} s ({why}): read {}, wrote {}, {} I/O errors; {}",
-            phase.kind(), format_bytes(t.read_bytes), format_bytes(t.written_bytes), t.errors,
+            phase.kind(), fmt_bytes(t.read_bytes as f64), fmt_bytes(t.written_bytes as f64), t.errors,
             line);
     }
 
