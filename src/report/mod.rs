@@ -341,6 +341,10 @@ pub struct SweepReport {
     pub sub_ms_p99: Option<CurvePoint>,
     /// Some point reached an average latency of 1 ms or more.
     pub crossed_1ms: bool,
+    /// The first point in sweep order whose average latency reached 1 ms (it may lie below
+    /// `sub_ms` in IOPS).
+    #[serde(default)]
+    pub first_over_1ms: Option<CurvePoint>,
     pub rated_share: Option<RatedShare>,
     pub errors: u64,
 }
@@ -583,6 +587,12 @@ fn sweep_reports(r: &TargetResults, rated: Option<&RatedFigures>) -> Vec<SweepRe
                 )
                 .cloned(),
                 crossed_1ms: curve.iter().any(|p| p.lat_avg_us >= SUB_MS_LIMIT_US),
+                first_over_1ms: crate::model::curve::first_over(
+                    &curve,
+                    LatencyBasis::Average,
+                    SUB_MS_LIMIT_US,
+                )
+                .cloned(),
                 errors: s.points.iter().map(|p| p.errors).sum(),
                 rated_share,
                 curve,

@@ -22,7 +22,7 @@ use std::fmt::Write as _;
 
 /// Above this max/min latency ratio the latency axis is logarithmic (the line charts' rule too).
 pub use super::charts::LOG_RATIO;
-use super::charts::{FONT, PALETTE, Scale, esc, nice_step, si, wants_log};
+use super::charts::{FONT, PALETTE, Scale, esc, latency_label, nice_step, si, wants_log};
 use crate::model::soakhist::{EventKind, MAX_EVENTS, MAX_POINTS, SoakHistory, SoakPoint};
 
 /// The most points one series draws: as many as a history keeps.
@@ -85,19 +85,30 @@ fn tick_label(v: f64) -> String {
     if s == "-0" { "0".into() } else { s.into() }
 }
 
-/// A latency tick: "100 µs", "1 ms", "2.5 ms", "1 s".
-fn lat_label(us: f64) -> String {
-    if us >= 1e6 {
-        format!("{} s", tick_label(us / 1e6))
-    } else if us >= 1000.0 {
-        format!("{} ms", tick_label(us / 1000.0))
-    } else {
-        format!("{} µs", tick_label(us))
-    }
-}
+/// A series: its name, its (time, value) points in parts (a new part after each gap in the
+/// data), and the axis it is drawn against.
+type Line<'a> = (&'static str, Vec<Vec<(f64, f64)>>, &'a Scale);
 
-/// A series: its name, its (time, value) points, and the axis it is drawn against.
-type Line<'a> = (&'static str, Vec<(f64, f64)>, &'a Scale);
+/// Seconds between one point's end and the next one's start beyond which the soak has a gap
+/// (the daemon was down, the device away, the target stopped): the lines break there.
+pub const GAP_SECS: f64 = super::history::GAP_SECS;
+
+/// `pts` cut where the soak has a gap, each part as (time, value) of the points `value` keeps.
+fn parts(pts: &[SoakPoint], value: impl Fn(&SoakPoint) -> Option<f64>) -> Vec<Vec<(f64, f64)>> {
+    let mut out: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+    let mut prev_end: Option<f64> = None;
+    for p in pts {
+        if prev_end.is_some_and(|e| p.t - e > GAP_SECS) && out.last().is_some_and(|l| !l.is_empty())
+        {
+            out.push(Vec::new());
+        }
+        prev_end = Some(p.t + p.secs);
+        if let (Some(v), Some(last)) = (value(p).filter(|v| v.is_finite()), out.last_mut()) {
+            last.push((p.mid(), v));
+        }
+    }
+    out
+}
 
 /// The chart's series values from the history (and the point being built, for a running soak),
 /// at most [`MAX_DRAWN_POINTS`] of them.
@@ -247,33 +258,16 @@ impl Geometry {
 
 /// The four series, each against its panel's axis.
 fn series_of<'g>(pts: &[SoakPoint], g: &'g Geometry) -> [Line<'g>; 4] {
+    let positive = |v: f64| (v > 0.0).then_some(v);
     [
-        (
-            "read IOPS",
-            pts.iter().map(|p| (p.mid(), p.read_iops())).collect(),
-            &g.y1,
-        ),
-        (
-            "write IOPS",
-            pts.iter().map(|p| (p.mid(), p.write_iops())).collect(),
-            &g.y1,
-        ),
+        ("read IOPS", parts(pts, |p| Some(p.read_iops())), &g.y1),
+        ("write IOPS", parts(pts, |p| Some(p.write_iops())), &g.y1),
         (
             "average latency",
-            pts.iter()
-                .filter(|p| p.lat_avg_us > 0.0)
-                .map(|p| (p.mid(), p.lat_avg_us))
-                .collect(),
+            parts(pts, |p| positive(p.lat_avg_us)),
             &g.y2,
         ),
-        (
-            "p99 latency",
-            pts.iter()
-                .filter(|p| p.lat_p99_us > 0.0)
-                .map(|p| (p.mid(), p.lat_p99_us))
-                .collect(),
-            &g.y2,
-        ),
+        ("p99 latency", parts(pts, |p| positive(p.lat_p99_us)), &g.y2),
     ]
 }
 
@@ -284,7 +278,7 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
     let log = g.log;
     let series = series_of(&pts, &g);
     let drawn: Vec<usize> = (0..series.len())
-        .filter(|i| series[*i].1.iter().any(|(_, v)| *v > 0.0))
+        .filter(|i| series[*i].1.iter().flatten().any(|(_, v)| *v > 0.0))
         .collect();
 
     let mut s = String::new();
@@ -379,7 +373,11 @@ fn panels(s: &mut String, g: &Geometry) {
         );
         for v in y.ticks(4.0) {
             let py = y.px(v);
-            let label = if name == "iops" { si(v) } else { lat_label(v) };
+            let label = if name == "iops" {
+                si(v)
+            } else {
+                latency_label(v)
+            };
             let _ = writeln!(
                 s,
                 "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{py:.1}\" y2=\"{py:.1}\" stroke=\"#e5e5e5\"/><text class=\"y-label\" x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" {FONT} font-size=\"12\">{}</text>",
@@ -459,29 +457,37 @@ fn reference(s: &mut String, g: &Geometry) {
 /// The series' lines, with a marker per point when they are few.
 fn lines(s: &mut String, series: &[Line<'_>], drawn: &[usize], g: &Geometry) {
     let x = |t: f64| g.x(t);
-    // The series.
+    // The series, a line per part (a part after a gap is `series-continued`).
     for i in drawn {
-        let (name, pts, y) = &series[*i];
+        let (name, parts, y) = &series[*i];
         let c = PALETTE[*i % PALETTE.len()];
-        let coords: Vec<String> = pts
-            .iter()
-            .filter(|(_, v)| v.is_finite())
-            .map(|(t, v)| format!("{:.1},{:.1}", x(*t), y.px(*v)))
-            .collect();
-        let _ = writeln!(
-            s,
-            "<polyline class=\"series\" data-series=\"{}\" points=\"{}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"2\"/>",
-            esc(name),
-            coords.join(" ")
-        );
-        if pts.len() < 40 {
-            for (t, v) in pts.iter().filter(|(_, v)| v.is_finite()) {
-                let _ = writeln!(
-                    s,
-                    "<circle class=\"point\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{c}\"/>",
-                    x(*t),
-                    y.px(*v)
-                );
+        let n: usize = parts.iter().map(Vec::len).sum();
+        for (k, part) in parts.iter().filter(|p| !p.is_empty()).enumerate() {
+            let coords: Vec<String> = part
+                .iter()
+                .map(|(t, v)| format!("{:.1},{:.1}", x(*t), y.px(*v)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "<polyline class=\"{}\" data-series=\"{}\" points=\"{}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"2\"/>",
+                if k == 0 {
+                    "series"
+                } else {
+                    "series series-continued"
+                },
+                esc(name),
+                coords.join(" ")
+            );
+            // A lone point between gaps would draw nothing as a line: a dot.
+            if n < 40 || part.len() == 1 {
+                for (t, v) in part {
+                    let _ = writeln!(
+                        s,
+                        "<circle class=\"point\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{c}\"/>",
+                        x(*t),
+                        y.px(*v)
+                    );
+                }
             }
         }
     }

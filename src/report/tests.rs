@@ -216,14 +216,68 @@ fn a_sweep_in_progress_renders_without_figures() {
     let page = html::render(&r).expect("html");
     assert!(page.contains("4k-random-read (incomplete)"));
     assert!(page.contains("Peak -; no point measured yet."), "{page}");
-    assert!(
-        page.contains(
-            "Peak 5,000 IOPS at 400 µs (uncontrolled); below 1 ms at every measured load."
-        )
-    );
+    assert!(page.contains(
+        "Peak 5,000 IOPS at 400 µs (uncontrolled); below 1 ms average at every measured load, \
+             the highest rate 5,000 IOPS at 400 µs (the uncontrolled run)."
+    ));
     // 1 comparison chart (4k; 64k has one drive) + drive A 2x2 + fresh 2 + one-point 2.
     assert_eq!(page.matches("<svg class=\"chart\"").count(), 9);
     assert!(page.contains("data-series-count=\"0\""));
+}
+
+#[test]
+fn the_sweep_sentence_names_a_crossing_below_the_best_sub_1ms_point() {
+    use crate::model::results::{SweepPoint, SweepResult};
+    let mut f = fixtures();
+    let point = |pct: u32, iops: f64, avg: f64| SweepPoint {
+        pct,
+        target_iops: iops,
+        iops,
+        bytes_per_sec: iops * 4096.0,
+        lat_avg_us: avg,
+        lat_p99_us: avg * 2.0,
+        duration_secs: 10.0,
+        ..Default::default()
+    };
+    // The 30 % load crossed 1 ms at 80k IOPS; the uncontrolled run did 266k at 431 µs.
+    f[0].results.sweeps = vec![SweepResult {
+        profile: "4k-random-read".into(),
+        block_size: 4096.0,
+        read_pct: 100,
+        max_iops: 266_078.0,
+        started: 1.0,
+        finished: Some(2.0),
+        points: vec![
+            point(10, 26_000.0, 120.0),
+            point(30, 80_000.0, 1230.0),
+            point(50, 133_000.0, 300.0),
+            point(0, 266_078.0, 431.0),
+        ],
+    }];
+    let r = build(&f[..1]);
+    let s = &r.drives[0].sweeps[0];
+    assert_eq!(s.sub_ms.as_ref().map(|p| p.iops), Some(266_078.0));
+    let first = s.first_over_1ms.as_ref().expect("a point crossed 1 ms");
+    assert_eq!((first.pct, first.iops), (30, 80_000.0));
+    let text = html::frontier_text(s);
+    assert_eq!(
+        text,
+        "highest rate below 1 ms average: 266,078 IOPS at 431 µs (the uncontrolled run); \
+         first point over 1 ms: 80,000 IOPS at 1.23 ms (the 30 % load), a lower rate than the \
+         highest below 1 ms"
+    );
+    assert!(!text.contains("above it"), "{text}");
+    let json = render_json(&r).expect("json");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json parses");
+    assert_eq!(
+        v["drives"][0]["sweeps"][0]["first_over_1ms"]["iops"],
+        80_000.0
+    );
+    // Every point below 1 ms: no crossing.
+    f[0].results.sweeps[0].points.remove(1);
+    let r = build(&f[..1]);
+    assert!(r.drives[0].sweeps[0].first_over_1ms.is_none());
+    assert!(html::frontier_text(&r.drives[0].sweeps[0]).starts_with("below 1 ms average at every"));
 }
 
 #[test]

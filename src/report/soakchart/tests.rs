@@ -138,3 +138,41 @@ fn a_running_soak_shows_the_point_being_built() {
     assert_eq!(attr(&svg, "data-series-count"), "3");
     assert!(svg.contains("seconds since the soak started"));
 }
+
+/// A soak stopped for 10 minutes and resumed: the lines break over the time it was down
+/// (the part after it is `series-continued`), never drawn as zero or bridged.
+#[test]
+fn a_restart_gap_breaks_every_line() {
+    let mut h = SoakHistory::default();
+    let point = |t: f64| SoakPoint {
+        t,
+        secs: 60.0,
+        read_ops: 600_000,
+        write_ops: 300_000,
+        lat_avg_us: 200.0,
+        lat_p99_us: 800.0,
+        ..Default::default()
+    };
+    for i in 0..10 {
+        h.push(point(1_000_000.0 + f64::from(i) * 60.0));
+    }
+    for i in 20..30 {
+        h.push(point(1_000_000.0 + f64::from(i) * 60.0));
+    }
+    let svg = soak_chart("t", &h, None);
+    assert_eq!(
+        svg.matches("<polyline class=\"series\"").count(),
+        4,
+        "{svg}"
+    );
+    assert_eq!(
+        svg.matches("<polyline class=\"series series-continued\"")
+            .count(),
+        4,
+        "{svg}"
+    );
+    assert_eq!(attr(&svg, "data-series-count"), "4");
+    // Contiguous points are one line each.
+    let plain = soak_chart("t", &history(|_| 200.0), None);
+    assert!(!plain.contains("series-continued"));
+}
