@@ -20,7 +20,9 @@ const UNITS: [Unit; 5] = [
 use super::soakchart::{MAX_DRAWN_EVENTS, MAX_DRAWN_POINTS, MAX_DRAWN_STEADY, soak_chart};
 use super::*;
 use crate::model::results::SoakSummary;
-use crate::model::soakhist::{EventKind, SoakEvent, SoakHistory, SoakPoint, SteadyWindow};
+use crate::model::soakhist::{
+    EventKind, SoakEvent, SoakHistory, SoakPoint, SteadyWindow, StopCause,
+};
 
 /// xorshift64*: a small seeded generator, enough to pick cases.
 struct Rng(u64);
@@ -153,6 +155,7 @@ fn hostile_history(rng: &mut Rng, points: usize, events: usize) -> SoakHistory {
             t: rng.float(),
             end: rng.float(),
             count: rng.count(),
+            cause: [None, Some(StopCause::Signal), Some(StopCause::PowerLoss)][rng.below(3)],
         });
     }
     for _ in 0..rng.below(4) {
@@ -230,6 +233,7 @@ fn a_million_points_and_events_are_drawn_within_the_budget() {
             t: 1.7e9 + i as f64 * 60.0,
             end: 1.7e9 + i as f64 * 60.0,
             count: 1,
+            cause: None,
         })
         .collect();
     let h = SoakHistory {

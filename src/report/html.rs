@@ -485,28 +485,13 @@ fn soak_table(d: &DriveReport) -> String {
             ),
         ]))
     };
-    let phases = compute::soak_phase_lines(s);
-    let whole = !phases.is_empty();
-    for (i, l) in phases.into_iter().enumerate() {
+    for (i, l) in compute::soak_phase_lines(s).into_iter().enumerate() {
         kv(if i == 0 { "Soak phases" } else { "" }, l, false);
     }
-    // Without per-phase entries (older files) these are all there is; with them, they are
-    // the whole plan's (precondition and sweeps included), and say so.
+    // The soak's own figures (its phases' sum), then the whole plan's from `soak.plan`.
+    kv("Soak duration", fmt_elapsed(s.elapsed_secs), false);
     kv(
-        if whole {
-            "Whole plan, every phase"
-        } else {
-            "Duration"
-        },
-        fmt_elapsed(s.elapsed_secs),
-        false,
-    );
-    kv(
-        if whole {
-            "Written / read, whole plan"
-        } else {
-            "Written / read"
-        },
+        "Soak written / read",
         format!(
             "{} / {}",
             fmt_bytes(s.written_bytes as f64),
@@ -514,6 +499,9 @@ fn soak_table(d: &DriveReport) -> String {
         ),
         false,
     );
+    if let Some(p) = compute::plan_text(s) {
+        kv("Whole plan, every phase", p, false);
+    }
     let mut dwpd = format!(
         "{} (rated {})",
         opt(s.observed_dwpd, |v| format!("{v:.2}")),

@@ -51,6 +51,7 @@ fn event_color(k: EventKind) -> &'static str {
         EventKind::CriticalWarning => "#8b0000",
         EventKind::MediaErrors => "#e377c2",
         EventKind::UnsafeShutdown => "#7f7f7f",
+        EventKind::Restart => "#17becf",
     }
 }
 
@@ -63,6 +64,7 @@ fn event_letter(k: EventKind) -> &'static str {
         EventKind::CriticalWarning => "C",
         EventKind::MediaErrors => "M",
         EventKind::UnsafeShutdown => "U",
+        EventKind::Restart => "R",
     }
 }
 
@@ -425,14 +427,17 @@ fn bands(s: &mut String, h: &SoakHistory, g: &Geometry) {
             "#2ca02c",
         );
     }
-    for e in drawn_events(h).filter(|e| e.kind == EventKind::Throttled && e.end > e.t) {
+    // Throttling periods, and the time a restart kept the soak down.
+    for e in drawn_events(h)
+        .filter(|e| matches!(e.kind, EventKind::Throttled | EventKind::Restart) && e.end > e.t)
+    {
         band(
             s,
             "event-band",
-            "data-kind=\"throttled\"",
+            &format!("data-kind=\"{}\"", e.kind.key()),
             e.t,
             e.end,
-            event_color(EventKind::Throttled),
+            event_color(e.kind),
         );
     }
 }
@@ -502,13 +507,17 @@ fn events(s: &mut String, h: &SoakHistory, g: &Geometry) {
         let ex = x(e.t);
         let c = event_color(e.kind);
         let detail = match e.kind {
-            EventKind::CriticalWarning => format!("critical warning 0x{:02x}", e.count),
             EventKind::Throttled => format!("throttling ({})", e.count),
-            k => format!("{} {}", e.count, k.label()),
+            _ => event_words(e),
         };
+        let cause = e
+            .cause
+            .filter(|_| e.kind == EventKind::Restart)
+            .map(|c| format!(" data-cause=\"{}\"", c.key()))
+            .unwrap_or_default();
         let _ = writeln!(
             s,
-            "<g class=\"event\" data-kind=\"{}\" data-count=\"{}\"><title>{}</title><line x1=\"{ex:.1}\" x2=\"{ex:.1}\" y1=\"{top1}\" y2=\"{}\" stroke=\"{c}\" stroke-dasharray=\"3 3\"/><line x1=\"{ex:.1}\" x2=\"{ex:.1}\" y1=\"{top2}\" y2=\"{}\" stroke=\"{c}\" stroke-dasharray=\"3 3\"/><circle cx=\"{ex:.1}\" cy=\"{}\" r=\"7\" fill=\"{c}\"/><text x=\"{ex:.1}\" y=\"{}\" text-anchor=\"middle\" {FONT} font-size=\"10\" fill=\"#fff\">{}</text></g>",
+            "<g class=\"event\" data-kind=\"{}\" data-count=\"{}\"{cause}><title>{}</title><line x1=\"{ex:.1}\" x2=\"{ex:.1}\" y1=\"{top1}\" y2=\"{}\" stroke=\"{c}\" stroke-dasharray=\"3 3\"/><line x1=\"{ex:.1}\" x2=\"{ex:.1}\" y1=\"{top2}\" y2=\"{}\" stroke=\"{c}\" stroke-dasharray=\"3 3\"/><circle cx=\"{ex:.1}\" cy=\"{}\" r=\"7\" fill=\"{c}\"/><text x=\"{ex:.1}\" y=\"{}\" text-anchor=\"middle\" {FONT} font-size=\"10\" fill=\"#fff\">{}</text></g>",
             e.kind.key(),
             e.count,
             esc(&detail),
@@ -518,6 +527,26 @@ fn events(s: &mut String, h: &SoakHistory, g: &Geometry) {
             top1 + 12.5,
             event_letter(e.kind)
         );
+    }
+}
+
+/// An event in words: "3 I/O errors", "critical warning 0x04", "restart (stopped by a
+/// signal)".
+fn event_words(e: &crate::model::soakhist::SoakEvent) -> String {
+    match e.kind {
+        EventKind::CriticalWarning => format!("critical warning 0x{:02x}", e.count),
+        EventKind::Throttled => "throttling".to_string(),
+        EventKind::Restart => {
+            let why = e
+                .cause
+                .unwrap_or(crate::model::soakhist::StopCause::Stopped);
+            if e.count > 1 {
+                format!("{} restarts (the first {})", e.count, why.words())
+            } else {
+                format!("restart ({})", why.words())
+            }
+        }
+        k => format!("{} {}", e.count, k.label()),
     }
 }
 
@@ -564,11 +593,7 @@ pub fn event_lines(h: &SoakHistory) -> Vec<String> {
         .iter()
         .take(MAX_LISTED)
         .map(|e| {
-            let what = match e.kind {
-                EventKind::CriticalWarning => format!("critical warning 0x{:02x}", e.count),
-                EventKind::Throttled => "throttling".to_string(),
-                k => format!("{} {}", e.count, k.label()),
-            };
+            let what = event_words(e);
             if e.end > e.t {
                 format!("from {} to {}, {what}", at(e.t), at(e.end))
             } else {

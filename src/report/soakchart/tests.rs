@@ -176,3 +176,40 @@ fn a_restart_gap_breaks_every_line() {
     let plain = soak_chart("t", &history(|_| 200.0), None);
     assert!(!plain.contains("series-continued"));
 }
+
+/// A restart is an event with its cause: marked on the chart (with the downtime shaded),
+/// listed in words, and "No events during the soak" is not said.
+#[test]
+fn a_restart_is_an_event_with_its_cause() {
+    use crate::model::soakhist::StopCause;
+    let mut h = history(|_| 200.0);
+    let t0 = 1_000_000.0;
+    h.restart(t0 + 600.0, t0 + 900.0, StopCause::PowerLoss);
+    h.restart(t0 + 3000.0, t0 + 3010.0, StopCause::Signal);
+    let svg = soak_chart("t", &h, None);
+    assert_eq!(attr(&svg, "data-event-count"), "2");
+    assert!(
+        svg.contains("data-kind=\"restart\" data-count=\"1\" data-cause=\"power_loss\""),
+        "{svg}"
+    );
+    assert!(svg.contains("data-cause=\"signal\""), "{svg}");
+    assert!(
+        svg.contains("<rect class=\"event-band\" data-kind=\"restart\""),
+        "{svg}"
+    );
+    let lines = event_lines(&h);
+    assert_eq!(
+        lines,
+        vec![
+            "from 00:10:00 to 00:15:00, restart (power loss: the host rebooted)".to_string(),
+            "from 00:50:00 to 00:50:10, restart (stopped by a signal)".to_string(),
+        ]
+    );
+    let html = lines_html(&h);
+    assert!(!html.contains("No events during the soak"), "{html}");
+    assert!(html.contains("restart (stopped by a signal)"), "{html}");
+    // Through JSON: the cause is kept.
+    let back: SoakHistory =
+        serde_json::from_str(&serde_json::to_string(&h).expect("json")).expect("load");
+    assert_eq!(back.events[0].cause, Some(StopCause::PowerLoss));
+}
