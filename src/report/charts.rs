@@ -3,7 +3,8 @@
 //! is drawn with the same pieces. No fonts are needed: SVG text is rendered by the viewer.
 //!
 //! Each data series is one `<polyline class="series" data-series="NAME">` (stroke width 2),
-//! with a `<circle>` per point; axes and ticks are 1 px lines, the reference line (1 ms) is a
+//! and on a time chart one more `<polyline class="series series-continued">` after each gap
+//! in its samples ([`LineChart::gap`]), with a `<circle>` per point; axes and ticks are 1 px lines, the reference line (1 ms) is a
 //! 1 px grey line, and legend swatches are `<rect>`s. The root element carries
 //! `class="chart"` and `data-series-count`, so tests and tools can count the series.
 //!

@@ -8,8 +8,12 @@
 //! Drawn by hand (not plotters) for full control of the layout; pure: numbers in, SVG text out.
 //! Hooks for tests and tools: the root has `class="chart soak-chart"`, `data-series-count`,
 //! `data-event-count` and `data-latency-scale` (`log` or `linear`); each series is a
-//! `<polyline class="series" data-series="...">`; plot areas are `<rect class="plot-area">`;
-//! events are `<g class="event" data-kind="...">`; the steady window is
+//! `<polyline class="series" data-series="...">`, and each part of it after a gap in the data
+//! (more than [`GAP_SECS`] between one point's end and the next one's start: the daemon was
+//! down) another `<polyline class="series series-continued">`, so missing data is a gap, never
+//! a bridge or a zero; plot areas are `<rect class="plot-area">`;
+//! events are `<g class="event" data-kind="...">` (a restart also `data-cause="..."`, its
+//! downtime a band); the steady window is
 //! `<rect class="steady-window">`; time-axis labels are `<text class="x-label">`.
 //!
 //! Bounded whatever the history holds: at most [`MAX_DRAWN_POINTS`] points per series (a
