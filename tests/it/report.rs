@@ -1127,6 +1127,36 @@ fn browser_renders_the_daemon_status_page() {
         text.contains("No drive health: health polling is off"),
         "{text}"
     );
+    // The title names the host; the index links to the target's numbered block, which is
+    // open, and collapsing it hides its charts.
+    let host = cdp.eval("document.querySelector('h1 .host').textContent");
+    assert!(
+        host.as_str().is_some_and(|h| !h.is_empty()),
+        "no host name: {host}"
+    );
+    let index =
+        cdp.eval("document.querySelector('nav.target-index a[href=\"#target-1\"]').textContent");
+    assert_eq!(index.as_str(), Some("1. live"), "{index}");
+    let open = cdp.eval("document.querySelector('details#target-1').open");
+    assert_eq!(open.as_bool(), Some(true), "{open}");
+    let mut shown = |open: bool| {
+        cdp.eval(&format!(
+            "(() => {{ const d = document.querySelector('details#target-1'); d.open = {open}; \
+             return d.querySelector('svg.chart').checkVisibility(); }})()"
+        ))
+    };
+    let collapsed = shown(false);
+    assert_eq!(
+        collapsed.as_bool(),
+        Some(false),
+        "charts of a collapsed block: {collapsed}"
+    );
+    let expanded = shown(true);
+    assert_eq!(
+        expanded.as_bool(),
+        Some(true),
+        "charts of an open block: {expanded}"
+    );
     cdp.screenshot(&screenshot_dir().join("status.png"));
 }
 
