@@ -222,7 +222,7 @@ impl crate::http::App for DaemonApp {
     fn page(&self, path: &str) -> Option<crate::http::Page> {
         (path == "/report").then(|| crate::http::Page {
             content_type: "text/html; charset=utf-8",
-            body: crate::report::report_page_html(&self.state_dir),
+            body: crate::report::report_page_html_live(&self.state_dir, &self.target_snapshots()),
         })
     }
 }

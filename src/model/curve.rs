@@ -110,6 +110,20 @@ pub fn frontier(curve: &[CurvePoint], basis: LatencyBasis, limit_us: f64) -> Opt
     curve.iter().find(|p| *p == best)
 }
 
+/// The first point in sweep order (by offered load, the uncontrolled run last) whose latency
+/// (on `basis`) is `limit_us` or more; `None` when every point stayed below. It can lie below
+/// the [`frontier`] in IOPS: a paced point may cross the limit while the uncontrolled run,
+/// at a higher rate, does not.
+pub fn first_over(curve: &[CurvePoint], basis: LatencyBasis, limit_us: f64) -> Option<&CurvePoint> {
+    curve.iter().find(|p| {
+        let l = match basis {
+            LatencyBasis::Average => p.lat_avg_us,
+            LatencyBasis::P99 => p.lat_p99_us,
+        };
+        l >= limit_us
+    })
+}
+
 /// Which rated figure a workload is compared with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

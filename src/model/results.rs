@@ -82,6 +82,8 @@ pub struct TargetResults {
     pub device_key: Option<String>,
 }
 
+pub use crate::model::soakhist::StopCause;
+
 /// How a phase run stands.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -130,6 +132,15 @@ pub struct PhaseRecord {
     pub status: PhaseStatus,
     /// Runs of the daemon the phase took (1, plus one per resume).
     pub runs: u32,
+    /// Why it stopped, written when it stops before its end (`status` `Stopped`); `None`
+    /// otherwise and in older files (read as [`StopCause::Stopped`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<StopCause>,
+    /// The kernel's boot id of the run that last ran the phase (`None` in older files): a
+    /// resume that finds the phase still `Running` (the daemon did not close it) under
+    /// another boot id tells a power loss or a reset from a crash or `kill -9`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
 }
 
 impl PhaseRecord {
@@ -162,6 +173,7 @@ pub fn phase_began(
     }) {
         p.status = PhaseStatus::Running;
         p.ended = None;
+        p.stopped_by = None;
         p.runs += 1;
         return true;
     }
@@ -175,8 +187,42 @@ pub fn phase_began(
         ended: None,
         status: PhaseStatus::Running,
         runs: 1,
+        stopped_by: None,
+        boot_id: None,
     });
     false
+}
+
+/// When phase `phase_index` of loop `loop_count` (a `kind` phase) resumes the last record
+/// (see [`phase_began`]), why and when that record's run stopped: the cause written when it
+/// stopped (`Stopped`), or, when the daemon never closed it (`Running`), an unclean stop,
+/// a power loss when the record's boot id is not `boot_id`. `None` when the phase does not
+/// resume the last record. Call it before [`phase_began`] reopens the record.
+pub fn resume_cause(
+    list: &[PhaseRecord],
+    phase_index: usize,
+    loop_count: u64,
+    kind: &str,
+    boot_id: Option<&str>,
+) -> Option<(StopCause, Option<f64>)> {
+    let p = list
+        .last()
+        .filter(|p| p.phase_index == phase_index && p.loop_count == loop_count && p.kind == kind)?;
+    match p.status {
+        PhaseStatus::Stopped => Some((p.stopped_by.unwrap_or(StopCause::Stopped), p.ended)),
+        PhaseStatus::Running => {
+            let rebooted = matches!((p.boot_id.as_deref(), boot_id), (Some(a), Some(b)) if a != b);
+            Some((
+                if rebooted {
+                    StopCause::PowerLoss
+                } else {
+                    StopCause::Unclean
+                },
+                None,
+            ))
+        }
+        PhaseStatus::Finished | PhaseStatus::Failed => None,
+    }
 }
 
 /// The running phase (the last record) ended at `now` with `status`.
@@ -452,6 +498,10 @@ pub struct SoakPhase {
     /// The phase was stopped (shutdown, reload) before its end: a soak without a duration
     /// always ends this way. A resumed run adds to this entry instead of adding another.
     pub stopped: bool,
+    /// The phase is running now, with `elapsed_secs` its time so far: set only on the live
+    /// report's copy (the daemon's `/report`, from the running target), never written.
+    #[serde(skip)]
+    pub running: bool,
 }
 
 impl SoakSummary {

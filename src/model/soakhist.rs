@@ -92,17 +92,61 @@ pub enum EventKind {
     CriticalWarning,
     MediaErrors,
     UnsafeShutdown,
+    /// The soak stopped and a later run of the daemon resumed it: `t` is when it stopped,
+    /// `end` when it resumed, `cause` why it stopped.
+    Restart,
+}
+
+/// Why a soak stopped before a later run resumed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopCause {
+    /// The daemon was stopped by a signal (SIGTERM, SIGINT: a shutdown).
+    Signal,
+    /// A SIGHUP reload stopped the target (its plan or settings changed).
+    Reload,
+    /// The phase was recorded stopped, without a cause (a file written before causes were).
+    Stopped,
+    /// The daemon ended without closing the phase: a crash or `kill -9`.
+    Unclean,
+    /// As [`StopCause::Unclean`], and the host booted since: a power loss or a reset.
+    PowerLoss,
+}
+
+impl StopCause {
+    /// The name used in attributes and JSON (`power_loss`).
+    pub fn key(self) -> &'static str {
+        match self {
+            StopCause::Signal => "signal",
+            StopCause::Reload => "reload",
+            StopCause::Stopped => "stopped",
+            StopCause::Unclean => "unclean",
+            StopCause::PowerLoss => "power_loss",
+        }
+    }
+
+    /// Words for the event list ("stopped by a signal").
+    pub fn words(self) -> &'static str {
+        match self {
+            StopCause::Signal => "stopped by a signal",
+            StopCause::Reload => "stopped by a reload",
+            StopCause::Stopped => "stopped",
+            StopCause::Unclean => "unclean stop: a crash or kill -9",
+            StopCause::PowerLoss => "power loss: the host rebooted",
+        }
+    }
 }
 
 impl EventKind {
     /// All kinds, in the order charts list them.
-    pub const ALL: [EventKind; 6] = [
+    pub const ALL: [EventKind; 7] = [
         EventKind::Throttled,
         EventKind::IoErrors,
         EventKind::VerifyErrors,
         EventKind::CriticalWarning,
         EventKind::MediaErrors,
         EventKind::UnsafeShutdown,
+        EventKind::Restart,
     ];
 
     /// Words for a legend ("throttling").
@@ -114,6 +158,7 @@ impl EventKind {
             EventKind::CriticalWarning => "critical warning",
             EventKind::MediaErrors => "media errors",
             EventKind::UnsafeShutdown => "unsafe shutdown",
+            EventKind::Restart => "restart",
         }
     }
 
@@ -126,6 +171,7 @@ impl EventKind {
             EventKind::CriticalWarning => "critical_warning",
             EventKind::MediaErrors => "media_errors",
             EventKind::UnsafeShutdown => "unsafe_shutdown",
+            EventKind::Restart => "restart",
         }
     }
 }
@@ -139,8 +185,13 @@ pub struct SoakEvent {
     pub t: f64,
     pub end: f64,
     /// Errors, media errors or unsafe shutdowns added; for throttling the seconds throttled
-    /// (when the drive counts them) else episodes; for a critical warning the byte's bits, OR-ed.
+    /// (when the drive counts them) else episodes; for a critical warning the byte's bits, OR-ed;
+    /// for restarts how many.
     pub count: u64,
+    /// A restart's cause (of the first, when restarts close together were merged); `None`
+    /// for every other kind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<StopCause>,
 }
 
 /// The window of steady-state rounds that met the criterion, for one profile.
@@ -255,8 +306,31 @@ impl SoakHistory {
             t,
             end: t,
             count,
+            cause: None,
         });
-        let mut gap = step;
+        self.bound_events();
+    }
+
+    /// Record a restart: the soak stopped at `stopped` (`cause`) and resumed at `resumed`.
+    /// Never merged into an earlier restart by [`SoakHistory::event`]'s rule: each restart is
+    /// its own period, until the list outgrows [`MAX_EVENTS`].
+    pub fn restart(&mut self, stopped: f64, resumed: f64, cause: StopCause) {
+        if !(stopped.is_finite() && resumed.is_finite()) {
+            return;
+        }
+        self.events.push(SoakEvent {
+            kind: EventKind::Restart,
+            t: stopped.min(resumed),
+            end: resumed,
+            count: 1,
+            cause: Some(cause),
+        });
+        self.bound_events();
+    }
+
+    /// Merge events with wider gaps until at most [`MAX_EVENTS`] are left.
+    fn bound_events(&mut self) {
+        let mut gap = self.step_secs;
         while self.events.len() > MAX_EVENTS {
             gap *= 2.0;
             self.merge_events(gap);

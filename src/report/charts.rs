@@ -3,7 +3,8 @@
 //! is drawn with the same pieces. No fonts are needed: SVG text is rendered by the viewer.
 //!
 //! Each data series is one `<polyline class="series" data-series="NAME">` (stroke width 2),
-//! with a `<circle>` per point; axes and ticks are 1 px lines, the reference line (1 ms) is a
+//! and on a time chart one more `<polyline class="series series-continued">` after each gap
+//! in its samples ([`LineChart::gap`]), with a `<circle>` per point; axes and ticks are 1 px lines, the reference line (1 ms) is a
 //! 1 px grey line, and legend swatches are `<rect>`s. The root element carries
 //! `class="chart"` and `data-series-count`, so tests and tools can count the series.
 //!
@@ -46,9 +47,9 @@ pub struct LineChart<'a> {
     /// Drawn when it falls inside the data's y range (so it never squashes a chart).
     pub reference: Option<RefLine>,
     pub legend: bool,
-    /// Axis labels with k/M suffixes (for IOPS, bytes).
-    pub x_si: bool,
-    pub y_si: bool,
+    /// What an axis's values are, which decides its tick labels (see [`Unit`]).
+    pub x_unit: Unit,
+    pub y_unit: Unit,
     /// x is minutes relative to now (negative: the past): labels read as time, "60 s ago" …
     /// "now" (seconds under two minutes, whole minutes beyond), instead of plain numbers.
     pub x_ago: bool,
@@ -61,6 +62,97 @@ pub struct LineChart<'a> {
     /// that fell short of their target rate; `flag_label` is their legend text.
     pub flagged: &'a [(f64, f64)],
     pub flag_label: &'a str,
+    /// A time series' largest step between neighbouring points, in x units: beyond it the
+    /// samples have a gap (the daemon was down, the target was stopped) and the line breaks
+    /// there, so missing data is drawn as a gap, never bridged or read as zero. Each part
+    /// after a break is its own `<polyline class="series series-continued">`. `None`: one
+    /// line through every point (a sweep's curve).
+    pub gap: Option<f64>,
+}
+
+/// What the values of an axis are, and so how its ticks read. A unit is in the tick labels
+/// themselves whenever it changes along the axis (latency from µs to ms to s), so an axis
+/// never reads "600k" microseconds or "200M" bytes per second.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Unit {
+    /// Plain numbers ("0.5", "120").
+    #[default]
+    Plain,
+    /// A count or a rate of operations with SI prefixes: "12k", "1.2M" (IOPS).
+    Si,
+    /// Microseconds, labelled in µs, ms or s as they grow: "500 µs", "1.5 ms", "2 s".
+    LatencyUs,
+    /// Bytes per second, SI prefixes: "200 MB/s" (rates are SI, as everywhere in nvsoak).
+    BytesPerSec,
+    /// Bytes, IEC prefixes: "512 KiB", "4 GiB" (sizes are IEC).
+    Bytes,
+}
+
+impl Unit {
+    /// The tick label of `v`.
+    pub fn label(self, v: f64) -> String {
+        match self {
+            Unit::Plain => plain(v),
+            Unit::Si => si(v),
+            Unit::LatencyUs => latency_label(v),
+            Unit::BytesPerSec => {
+                let s = si(v);
+                // si() appends the prefix letter; "k" stays lower case as SI writes it.
+                let (num, prefix) = match s.char_indices().last() {
+                    Some((i, c)) if c.is_ascii_alphabetic() => (&s[..i], &s[i..]),
+                    _ => (s.as_str(), ""),
+                };
+                format!("{num} {prefix}B/s")
+            }
+            Unit::Bytes => iec_label(v),
+        }
+    }
+}
+
+/// A latency tick from microseconds: "0", "100 µs", "1 ms", "2.5 ms", "1 s".
+pub fn latency_label(us: f64) -> String {
+    let a = us.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1e6 {
+        format!("{} s", trim(us / 1e6))
+    } else if a >= 1000.0 {
+        format!("{} ms", trim(us / 1000.0))
+    } else {
+        format!("{} µs", trim(us))
+    }
+}
+
+/// A size tick from bytes, IEC prefixes: "0", "512 B", "4 KiB", "1.5 GiB".
+pub fn iec_label(b: f64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    if b == 0.0 || !b.is_finite() {
+        return plain(b);
+    }
+    let mut v = b;
+    let mut u = 0;
+    while v.abs() >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{} {}", trim(v), UNITS[u])
+}
+
+/// At most three significant digits past the point, trailing zeros dropped: 2.50 -> "2.5".
+fn trim(v: f64) -> String {
+    let s = if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    };
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    };
+    if s == "-0" { "0".into() } else { s }
 }
 
 /// Series colours (Tableau 10), assigned in order.
@@ -352,16 +444,32 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
     for (i, series) in &drawn {
         let color = PALETTE[i % PALETTE.len()];
         let pts = within_budget(series.points.iter().copied().filter(keep).collect());
-        let coords: Vec<String> = pts
-            .iter()
-            .map(|(x, y)| format!("{:.1},{:.1}", xs.px(*x), ys.px(*y)))
-            .collect();
-        let _ = writeln!(
-            s,
-            "<polyline class=\"series\" data-series=\"{}\" points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>",
-            esc(&series.name),
-            coords.join(" ")
-        );
+        for (k, part) in split_at_gaps(&pts, c.gap).into_iter().enumerate() {
+            let coords: Vec<String> = part
+                .iter()
+                .map(|(x, y)| format!("{:.1},{:.1}", xs.px(*x), ys.px(*y)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "<polyline class=\"{}\" data-series=\"{}\" points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>",
+                if k == 0 {
+                    "series"
+                } else {
+                    "series series-continued"
+                },
+                esc(&series.name),
+                coords.join(" ")
+            );
+            // A lone sample between two gaps is a dot (a one-point line draws nothing).
+            if !c.markers && part.len() == 1 {
+                let _ = writeln!(
+                    s,
+                    "<circle class=\"lone\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"2\" fill=\"{color}\"/>",
+                    xs.px(part[0].0),
+                    ys.px(part[0].1)
+                );
+            }
+        }
         if c.markers {
             for (x, y) in &pts {
                 let _ = writeln!(
@@ -379,6 +487,23 @@ pub fn line_chart(c: &LineChart<'_>) -> Result<String, ChartError> {
     legend_svg(&mut s, &entries, &layout, c.height);
     s.push_str("</svg>\n");
     Ok(s)
+}
+
+/// `pts` (in x order) cut where neighbours are more than `gap` apart; one part without a gap.
+pub fn split_at_gaps(pts: &[(f64, f64)], gap: Option<f64>) -> Vec<&[(f64, f64)]> {
+    let Some(gap) = gap.filter(|g| g.is_finite() && *g > 0.0) else {
+        return vec![pts];
+    };
+    let mut parts = Vec::new();
+    let mut from = 0;
+    for i in 1..pts.len() {
+        if pts[i].0 - pts[i - 1].0 > gap {
+            parts.push(&pts[from..i]);
+            from = i;
+        }
+    }
+    parts.push(&pts[from..]);
+    parts
 }
 
 /// The most points one series (or the flagged points) of a line chart draws. A sweep has a
@@ -457,13 +582,7 @@ fn axes(s: &mut String, c: &LineChart<'_>, f: &Frame, xs: &Scale, ys: &Scale) {
     let desc = if f.small { 11 } else { 14 };
     for v in xs.ticks(if f.small { 5.0 } else { 8.0 }) {
         let px = xs.px(v);
-        let label = if c.x_ago {
-            ago(v)
-        } else if c.x_si {
-            si(v)
-        } else {
-            plain(v)
-        };
+        let label = if c.x_ago { ago(v) } else { c.x_unit.label(v) };
         let _ = writeln!(
             s,
             "<line x1=\"{px:.1}\" x2=\"{px:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#eee\"/>\n<line x1=\"{px:.1}\" x2=\"{px:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#000\"/>",
@@ -477,7 +596,7 @@ fn axes(s: &mut String, c: &LineChart<'_>, f: &Frame, xs: &Scale, ys: &Scale) {
     }
     for v in ys.ticks(if f.small { 4.0 } else { 8.0 }) {
         let py = ys.px(v);
-        let label = if c.y_si { si(v) } else { plain(v) };
+        let label = c.y_unit.label(v);
         let _ = writeln!(
             s,
             "<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{py:.1}\" y2=\"{py:.1}\" stroke=\"#eee\"/>\n<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{py:.1}\" y2=\"{py:.1}\" stroke=\"#000\"/>",

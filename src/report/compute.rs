@@ -76,6 +76,22 @@ pub struct SoakFigures {
     /// The soak over time (IOPS, latency, events), when the results file has it (version 3).
     #[serde(default)]
     pub history: Option<crate::model::soakhist::SoakHistory>,
+    /// The whole plan's totals, every phase (`soak.plan`: precondition, sweeps and soaks,
+    /// over all runs); `None` in older files, which then show no whole-plan row.
+    #[serde(default)]
+    pub plan: Option<crate::model::results::PlanTotals>,
+}
+
+/// The whole plan's row: "00:12:00, wrote 3.00 GB, read 1.00 GB"; `None` without `soak.plan`.
+pub fn plan_text(s: &SoakFigures) -> Option<String> {
+    s.plan.as_ref().map(|p| {
+        format!(
+            "{}, wrote {}, read {}",
+            fmt_elapsed(p.elapsed_secs),
+            fmt_bytes(p.written_bytes as f64),
+            fmt_bytes(p.read_bytes as f64)
+        )
+    })
 }
 
 /// One line of the cross-drive soak comparison.
@@ -266,6 +282,7 @@ pub fn soak_figures_with(
         drive,
         phases: s.phases.clone(),
         history: s.history.clone(),
+        plan: s.plan.clone(),
         cpu_secs: s.cpu_user_secs.zip(s.cpu_system_secs),
         cpu_per_io_ns: s.cpu_per_io_ns(),
     }
@@ -306,7 +323,9 @@ pub fn soak_phase_lines(s: &SoakFigures) -> Vec<String> {
                 fmt_bytes(p.read_bytes as f64),
                 fmt_count((p.read_ops + p.write_ops) as f64),
                 p.errors,
-                if p.stopped {
+                if p.running {
+                    " (running)"
+                } else if p.stopped {
                     " (stopped before its end)"
                 } else {
                     ""

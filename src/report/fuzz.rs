@@ -8,11 +8,21 @@
 //! comes out escaped, and a results file that cannot be drawn becomes the error page. The
 //! work is bounded by those budgets, not timed.
 
-use super::charts::{LineChart, MAX_SERIES_POINTS, Series, line_chart};
+use super::charts::{LineChart, MAX_SERIES_POINTS, Series, Unit, line_chart};
+
+const UNITS: [Unit; 5] = [
+    Unit::Plain,
+    Unit::Si,
+    Unit::LatencyUs,
+    Unit::BytesPerSec,
+    Unit::Bytes,
+];
 use super::soakchart::{MAX_DRAWN_EVENTS, MAX_DRAWN_POINTS, MAX_DRAWN_STEADY, soak_chart};
 use super::*;
 use crate::model::results::SoakSummary;
-use crate::model::soakhist::{EventKind, SoakEvent, SoakHistory, SoakPoint, SteadyWindow};
+use crate::model::soakhist::{
+    EventKind, SoakEvent, SoakHistory, SoakPoint, SteadyWindow, StopCause,
+};
 
 /// xorshift64*: a small seeded generator, enough to pick cases.
 struct Rng(u64);
@@ -145,6 +155,7 @@ fn hostile_history(rng: &mut Rng, points: usize, events: usize) -> SoakHistory {
             t: rng.float(),
             end: rng.float(),
             count: rng.count(),
+            cause: [None, Some(StopCause::Signal), Some(StopCause::PowerLoss)][rng.below(3)],
         });
     }
     for _ in 0..rng.below(4) {
@@ -222,6 +233,7 @@ fn a_million_points_and_events_are_drawn_within_the_budget() {
             t: 1.7e9 + i as f64 * 60.0,
             end: 1.7e9 + i as f64 * 60.0,
             count: 1,
+            cause: None,
         })
         .collect();
     let h = SoakHistory {
@@ -277,13 +289,14 @@ fn line_charts_of_hostile_series_are_bounded_clean_and_escaped() {
                 label: rng.string(),
             }),
             legend: true,
-            x_si: rng.below(2) == 0,
-            y_si: rng.below(2) == 0,
+            x_unit: UNITS[rng.below(UNITS.len())],
+            y_unit: UNITS[rng.below(UNITS.len())],
             x_ago: rng.below(2) == 0,
             y_log_auto: rng.below(2) == 0,
             markers: rng.below(2) == 0,
             flagged: &flagged,
             flag_label: &flag_label,
+            gap: None,
         };
         let what = format!("case {case}");
         let svg = line_chart(&c).expect("an 860x420 chart has room for its plot");

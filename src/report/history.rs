@@ -14,6 +14,8 @@ use crate::workload::scheduler::TargetSnapshot;
 
 pub const DEFAULT_CAPACITY: usize = 3600;
 pub const DEFAULT_STEP: Duration = Duration::from_secs(1);
+/// The least gap between samples that breaks a chart's line (see [`History::gap_secs`]).
+pub const GAP_SECS: f64 = 5.0;
 /// Upper bound on the number of target series and, separately, device series.
 pub const MAX_SERIES: usize = 256;
 
@@ -132,9 +134,11 @@ impl History {
         }
     }
 
-    /// Record every target's current figures at `now` (unix seconds).
+    /// Record every target's current figures at `now` (unix seconds). A target that is not
+    /// running (stopped, down, its plan finished) has no figures to record: it adds no
+    /// sample, so its charts show a gap rather than zeros.
     pub fn push(&mut self, now: f64, targets: &[TargetSnapshot]) {
-        for s in targets {
+        for s in targets.iter().filter(|s| s.up && s.running) {
             push_bounded(
                 &mut self.targets,
                 &s.name,
@@ -174,6 +178,18 @@ impl History {
         self.capacity as f64 * self.step
     }
 
+    /// Seconds between samples at the most (one per step).
+    pub fn step_secs(&self) -> f64 {
+        self.step
+    }
+
+    /// The widest step between neighbouring samples that is still one line on a chart: a
+    /// few steps (a tick can come late on a loaded host), at least [`GAP_SECS`]. Beyond it
+    /// the samples have a gap (the daemon or the target was down) and the line breaks.
+    pub fn gap_secs(&self) -> f64 {
+        (3.0 * self.step).max(GAP_SECS)
+    }
+
     /// Newest sample time over every series.
     pub fn latest(&self) -> Option<f64> {
         let t = self.targets.values().filter_map(|q| q.back().map(|s| s.t));
@@ -201,6 +217,8 @@ mod tests {
         let mut s = TargetSnapshot {
             name: name.into(),
             iops,
+            up: true,
+            running: true,
             ..Default::default()
         };
         s.jobs.insert(
@@ -245,6 +263,27 @@ mod tests {
         h.push(1990.0, &[snap("a", 5.0)]);
         assert_eq!(h.target("a").map(|q| q.len()), Some(1));
         assert_eq!(h.span_secs(), 10.0);
+    }
+
+    #[test]
+    fn a_target_that_is_not_running_adds_no_sample() {
+        let mut h = History::new(100, Duration::from_secs(1));
+        h.push(10.0, &[snap("a", 5.0)]);
+        let stopped = TargetSnapshot {
+            running: false,
+            ..snap("a", 0.0)
+        };
+        let down = TargetSnapshot {
+            up: false,
+            ..snap("a", 0.0)
+        };
+        h.push(11.0, &[stopped]);
+        h.push(12.0, &[down]);
+        let q = h.target("a").expect("series");
+        assert_eq!(q.len(), 1, "{q:?}");
+        assert_eq!(q.back().map(|s| s.iops), Some(5.0));
+        assert_eq!(h.gap_secs(), GAP_SECS);
+        assert_eq!(History::new(10, Duration::from_secs(10)).gap_secs(), 30.0);
     }
 
     #[test]

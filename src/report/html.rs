@@ -1,7 +1,7 @@
 //! The HTML report: one self-contained file (inline CSS, inline SVG, no script, no external
 //! reference), so it opens offline on an air-gapped rack.
 
-use super::charts::{self, LineChart, RefLine, Series, esc};
+use super::charts::{self, LineChart, RefLine, Series, Unit, esc};
 use super::compute;
 use super::{DriveReport, Report, ReportError, SweepReport};
 use crate::model::curve::CurvePoint;
@@ -45,57 +45,48 @@ impl Lat {
 pub const CHART_W: u32 = 860;
 pub const CHART_H: u32 = 420;
 
-/// An IOPS-against-latency chart of one or more drives' curves. Latency is plotted in µs when
-/// every point is below 1 ms, else in ms with the 1 ms line drawn.
+/// An IOPS-against-latency chart of one or more drives' curves. Latency is plotted in µs and
+/// labelled in µs, ms or s as it grows; the 1 ms line is drawn when it falls in the range.
 pub fn curve_figure(
     id: String,
     title: String,
     lat: Lat,
     curves: &[(&str, &[CurvePoint])],
 ) -> Result<Figure, ReportError> {
-    let max_us = curves
-        .iter()
-        .flat_map(|(_, c)| c.iter().map(|p| lat.of(p)))
-        .fold(0.0f64, f64::max);
-    let (scale, unit) = if max_us >= 1000.0 {
-        (1e-3, "ms")
-    } else {
-        (1.0, "µs")
-    };
     let series: Vec<Series> = curves
         .iter()
         .map(|(name, c)| Series {
             name: name.to_string(),
-            points: c.iter().map(|p| (p.iops, lat.of(p) * scale)).collect(),
+            points: c.iter().map(|p| (p.iops, lat.of(p))).collect(),
         })
         .collect();
-    let y_desc = format!("{} ({unit})", lat.name());
     let flagged: Vec<(f64, f64)> = curves
         .iter()
         .flat_map(|(_, c)| c.iter())
         .filter(|p| crate::model::curve::shortfall(p).is_some())
-        .map(|p| (p.iops, lat.of(p) * scale))
+        .map(|p| (p.iops, lat.of(p)))
         .collect();
     let svg = charts::line_chart(&LineChart {
         title: &title,
         x_desc: "IOPS",
-        y_desc: &y_desc,
+        y_desc: lat.name(),
         width: CHART_W,
         height: CHART_H,
         series: &series,
         x_range: None,
         reference: Some(RefLine {
-            y: 1000.0 * scale,
+            y: 1000.0,
             label: "1 ms".into(),
         }),
         legend: true,
-        x_si: true,
-        y_si: false,
+        x_unit: Unit::Si,
+        y_unit: Unit::LatencyUs,
         x_ago: false,
         y_log_auto: true,
         markers: true,
         flagged: &flagged,
         flag_label: "short of target rate by more than 10 %",
+        gap: None,
     })?;
     let n = series.iter().filter(|s| !s.points.is_empty()).count();
     Ok(Figure {
@@ -228,19 +219,51 @@ pub fn point_text(p: &CurvePoint) -> String {
     )
 }
 
-/// The sub-1 ms sentence of a sweep, in the reviews' words.
+/// Which run of a sweep a point is: "the uncontrolled run", "the 30 % load".
+fn run_text(p: &CurvePoint) -> String {
+    if p.uncontrolled {
+        "the uncontrolled run".into()
+    } else {
+        format!("the {} % load", p.pct)
+    }
+}
+
+/// The sub-1 ms sentence of a sweep, on the average latency (the statistic of the frontier
+/// and of the first chart): the highest-IOPS point below 1 ms, naming its run, and the first
+/// point in sweep order that reached 1 ms, which may lie below the frontier in IOPS.
 pub fn frontier_text(s: &SweepReport) -> String {
     if s.curve.is_empty() {
         return "no point measured yet".into();
     }
-    match (&s.sub_ms, s.crossed_1ms) {
-        (None, _) => "above 1 ms at every measured load".into(),
-        (Some(f), true) => format!(
-            "below 1 ms up to {} IOPS ({}), crossing 1 ms above it",
-            fmt_count(f.iops),
-            fmt_latency_us(f.lat_avg_us)
+    let at = |p: &CurvePoint| {
+        format!(
+            "{} IOPS at {} ({})",
+            fmt_count(p.iops),
+            fmt_latency_us(p.lat_avg_us),
+            run_text(p)
+        )
+    };
+    match (&s.sub_ms, &s.first_over_1ms) {
+        (None, _) => "average latency 1 ms or more at every measured load".into(),
+        (Some(f), Some(x)) => format!(
+            "highest rate below 1 ms average: {}; first point over 1 ms: {}{}",
+            at(f),
+            at(x),
+            if x.iops < f.iops {
+                ", a lower rate than the highest below 1 ms"
+            } else {
+                ""
+            }
         ),
-        (Some(_), false) => "below 1 ms at every measured load".into(),
+        // An older JSON report without `first_over_1ms`.
+        (Some(f), None) if s.crossed_1ms => format!(
+            "highest rate below 1 ms average: {}; some point reached 1 ms",
+            at(f)
+        ),
+        (Some(f), None) => format!(
+            "below 1 ms average at every measured load, the highest rate {}",
+            at(f)
+        ),
     }
 }
 
@@ -463,28 +486,13 @@ fn soak_table(d: &DriveReport) -> String {
             ),
         ]))
     };
-    let phases = compute::soak_phase_lines(s);
-    let whole = !phases.is_empty();
-    for (i, l) in phases.into_iter().enumerate() {
+    for (i, l) in compute::soak_phase_lines(s).into_iter().enumerate() {
         kv(if i == 0 { "Soak phases" } else { "" }, l, false);
     }
-    // Without per-phase entries (older files) these are all there is; with them, they are
-    // the whole plan's (precondition and sweeps included), and say so.
+    // The soak's own figures (its phases' sum), then the whole plan's from `soak.plan`.
+    kv("Soak duration", fmt_elapsed(s.elapsed_secs), false);
     kv(
-        if whole {
-            "Whole plan, every phase"
-        } else {
-            "Duration"
-        },
-        fmt_elapsed(s.elapsed_secs),
-        false,
-    );
-    kv(
-        if whole {
-            "Written / read, whole plan"
-        } else {
-            "Written / read"
-        },
+        "Soak written / read",
         format!(
             "{} / {}",
             fmt_bytes(s.written_bytes as f64),
@@ -492,6 +500,9 @@ fn soak_table(d: &DriveReport) -> String {
         ),
         false,
     );
+    if let Some(p) = compute::plan_text(s) {
+        kv("Whole plan, every phase", p, false);
+    }
     let mut dwpd = format!(
         "{} (rated {})",
         opt(s.observed_dwpd, |v| format!("{v:.2}")),

@@ -235,10 +235,16 @@ fn soak_section(md: &mut String, s: &SoakFigures) {
         for l in &phases {
             md.push_str(&format!("- {}\n", cell(l)));
         }
-        md.push_str("\nWhole plan (every phase, precondition and sweeps included):\n\n");
+        md.push('\n');
+    }
+    if let Some(p) = super::compute::plan_text(s) {
+        md.push_str(&format!(
+            "- Whole plan, every phase (precondition and sweeps included): {}\n",
+            cell(&p)
+        ));
     }
     md.push_str(&format!(
-        "- Duration: {}\n- Written / read: {} / {}\n- Observed DWPD: {} (rated {})\n- Endurance consumed: {}\n- Throttled: {} ({} IOPS lost)\n- Errors: {}, verify errors: {}\n- Accounting (drive / host written): {}\n\n",
+        "- Soak duration: {}\n- Soak written / read: {} / {}\n- Observed DWPD: {} (rated {})\n- Endurance consumed: {}\n- Throttled: {} ({} IOPS lost)\n- Errors: {}, verify errors: {}\n- Accounting (drive / host written): {}\n\n",
         fmt_elapsed(s.elapsed_secs),
         fmt_bytes(s.written_bytes as f64),
         fmt_bytes(s.read_bytes as f64),

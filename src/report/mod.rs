@@ -341,6 +341,10 @@ pub struct SweepReport {
     pub sub_ms_p99: Option<CurvePoint>,
     /// Some point reached an average latency of 1 ms or more.
     pub crossed_1ms: bool,
+    /// The first point in sweep order whose average latency reached 1 ms (it may lie below
+    /// `sub_ms` in IOPS).
+    #[serde(default)]
+    pub first_over_1ms: Option<CurvePoint>,
     pub rated_share: Option<RatedShare>,
     pub errors: u64,
 }
@@ -583,6 +587,12 @@ fn sweep_reports(r: &TargetResults, rated: Option<&RatedFigures>) -> Vec<SweepRe
                 )
                 .cloned(),
                 crossed_1ms: curve.iter().any(|p| p.lat_avg_us >= SUB_MS_LIMIT_US),
+                first_over_1ms: crate::model::curve::first_over(
+                    &curve,
+                    LatencyBasis::Average,
+                    SUB_MS_LIMIT_US,
+                )
+                .cloned(),
                 errors: s.points.iter().map(|p| p.errors).sum(),
                 rated_share,
                 curve,
@@ -664,10 +674,78 @@ pub fn render_report_html(state_dir: &Path) -> Result<String, ReportError> {
     html::render(&build(&inputs))
 }
 
+/// The running targets' in-memory figures over the results files read from disk, so the
+/// daemon's `/report` reads as its status page does (the file is written only every so often):
+/// the soak over time (the closed points and the one being built, as the status page draws
+/// them), the soak's and the whole plan's totals and clocks, and the running soak phase's
+/// time so far (marked running, not stopped). A file of a target that is not running, and an
+/// archived run, are left as read.
+pub fn overlay_live(inputs: &mut [Loaded], live: &[crate::workload::scheduler::TargetSnapshot]) {
+    for s in live {
+        let Some(l) = inputs
+            .iter_mut()
+            .find(|l| l.archived.is_none() && l.results.target == s.name)
+        else {
+            continue;
+        };
+        if s.soak_started.is_none() {
+            continue;
+        }
+        let soak = l.results.soak.get_or_insert_with(Default::default);
+        let t = s.soak_totals();
+        soak.elapsed_secs = t.soak_elapsed_secs;
+        soak.read_bytes = t.read_bytes;
+        soak.written_bytes = t.write_bytes;
+        soak.read_ops = t.read_ops;
+        soak.write_ops = t.write_ops;
+        soak.errors = t.errors;
+        soak.plan = Some(crate::model::results::PlanTotals::of(&s.plan_totals()));
+        if let Some(h) = &s.soak_history {
+            let mut h = (**h).clone();
+            if let Some(p) = s.soak_partial.filter(|p| p.secs > 0.0) {
+                h.points.push(p);
+            }
+            soak.history = Some(h);
+        }
+        let running_soak = s.up && s.running && s.phase == "soak";
+        if let Some(e) = soak
+            .phases
+            .last_mut()
+            .filter(|e| running_soak && e.phase == s.phase_index + 1)
+        {
+            e.elapsed_secs = if s.phase_paused {
+                s.phase_elapsed_base
+            } else {
+                let now = crate::util::unix_now();
+                s.phase_elapsed_base + (now - s.phase_started_unix).max(0.0)
+            };
+            e.running = true;
+            e.stopped = false;
+        }
+    }
+}
+
+/// [`report_page_html`] for the daemon, with its running targets' figures (see
+/// [`overlay_live`]).
+pub fn report_page_html_live(
+    state_dir: &Path,
+    live: &[crate::workload::scheduler::TargetSnapshot],
+) -> String {
+    let page = load_state_dir(state_dir).and_then(|mut inputs| {
+        overlay_live(&mut inputs, live);
+        html::render(&build(&inputs))
+    });
+    report_page_or_why(page)
+}
+
 /// `/report` on the daemon: the HTML report of `state_dir`, or, when it cannot be built (no
 /// sweep has finished a point yet, an unreadable file), a small page saying why. Never fails.
 pub fn report_page_html(state_dir: &Path) -> String {
-    match render_report_html(state_dir) {
+    report_page_or_why(render_report_html(state_dir))
+}
+
+fn report_page_or_why(page: Result<String, ReportError>) -> String {
+    match page {
         Ok(h) => h,
         Err(e) => format!(
             "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\">\

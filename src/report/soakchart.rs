@@ -8,8 +8,12 @@
 //! Drawn by hand (not plotters) for full control of the layout; pure: numbers in, SVG text out.
 //! Hooks for tests and tools: the root has `class="chart soak-chart"`, `data-series-count`,
 //! `data-event-count` and `data-latency-scale` (`log` or `linear`); each series is a
-//! `<polyline class="series" data-series="...">`; plot areas are `<rect class="plot-area">`;
-//! events are `<g class="event" data-kind="...">`; the steady window is
+//! `<polyline class="series" data-series="...">`, and each part of it after a gap in the data
+//! (more than [`GAP_SECS`] between one point's end and the next one's start: the daemon was
+//! down) another `<polyline class="series series-continued">`, so missing data is a gap, never
+//! a bridge or a zero; plot areas are `<rect class="plot-area">`;
+//! events are `<g class="event" data-kind="...">` (a restart also `data-cause="..."`, its
+//! downtime a band); the steady window is
 //! `<rect class="steady-window">`; time-axis labels are `<text class="x-label">`.
 //!
 //! Bounded whatever the history holds: at most [`MAX_DRAWN_POINTS`] points per series (a
@@ -22,7 +26,7 @@ use std::fmt::Write as _;
 
 /// Above this max/min latency ratio the latency axis is logarithmic (the line charts' rule too).
 pub use super::charts::LOG_RATIO;
-use super::charts::{FONT, PALETTE, Scale, esc, nice_step, si, wants_log};
+use super::charts::{FONT, PALETTE, Scale, esc, latency_label, nice_step, si, wants_log};
 use crate::model::soakhist::{EventKind, MAX_EVENTS, MAX_POINTS, SoakHistory, SoakPoint};
 
 /// The most points one series draws: as many as a history keeps.
@@ -51,6 +55,7 @@ fn event_color(k: EventKind) -> &'static str {
         EventKind::CriticalWarning => "#8b0000",
         EventKind::MediaErrors => "#e377c2",
         EventKind::UnsafeShutdown => "#7f7f7f",
+        EventKind::Restart => "#17becf",
     }
 }
 
@@ -63,6 +68,7 @@ fn event_letter(k: EventKind) -> &'static str {
         EventKind::CriticalWarning => "C",
         EventKind::MediaErrors => "M",
         EventKind::UnsafeShutdown => "U",
+        EventKind::Restart => "R",
     }
 }
 
@@ -85,19 +91,30 @@ fn tick_label(v: f64) -> String {
     if s == "-0" { "0".into() } else { s.into() }
 }
 
-/// A latency tick: "100 µs", "1 ms", "2.5 ms", "1 s".
-fn lat_label(us: f64) -> String {
-    if us >= 1e6 {
-        format!("{} s", tick_label(us / 1e6))
-    } else if us >= 1000.0 {
-        format!("{} ms", tick_label(us / 1000.0))
-    } else {
-        format!("{} µs", tick_label(us))
-    }
-}
+/// A series: its name, its (time, value) points in parts (a new part after each gap in the
+/// data), and the axis it is drawn against.
+type Line<'a> = (&'static str, Vec<Vec<(f64, f64)>>, &'a Scale);
 
-/// A series: its name, its (time, value) points, and the axis it is drawn against.
-type Line<'a> = (&'static str, Vec<(f64, f64)>, &'a Scale);
+/// Seconds between one point's end and the next one's start beyond which the soak has a gap
+/// (the daemon was down, the device away, the target stopped): the lines break there.
+pub const GAP_SECS: f64 = super::history::GAP_SECS;
+
+/// `pts` cut where the soak has a gap, each part as (time, value) of the points `value` keeps.
+fn parts(pts: &[SoakPoint], value: impl Fn(&SoakPoint) -> Option<f64>) -> Vec<Vec<(f64, f64)>> {
+    let mut out: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+    let mut prev_end: Option<f64> = None;
+    for p in pts {
+        if prev_end.is_some_and(|e| p.t - e > GAP_SECS) && out.last().is_some_and(|l| !l.is_empty())
+        {
+            out.push(Vec::new());
+        }
+        prev_end = Some(p.t + p.secs);
+        if let (Some(v), Some(last)) = (value(p).filter(|v| v.is_finite()), out.last_mut()) {
+            last.push((p.mid(), v));
+        }
+    }
+    out
+}
 
 /// The chart's series values from the history (and the point being built, for a running soak),
 /// at most [`MAX_DRAWN_POINTS`] of them.
@@ -247,33 +264,16 @@ impl Geometry {
 
 /// The four series, each against its panel's axis.
 fn series_of<'g>(pts: &[SoakPoint], g: &'g Geometry) -> [Line<'g>; 4] {
+    let positive = |v: f64| (v > 0.0).then_some(v);
     [
-        (
-            "read IOPS",
-            pts.iter().map(|p| (p.mid(), p.read_iops())).collect(),
-            &g.y1,
-        ),
-        (
-            "write IOPS",
-            pts.iter().map(|p| (p.mid(), p.write_iops())).collect(),
-            &g.y1,
-        ),
+        ("read IOPS", parts(pts, |p| Some(p.read_iops())), &g.y1),
+        ("write IOPS", parts(pts, |p| Some(p.write_iops())), &g.y1),
         (
             "average latency",
-            pts.iter()
-                .filter(|p| p.lat_avg_us > 0.0)
-                .map(|p| (p.mid(), p.lat_avg_us))
-                .collect(),
+            parts(pts, |p| positive(p.lat_avg_us)),
             &g.y2,
         ),
-        (
-            "p99 latency",
-            pts.iter()
-                .filter(|p| p.lat_p99_us > 0.0)
-                .map(|p| (p.mid(), p.lat_p99_us))
-                .collect(),
-            &g.y2,
-        ),
+        ("p99 latency", parts(pts, |p| positive(p.lat_p99_us)), &g.y2),
     ]
 }
 
@@ -284,7 +284,7 @@ pub fn soak_chart(title: &str, h: &SoakHistory, partial: Option<&SoakPoint>) -> 
     let log = g.log;
     let series = series_of(&pts, &g);
     let drawn: Vec<usize> = (0..series.len())
-        .filter(|i| series[*i].1.iter().any(|(_, v)| *v > 0.0))
+        .filter(|i| series[*i].1.iter().flatten().any(|(_, v)| *v > 0.0))
         .collect();
 
     let mut s = String::new();
@@ -379,7 +379,11 @@ fn panels(s: &mut String, g: &Geometry) {
         );
         for v in y.ticks(4.0) {
             let py = y.px(v);
-            let label = if name == "iops" { si(v) } else { lat_label(v) };
+            let label = if name == "iops" {
+                si(v)
+            } else {
+                latency_label(v)
+            };
             let _ = writeln!(
                 s,
                 "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{py:.1}\" y2=\"{py:.1}\" stroke=\"#e5e5e5\"/><text class=\"y-label\" x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" {FONT} font-size=\"12\">{}</text>",
@@ -427,14 +431,17 @@ fn bands(s: &mut String, h: &SoakHistory, g: &Geometry) {
             "#2ca02c",
         );
     }
-    for e in drawn_events(h).filter(|e| e.kind == EventKind::Throttled && e.end > e.t) {
+    // Throttling periods, and the time a restart kept the soak down.
+    for e in drawn_events(h)
+        .filter(|e| matches!(e.kind, EventKind::Throttled | EventKind::Restart) && e.end > e.t)
+    {
         band(
             s,
             "event-band",
-            "data-kind=\"throttled\"",
+            &format!("data-kind=\"{}\"", e.kind.key()),
             e.t,
             e.end,
-            event_color(EventKind::Throttled),
+            event_color(e.kind),
         );
     }
 }
@@ -459,29 +466,37 @@ fn reference(s: &mut String, g: &Geometry) {
 /// The series' lines, with a marker per point when they are few.
 fn lines(s: &mut String, series: &[Line<'_>], drawn: &[usize], g: &Geometry) {
     let x = |t: f64| g.x(t);
-    // The series.
+    // The series, a line per part (a part after a gap is `series-continued`).
     for i in drawn {
-        let (name, pts, y) = &series[*i];
+        let (name, parts, y) = &series[*i];
         let c = PALETTE[*i % PALETTE.len()];
-        let coords: Vec<String> = pts
-            .iter()
-            .filter(|(_, v)| v.is_finite())
-            .map(|(t, v)| format!("{:.1},{:.1}", x(*t), y.px(*v)))
-            .collect();
-        let _ = writeln!(
-            s,
-            "<polyline class=\"series\" data-series=\"{}\" points=\"{}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"2\"/>",
-            esc(name),
-            coords.join(" ")
-        );
-        if pts.len() < 40 {
-            for (t, v) in pts.iter().filter(|(_, v)| v.is_finite()) {
-                let _ = writeln!(
-                    s,
-                    "<circle class=\"point\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{c}\"/>",
-                    x(*t),
-                    y.px(*v)
-                );
+        let n: usize = parts.iter().map(Vec::len).sum();
+        for (k, part) in parts.iter().filter(|p| !p.is_empty()).enumerate() {
+            let coords: Vec<String> = part
+                .iter()
+                .map(|(t, v)| format!("{:.1},{:.1}", x(*t), y.px(*v)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "<polyline class=\"{}\" data-series=\"{}\" points=\"{}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"2\"/>",
+                if k == 0 {
+                    "series"
+                } else {
+                    "series series-continued"
+                },
+                esc(name),
+                coords.join(" ")
+            );
+            // A lone point between gaps would draw nothing as a line: a dot.
+            if n < 40 || part.len() == 1 {
+                for (t, v) in part {
+                    let _ = writeln!(
+                        s,
+                        "<circle class=\"point\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{c}\"/>",
+                        x(*t),
+                        y.px(*v)
+                    );
+                }
             }
         }
     }
@@ -496,13 +511,17 @@ fn events(s: &mut String, h: &SoakHistory, g: &Geometry) {
         let ex = x(e.t);
         let c = event_color(e.kind);
         let detail = match e.kind {
-            EventKind::CriticalWarning => format!("critical warning 0x{:02x}", e.count),
             EventKind::Throttled => format!("throttling ({})", e.count),
-            k => format!("{} {}", e.count, k.label()),
+            _ => event_words(e),
         };
+        let cause = e
+            .cause
+            .filter(|_| e.kind == EventKind::Restart)
+            .map(|c| format!(" data-cause=\"{}\"", c.key()))
+            .unwrap_or_default();
         let _ = writeln!(
             s,
-            "<g class=\"event\" data-kind=\"{}\" data-count=\"{}\"><title>{}</title><line x1=\"{ex:.1}\" x2=\"{ex:.1}\" y1=\"{top1}\" y2=\"{}\" stroke=\"{c}\" stroke-dasharray=\"3 3\"/><line x1=\"{ex:.1}\" x2=\"{ex:.1}\" y1=\"{top2}\" y2=\"{}\" stroke=\"{c}\" stroke-dasharray=\"3 3\"/><circle cx=\"{ex:.1}\" cy=\"{}\" r=\"7\" fill=\"{c}\"/><text x=\"{ex:.1}\" y=\"{}\" text-anchor=\"middle\" {FONT} font-size=\"10\" fill=\"#fff\">{}</text></g>",
+            "<g class=\"event\" data-kind=\"{}\" data-count=\"{}\"{cause}><title>{}</title><line x1=\"{ex:.1}\" x2=\"{ex:.1}\" y1=\"{top1}\" y2=\"{}\" stroke=\"{c}\" stroke-dasharray=\"3 3\"/><line x1=\"{ex:.1}\" x2=\"{ex:.1}\" y1=\"{top2}\" y2=\"{}\" stroke=\"{c}\" stroke-dasharray=\"3 3\"/><circle cx=\"{ex:.1}\" cy=\"{}\" r=\"7\" fill=\"{c}\"/><text x=\"{ex:.1}\" y=\"{}\" text-anchor=\"middle\" {FONT} font-size=\"10\" fill=\"#fff\">{}</text></g>",
             e.kind.key(),
             e.count,
             esc(&detail),
@@ -512,6 +531,26 @@ fn events(s: &mut String, h: &SoakHistory, g: &Geometry) {
             top1 + 12.5,
             event_letter(e.kind)
         );
+    }
+}
+
+/// An event in words: "3 I/O errors", "critical warning 0x04", "restart (stopped by a
+/// signal)".
+fn event_words(e: &crate::model::soakhist::SoakEvent) -> String {
+    match e.kind {
+        EventKind::CriticalWarning => format!("critical warning 0x{:02x}", e.count),
+        EventKind::Throttled => "throttling".to_string(),
+        EventKind::Restart => {
+            let why = e
+                .cause
+                .unwrap_or(crate::model::soakhist::StopCause::Stopped);
+            if e.count > 1 {
+                format!("{} restarts (the first {})", e.count, why.words())
+            } else {
+                format!("restart ({})", why.words())
+            }
+        }
+        k => format!("{} {}", e.count, k.label()),
     }
 }
 
@@ -558,11 +597,7 @@ pub fn event_lines(h: &SoakHistory) -> Vec<String> {
         .iter()
         .take(MAX_LISTED)
         .map(|e| {
-            let what = match e.kind {
-                EventKind::CriticalWarning => format!("critical warning 0x{:02x}", e.count),
-                EventKind::Throttled => "throttling".to_string(),
-                k => format!("{} {}", e.count, k.label()),
-            };
+            let what = event_words(e);
             if e.end > e.t {
                 format!("from {} to {}, {what}", at(e.t), at(e.end))
             } else {

@@ -6,7 +6,7 @@
 //! the protocol-neutral drive samples), so the drive table does not depend on the poller's
 //! internals.
 
-use super::charts::{self, LineChart, RefLine, Series, esc};
+use super::charts::{self, LineChart, RefLine, Series, Unit, esc};
 pub use super::drive_status::DriveStatus;
 use super::history::{History, TargetSample};
 use crate::model::fmt::{
@@ -31,7 +31,8 @@ table{border-collapse:collapse;margin:.5em 0 1em}th,td{border:1px solid #ccc;pad
 th{background:#f2f5f9}td.num{text-align:right;font-variant-numeric:tabular-nums}\
 .charts{display:flex;flex-wrap:wrap;gap:8px}.charts figure{margin:0;border:1px solid #ddd;padding:2px}\
 svg.chart{display:block;max-width:100%;height:auto}.muted{color:#777}.ok{color:#2ca02c}.warn{color:#ff7f0e;font-weight:600}.bad{color:#d62728;font-weight:600}\
-nav a{margin-right:1em}";
+nav a{margin-right:1em}nav.target-index{margin:.5em 0}details.target-charts>summary h3{display:inline}\
+details.target-charts{margin:.8em 0}";
 
 fn num(s: &str) -> String {
     format!("<td class=\"num\">{}</td>", esc(s))
@@ -52,37 +53,44 @@ fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
 const SPARK_W: u32 = 400;
 const SPARK_H: u32 = 150;
 
-fn spark(
-    title: &str,
-    y_desc: &str,
-    name: &str,
-    points: Vec<(f64, f64)>,
+/// What one "last N minutes" chart draws, beside its points.
+struct Spark<'a> {
+    title: &'a str,
+    y_desc: &'a str,
+    name: &'a str,
+    y_unit: Unit,
+    /// The chart's x range: the last `span_min` minutes.
     span_min: f64,
+    /// Minutes between neighbouring samples beyond which the line breaks (a gap in the data).
+    gap_min: f64,
     reference: Option<RefLine>,
-) -> String {
+}
+
+fn spark(c: Spark<'_>, points: Vec<(f64, f64)>) -> String {
     let few = points.len() < 10;
     let series = [Series {
-        name: name.to_string(),
+        name: c.name.to_string(),
         points,
     }];
     let svg = charts::line_chart(&LineChart {
-        title,
+        title: c.title,
         x_desc: "",
-        y_desc,
+        y_desc: c.y_desc,
         width: SPARK_W,
         height: SPARK_H,
         series: &series,
-        x_range: Some((-span_min, 0.0)),
-        reference,
+        x_range: Some((-c.span_min, 0.0)),
+        reference: c.reference,
         legend: false,
-        x_si: false,
-        y_si: true,
+        x_unit: Unit::Plain,
+        y_unit: c.y_unit,
         x_ago: true,
         y_log_auto: false,
         // A young history (a few samples) would be an invisible line: mark the points.
         markers: few,
         flagged: &[],
         flag_label: "",
+        gap: Some(c.gap_min),
     });
     match svg {
         Ok(s) => format!("<figure>{s}</figure>"),
@@ -327,7 +335,7 @@ pub fn render_status_why(
     let span_min = span / 60.0;
     let now = history.latest().unwrap_or(0.0);
     let mut h = String::new();
-    page_head(&mut h);
+    page_head(&mut h, &crate::util::host::hostname());
     h.push_str(&super::verdict::status_html(targets));
     h.push_str("<h2>Targets</h2>\n");
     if targets.is_empty() {
@@ -336,9 +344,11 @@ pub fn render_status_why(
         h.push_str(&target_rows(targets));
         h.push_str(&member_rows(targets));
     }
-    for s in targets {
-        target_charts(&mut h, s, history, now, span_min);
-        h.push_str(&super::soakchart::status_html(s));
+    if !targets.is_empty() {
+        h.push_str(&target_index(targets));
+    }
+    for (i, s) in targets.iter().enumerate() {
+        target_charts(&mut h, i, s, history, now, span_min);
     }
     drive_section(&mut h, drives, history, now, span_min, no_drives);
     h.push_str("</body></html>\n");
@@ -346,7 +356,7 @@ pub fn render_status_why(
 }
 
 /// The document head (refresh, style) and the page title with its links.
-fn page_head(h: &mut String) {
+fn page_head(h: &mut String, host: &str) {
     h.push_str("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n");
     h.push_str(&format!(
         "<meta http-equiv=\"refresh\" content=\"{REFRESH_SECS}\">\n"
@@ -354,26 +364,61 @@ fn page_head(h: &mut String) {
     h.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
     // An inline empty icon, so browsers do not request /favicon.ico.
     h.push_str("<link rel=\"icon\" href=\"data:,\">\n");
-    h.push_str("<title>nvsoak status</title>\n<style>");
+    h.push_str(&format!(
+        "<title>nvsoak status — {}</title>\n<style>",
+        esc(host)
+    ));
     h.push_str(CSS);
     h.push_str("</style></head><body>\n");
     h.push_str(&format!(
-        "<h1>nvsoak {} status</h1>\n<nav><a href=\"/metrics\">/metrics</a><a href=\"/report\">qualification report</a>\
+        "<h1>nvsoak {} status — <span class=\"host\">{}</span></h1>\n<nav><a href=\"/metrics\">/metrics</a><a href=\"/report\">qualification report</a>\
          <span class=\"muted\">reloads every {REFRESH_SECS} s</span></nav>\n",
-        esc(env!("CARGO_PKG_VERSION"))
+        esc(env!("CARGO_PKG_VERSION")),
+        esc(host)
     ));
 }
 
-/// One target's IOPS, bandwidth and p99 charts over the history window.
-fn target_charts(h: &mut String, s: &TargetSnapshot, history: &History, now: f64, span_min: f64) {
+/// The id of target `i`'s block of charts (`target-1`, ...), which the page's index links to.
+fn target_anchor(i: usize) -> String {
+    format!("target-{}", i + 1)
+}
+
+/// The index of the targets' chart blocks: one link per target, numbered as the blocks are.
+fn target_index(targets: &[TargetSnapshot]) -> String {
+    let mut o = String::from("<nav class=\"target-index\">Charts:");
+    for (i, s) in targets.iter().enumerate() {
+        o.push_str(&format!(
+            " <a href=\"#{}\">{}. {}</a>",
+            target_anchor(i),
+            i + 1,
+            esc(&s.name)
+        ));
+    }
+    o.push_str("</nav>\n");
+    o
+}
+
+/// One target's IOPS, bandwidth and p99 charts over the history window, and its soak over
+/// time, in one `<details>` block (open; the page's index links to it), numbered as the index.
+fn target_charts(
+    h: &mut String,
+    i: usize,
+    s: &TargetSnapshot,
+    history: &History,
+    now: f64,
+    span_min: f64,
+) {
     let ago = |t: f64| (t - now) / 60.0;
     let q: Vec<TargetSample> = history
         .target(&s.name)
         .map(|q| q.iter().copied().collect())
         .unwrap_or_default();
     let win = window_minutes(q.first().map_or(0.0, |x| now - x.t), span_min);
+    let gap_min = history.gap_secs() / 60.0;
     h.push_str(&format!(
-        "<h3>{} — last {}</h3>\n<div class=\"charts\">",
+        "<details class=\"target-charts\" id=\"{}\" open><summary><h3>{}. {} — last {}</h3></summary>\n<div class=\"charts\">",
+        target_anchor(i),
+        i + 1,
         esc(&s.name),
         if win == 1.0 {
             "minute".to_string()
@@ -381,36 +426,50 @@ fn target_charts(h: &mut String, s: &TargetSnapshot, history: &History, now: f64
             format!("{win:.0} minutes")
         }
     ));
+    let spec = |title: &'static str, y_desc: &'static str, y_unit: Unit| Spark {
+        title,
+        y_desc,
+        name: &s.name,
+        y_unit,
+        span_min: win,
+        gap_min,
+        reference: None,
+    };
+    let titles = [
+        format!("{}: IOPS", s.name),
+        format!("{}: bandwidth", s.name),
+        format!("{}: p99 latency", s.name),
+    ];
     h.push_str(&spark(
-        &format!("{}: IOPS", s.name),
-        "IOPS",
-        &s.name,
+        Spark {
+            title: &titles[0],
+            ..spec("", "IOPS", Unit::Si)
+        },
         q.iter().map(|x| (ago(x.t), x.iops)).collect(),
-        win,
-        None,
     ));
     h.push_str(&spark(
-        &format!("{}: bandwidth (B/s)", s.name),
-        "B/s",
-        &s.name,
+        Spark {
+            title: &titles[1],
+            ..spec("", "bandwidth", Unit::BytesPerSec)
+        },
         q.iter().map(|x| (ago(x.t), x.bytes_per_sec)).collect(),
-        win,
-        None,
     ));
     h.push_str(&spark(
-        &format!("{}: p99 latency (µs)", s.name),
-        "µs",
-        &s.name,
+        Spark {
+            title: &titles[2],
+            reference: Some(RefLine {
+                y: 1000.0,
+                label: "1 ms".into(),
+            }),
+            ..spec("", "p99 latency", Unit::LatencyUs)
+        },
         q.iter()
             .filter_map(|x| x.p99_secs.map(|p| (ago(x.t), p * 1e6)))
             .collect(),
-        win,
-        Some(RefLine {
-            y: 1000.0,
-            label: "1 ms".into(),
-        }),
     ));
     h.push_str("</div>\n");
+    h.push_str(&super::soakchart::status_html(s));
+    h.push_str("</details>\n");
 }
 
 /// The drives' table and temperature charts, or why there are none.
@@ -439,16 +498,21 @@ fn drive_section(
             let pts: Vec<(f64, f64)> = q
                 .map(|q| q.iter().map(|x| (ago(x.t), x.temperature_c)).collect())
                 .unwrap_or_default();
+            let title = format!("{}: temperature (°C)", d.device);
             h.push_str(&spark(
-                &format!("{}: temperature (°C)", d.device),
-                "°C",
-                &d.device,
+                Spark {
+                    title: &title,
+                    y_desc: "°C",
+                    name: &d.device,
+                    y_unit: Unit::Plain,
+                    span_min: win,
+                    gap_min: history.gap_secs() / 60.0,
+                    reference: d.warning_temp_c.map(|w| RefLine {
+                        y: w,
+                        label: format!("warning {w:.0} °C"),
+                    }),
+                },
                 pts,
-                win,
-                d.warning_temp_c.map(|w| RefLine {
-                    y: w,
-                    label: format!("warning {w:.0} °C"),
-                }),
             ));
         }
         h.push_str("</div>\n");
@@ -561,6 +625,76 @@ mod tests {
         assert_eq!(page.matches("class=\"series\"").count(), 4);
         assert_eq!(page.matches("<td class=\"bad\">2</td>").count(), 1);
         assert!(!page.contains("<script"));
+    }
+
+    fn running(name: &str, iops: f64, p99_secs: f64) -> TargetSnapshot {
+        let mut s = TargetSnapshot {
+            name: name.into(),
+            phase: "soak".into(),
+            profile: "4k-random-read".into(),
+            running: true,
+            up: true,
+            iops,
+            ..Default::default()
+        };
+        s.jobs.insert(
+            "4k-random-read".into(),
+            JobStats {
+                read_iops: iops,
+                read_bw: 200e6,
+                read_q: Some([80e-6, p99_secs, 1e-3, 2e-3]),
+                ..Default::default()
+            },
+        );
+        s
+    }
+
+    /// The page names its host, lists the targets' chart blocks in an index and gives each
+    /// its own numbered `<details>`; a gap in the samples (a restart) breaks the lines; the
+    /// p99 axis reads in ms and the bandwidth axis in MB/s.
+    #[test]
+    fn the_page_names_the_host_indexes_targets_and_breaks_lines_at_gaps() {
+        let (a, b) = (running("a", 1000.0, 0.6), running("b", 2000.0, 0.6));
+        let mut h = History::new(600, Duration::from_secs(1));
+        // 30 s of samples, 60 s down (no samples), 30 s more.
+        for i in (0..30).chain(90..120) {
+            h.push(1000.0 + f64::from(i), &[a.clone(), b.clone()]);
+        }
+        let page = render_status(&[a, b], &[], &h);
+        let host = crate::util::host::hostname();
+        assert!(
+            page.contains(&format!("<span class=\"host\">{}</span>", esc(&host))),
+            "{page}"
+        );
+        assert!(page.contains("<nav class=\"target-index\">"), "{page}");
+        assert!(page.contains("<a href=\"#target-1\">1. a</a>"), "{page}");
+        assert!(page.contains("<a href=\"#target-2\">2. b</a>"), "{page}");
+        assert_eq!(
+            page.matches("<details class=\"target-charts\"").count(),
+            2,
+            "{page}"
+        );
+        assert!(
+            page.contains("id=\"target-2\" open><summary><h3>2. b"),
+            "{page}"
+        );
+        // 3 charts per target, each broken once at the 60 s hole.
+        assert_eq!(page.matches("<polyline class=\"series\"").count(), 6);
+        assert_eq!(
+            page.matches("<polyline class=\"series series-continued\"")
+                .count(),
+            6,
+            "{page}"
+        );
+        let labels: Vec<&str> = page.lines().map(str::trim).collect();
+        assert!(labels.contains(&"600 ms"), "p99 ticks in ms");
+        assert!(labels.contains(&"200 MB/s"), "bandwidth ticks in MB/s");
+        assert!(
+            !labels
+                .iter()
+                .any(|l| l.ends_with("00k") || l.ends_with('M')),
+            "{page}"
+        );
     }
 
     #[test]

@@ -11,6 +11,12 @@ fn fixtures() -> Vec<Loaded> {
 fn the_soak_section_names_each_soak_phase_with_its_own_totals() {
     let mut f = fixtures();
     let soak = f[0].results.soak.get_or_insert_with(Default::default);
+    soak.plan = Some(crate::model::results::PlanTotals {
+        elapsed_secs: 720.0,
+        written_bytes: 3_000_000_000,
+        read_bytes: 1_000_000_000,
+        ..Default::default()
+    });
     soak.phases.push(crate::model::results::SoakPhase {
         phase: 2,
         profile: "4k-random-write".into(),
@@ -28,14 +34,22 @@ fn the_soak_section_names_each_soak_phase_with_its_own_totals() {
     assert!(page.contains(want), "{want} in {page}");
     let (md, _) = markdown::render(&r, "q").expect("markdown");
     assert!(md.contains(&format!("- {want}")), "{md}");
-    // The plan-wide figures beside them say they are the whole plan's.
-    assert!(page.contains("Whole plan, every phase"), "{page}");
+    // The soak's own duration is labelled so; the whole plan's row comes from soak.plan.
+    assert!(page.contains("<th>Soak duration</th>"), "{page}");
+    let whole = "00:12:00, wrote 3.00 GB, read 1.00 GB";
+    assert!(
+        page.contains(&format!("<th>Whole plan, every phase</th><td>{whole}</td>")),
+        "{page}"
+    );
     let phases_at = md.find("Soak phases:").expect("phases");
-    let whole_at = md.find("Whole plan (every phase").expect("whole plan");
+    let whole_at = md.find(whole).expect("whole plan");
     assert!(phases_at < whole_at, "{md}");
-    // A results file without phases (written before) says nothing of them.
+    assert!(md.contains("- Soak duration: "), "{md}");
+    // A results file without phases (written before) says nothing of them, and without
+    // soak.plan there is no whole-plan row (never a partial sum in its place).
     let plain = html::render(&build(&fixtures())).expect("html");
     assert!(!plain.contains("Soak phases"));
+    assert!(!plain.contains("Whole plan"), "{plain}");
 }
 
 #[test]
@@ -216,14 +230,141 @@ fn a_sweep_in_progress_renders_without_figures() {
     let page = html::render(&r).expect("html");
     assert!(page.contains("4k-random-read (incomplete)"));
     assert!(page.contains("Peak -; no point measured yet."), "{page}");
-    assert!(
-        page.contains(
-            "Peak 5,000 IOPS at 400 µs (uncontrolled); below 1 ms at every measured load."
-        )
-    );
+    assert!(page.contains(
+        "Peak 5,000 IOPS at 400 µs (uncontrolled); below 1 ms average at every measured load, \
+             the highest rate 5,000 IOPS at 400 µs (the uncontrolled run)."
+    ));
     // 1 comparison chart (4k; 64k has one drive) + drive A 2x2 + fresh 2 + one-point 2.
     assert_eq!(page.matches("<svg class=\"chart\"").count(), 9);
     assert!(page.contains("data-series-count=\"0\""));
+}
+
+#[test]
+fn the_sweep_sentence_names_a_crossing_below_the_best_sub_1ms_point() {
+    use crate::model::results::{SweepPoint, SweepResult};
+    let mut f = fixtures();
+    let point = |pct: u32, iops: f64, avg: f64| SweepPoint {
+        pct,
+        target_iops: iops,
+        iops,
+        bytes_per_sec: iops * 4096.0,
+        lat_avg_us: avg,
+        lat_p99_us: avg * 2.0,
+        duration_secs: 10.0,
+        ..Default::default()
+    };
+    // The 30 % load crossed 1 ms at 80k IOPS; the uncontrolled run did 266k at 431 µs.
+    f[0].results.sweeps = vec![SweepResult {
+        profile: "4k-random-read".into(),
+        block_size: 4096.0,
+        read_pct: 100,
+        max_iops: 266_078.0,
+        started: 1.0,
+        finished: Some(2.0),
+        points: vec![
+            point(10, 26_000.0, 120.0),
+            point(30, 80_000.0, 1230.0),
+            point(50, 133_000.0, 300.0),
+            point(0, 266_078.0, 431.0),
+        ],
+    }];
+    let r = build(&f[..1]);
+    let s = &r.drives[0].sweeps[0];
+    assert_eq!(s.sub_ms.as_ref().map(|p| p.iops), Some(266_078.0));
+    let first = s.first_over_1ms.as_ref().expect("a point crossed 1 ms");
+    assert_eq!((first.pct, first.iops), (30, 80_000.0));
+    let text = html::frontier_text(s);
+    assert_eq!(
+        text,
+        "highest rate below 1 ms average: 266,078 IOPS at 431 µs (the uncontrolled run); \
+         first point over 1 ms: 80,000 IOPS at 1.23 ms (the 30 % load), a lower rate than the \
+         highest below 1 ms"
+    );
+    assert!(!text.contains("above it"), "{text}");
+    let json = render_json(&r).expect("json");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json parses");
+    assert_eq!(
+        v["drives"][0]["sweeps"][0]["first_over_1ms"]["iops"],
+        80_000.0
+    );
+    // Every point below 1 ms: no crossing.
+    f[0].results.sweeps[0].points.remove(1);
+    let r = build(&f[..1]);
+    assert!(r.drives[0].sweeps[0].first_over_1ms.is_none());
+    assert!(html::frontier_text(&r.drives[0].sweeps[0]).starts_with("below 1 ms average at every"));
+}
+
+/// The daemon's `/report` reads the running target's in-memory figures, as the status page
+/// does: the same soak points (the closed ones and the one being built), the running soak
+/// phase's time so far marked running (not "stopped before its end"), the whole plan's row
+/// from the live plan totals.
+#[test]
+fn the_live_report_reads_the_running_targets_figures() {
+    use crate::model::soakhist::{SoakHistory, SoakPoint};
+    let mut f = fixtures();
+    let name = f[1].results.target.clone();
+    let soak = f[1].results.soak.get_or_insert_with(Default::default);
+    soak.history = Some(SoakHistory::default());
+    soak.phases = vec![crate::model::results::SoakPhase {
+        phase: 1,
+        profile: "rr".into(),
+        started: 1_700_000_000.0,
+        elapsed_secs: 107.0,
+        stopped: true,
+        ..Default::default()
+    }];
+    let mut h = SoakHistory::default();
+    let point = |i: u32| SoakPoint {
+        t: 1_700_000_000.0 + f64::from(i) * 60.0,
+        secs: 60.0,
+        read_ops: 60_000,
+        lat_avg_us: 100.0,
+        lat_p99_us: 300.0,
+        ..Default::default()
+    };
+    for i in 0..3 {
+        h.push(point(i));
+    }
+    let live = crate::workload::scheduler::TargetSnapshot {
+        name,
+        phase: "soak".into(),
+        phase_index: 0,
+        running: true,
+        up: true,
+        phase_elapsed_base: 227.0,
+        phase_paused: true,
+        soak_started: Some(1_700_000_000.0),
+        soak_history: Some(std::sync::Arc::new(h)),
+        soak_partial: Some(SoakPoint {
+            secs: 20.0,
+            ..point(3)
+        }),
+        ..Default::default()
+    };
+    let status = crate::report::soakchart::status_html(&live);
+    overlay_live(&mut f, std::slice::from_ref(&live));
+    let page = html::render(&build(&f)).expect("html");
+    // The same soak chart points as the status page: 3 closed, 1 being built.
+    let circles = |h: &str| {
+        let at = h.find("soak-chart").expect("a soak chart");
+        h[at..].matches("class=\"point\"").count()
+    };
+    assert_eq!(circles(&page), circles(&status));
+    assert_eq!(circles(&page), 4 * 3, "read IOPS, average and p99 latency");
+    assert!(page.contains("phase 1, rr: 00:03:47"), "{page}");
+    assert!(page.contains("(running)"), "{page}");
+    assert!(!page.contains("stopped before its end"), "{page}");
+    assert!(page.contains("<th>Soak duration</th>"), "{page}");
+    assert!(page.contains("<th>Whole plan, every phase</th>"), "{page}");
+    // A snapshot of a target with no file, or before its soak, changes nothing.
+    let mut g = fixtures();
+    let before = html::render(&build(&g)).expect("html");
+    let other = crate::workload::scheduler::TargetSnapshot {
+        name: "not-a-target".into(),
+        ..live.clone()
+    };
+    overlay_live(&mut g, &[other]);
+    assert_eq!(html::render(&build(&g)).expect("html"), before);
 }
 
 #[test]

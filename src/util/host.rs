@@ -38,6 +38,19 @@ pub fn kernel_release() -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// The kernel's boot id (`/proc/sys/kernel/random/boot_id`, new at every boot), through
+/// [`crate::util::bounded`]; `None` when it cannot be read. A record left by a run under
+/// another boot id was left by a boot that ended (a power loss, a reset).
+pub fn boot_id() -> Option<String> {
+    crate::util::bounded::read_to_string(
+        std::path::Path::new("/proc/sys/kernel/random/boot_id"),
+        4096,
+    )
+    .ok()
+    .map(|s| s.trim().to_string())
+    .filter(|s| !s.is_empty())
+}
+
 /// The host's memory in bytes (`MemTotal` of `/proc/meminfo`, read through
 /// [`crate::util::bounded`]); `None` when it cannot be read.
 pub fn mem_total() -> Option<u64> {

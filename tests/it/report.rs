@@ -109,6 +109,9 @@ fn fixture_report_json_has_the_hand_computed_figures() {
     assert_eq!(a_rr["sub_ms"]["lat_avg_us"], 640.0);
     assert_eq!(a_rr["sub_ms_p99"]["iops"], 49_990.0);
     assert_eq!(a_rr["crossed_1ms"], true);
+    // The first point in sweep order at 1 ms or more: 90 %, 89 900 IOPS at 1 050 µs.
+    assert_eq!(a_rr["first_over_1ms"]["pct"], 90);
+    assert_eq!(a_rr["first_over_1ms"]["iops"], 89_900.0);
     // Rated figures from the built-in ratings table (ES3600P V5 3.2 TB: 825K random read IOPS,
     // 3.5 GB/s sequential read): 100 000 / 825 000 = 12.12 %, 3 276 800 000 / 3.5e9 = 93.62 %.
     assert_eq!(a["rated"]["random_read_iops"], 825_000.0);
@@ -123,6 +126,7 @@ fn fixture_report_json_has_the_hand_computed_figures() {
     assert_eq!(b_rr["peak"]["pct"], 100);
     assert_eq!(b_rr["sub_ms"]["iops"], 121_500.0);
     assert_eq!(b_rr["crossed_1ms"], false);
+    assert!(b_rr["first_over_1ms"].is_null());
     // Ranking across the two hosts' drives.
     let cmp = &v["comparisons"][0];
     assert_eq!(cmp["profile"], "4k-random-read");
@@ -166,7 +170,10 @@ fn fixture_report_html_is_self_contained_with_every_chart() {
     assert_eq!(declared_series(&html), vec![2, 1, 1, 1, 1, 1, 1]);
     assert_eq!(drawn_series(&html), vec![2, 1, 1, 1, 1, 1, 1]);
     assert!(html.contains("first place with 121,500 IOPS at 880 µs"));
-    assert!(html.contains("below 1 ms up to 79,950 IOPS (640 µs), crossing 1 ms above it"));
+    assert!(html.contains(
+        "highest rate below 1 ms average: 79,950 IOPS at 640 µs (the 80 % load); \
+         first point over 1 ms: 89,900 IOPS at 1.05 ms (the 90 % load)."
+    ));
     assert!(html.contains("12.1 % of rated random read IOPS (825,000)"));
     assert!(html.contains("93.6 % of rated sequential read bandwidth (3.50 GB/s)"));
     assert!(html.contains("<style>"));
@@ -1119,6 +1126,36 @@ fn browser_renders_the_daemon_status_page() {
     assert!(
         text.contains("No drive health: health polling is off"),
         "{text}"
+    );
+    // The title names the host; the index links to the target's numbered block, which is
+    // open, and collapsing it hides its charts.
+    let host = cdp.eval("document.querySelector('h1 .host').textContent");
+    assert!(
+        host.as_str().is_some_and(|h| !h.is_empty()),
+        "no host name: {host}"
+    );
+    let index =
+        cdp.eval("document.querySelector('nav.target-index a[href=\"#target-1\"]').textContent");
+    assert_eq!(index.as_str(), Some("1. live"), "{index}");
+    let open = cdp.eval("document.querySelector('details#target-1').open");
+    assert_eq!(open.as_bool(), Some(true), "{open}");
+    let mut shown = |open: bool| {
+        cdp.eval(&format!(
+            "(() => {{ const d = document.querySelector('details#target-1'); d.open = {open}; \
+             return d.querySelector('svg.chart').checkVisibility(); }})()"
+        ))
+    };
+    let collapsed = shown(false);
+    assert_eq!(
+        collapsed.as_bool(),
+        Some(false),
+        "charts of a collapsed block: {collapsed}"
+    );
+    let expanded = shown(true);
+    assert_eq!(
+        expanded.as_bool(),
+        Some(true),
+        "charts of an open block: {expanded}"
     );
     cdp.screenshot(&screenshot_dir().join("status.png"));
 }

@@ -204,7 +204,45 @@ fn an_endless_soak_keeps_its_history_shows_it_and_ends_its_phase_at_shutdown() {
         reads = now_reads;
         secs = now_secs;
         total_before = total;
+        // Each restart is an event on the soak's history, from the stop to the resume, with
+        // its cause; the phase record says what stopped it.
+        let restarts: Vec<&Value> = r["soak"]["history"]["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter(|e| e["kind"] == "restart")
+            .collect();
+        assert_eq!(restarts.len(), round + 1, "round {round}: {restarts:?}");
+        for e in &restarts {
+            assert_eq!(e["cause"], "signal", "{e}");
+            let (t, end) = (
+                e["t"].as_f64().unwrap_or(0.0),
+                e["end"].as_f64().unwrap_or(0.0),
+            );
+            assert!(t > 0.0 && end > t, "{e}");
+        }
+        let last = r["phases"]
+            .as_array()
+            .and_then(|p| p.last())
+            .expect("record");
+        assert_eq!(last["status"], "stopped", "{last}");
+        assert_eq!(last["stopped_by"], "signal", "{last}");
     }
+    // The report lists the restarts and marks them; it does not say nothing happened.
+    let ss = dir.path().join("state").display().to_string();
+    let out = Command::new(bin())
+        .args(["report", "--state", &ss, "--format", "html"])
+        .output()
+        .expect("nvsoak report");
+    let html = String::from_utf8_lossy(&out.stdout);
+    assert!(!html.contains("No events during the soak"), "{html}");
+    assert!(html.contains("restart (stopped by a signal)"), "{html}");
+    assert_eq!(
+        html.matches("data-kind=\"restart\" data-count=\"1\" data-cause=\"signal\"")
+            .count(),
+        2,
+        "{html}"
+    );
 }
 
 /// A version-3 results file with a day of history, events and a steady window.

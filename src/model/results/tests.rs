@@ -15,6 +15,57 @@ fn soak_rec(phase: usize, secs: f64, written: u64, stopped: bool) -> SoakPhase {
     }
 }
 
+/// A resumed phase's record tells why its earlier run stopped: the cause written at the stop,
+/// "stopped" for a record without one (an older file), an unclean stop for a record the daemon
+/// never closed, a power loss when that record's boot is not this one.
+#[test]
+fn a_resume_reads_why_the_phase_stopped() {
+    let mut l = Vec::new();
+    phase_began(&mut l, 1, 0, "soak", "rw", 20.0);
+    l[0].boot_id = Some("boot-a".into());
+    // Killed: still running.
+    assert_eq!(
+        resume_cause(&l, 1, 0, "soak", Some("boot-a")),
+        Some((StopCause::Unclean, None))
+    );
+    assert_eq!(
+        resume_cause(&l, 1, 0, "soak", Some("boot-b")),
+        Some((StopCause::PowerLoss, None))
+    );
+    // No boot id on either side: an unclean stop, not a power loss.
+    assert_eq!(
+        resume_cause(&l, 1, 0, "soak", None),
+        Some((StopCause::Unclean, None))
+    );
+    phase_closed(&mut l, PhaseStatus::Stopped, 30.0);
+    assert_eq!(
+        resume_cause(&l, 1, 0, "soak", Some("boot-a")),
+        Some((StopCause::Stopped, Some(30.0)))
+    );
+    l[0].stopped_by = Some(StopCause::Reload);
+    // Through JSON (an older file has no stopped_by: it loads as None).
+    let json = serde_json::to_string(&l).expect("json");
+    assert!(json.contains("\"stopped_by\":\"reload\""), "{json}");
+    let l2: Vec<PhaseRecord> = serde_json::from_str(&json).expect("load");
+    assert_eq!(
+        resume_cause(&l2, 1, 0, "soak", Some("boot-b")),
+        Some((StopCause::Reload, Some(30.0)))
+    );
+    let old: Vec<PhaseRecord> = serde_json::from_str(
+        r#"[{"phase":2,"phase_index":1,"loop_count":0,"kind":"soak","started":20,"ended":30,"status":"stopped","runs":1}]"#,
+    )
+    .expect("an older record loads");
+    assert_eq!(old[0].stopped_by, None);
+    // Another phase, another loop, or a finished phase: no resume of that record.
+    assert_eq!(resume_cause(&l2, 2, 0, "soak", None), None);
+    assert_eq!(resume_cause(&l2, 1, 1, "soak", None), None);
+    let mut l3 = l2.clone();
+    phase_began(&mut l3, 1, 0, "soak", "rw", 40.0);
+    assert_eq!(l3[0].stopped_by, None, "reopened: the cause is cleared");
+    phase_closed(&mut l3, PhaseStatus::Finished, 50.0);
+    assert_eq!(resume_cause(&l3, 1, 0, "soak", None), None);
+}
+
 /// A phase stopped (or killed) and resumed is one record with its first start and its
 /// last end; the same phase in the next loop, or a finished one, is never reopened.
 #[test]

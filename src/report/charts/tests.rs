@@ -13,13 +13,14 @@ fn chart(series: &[Series], reference: Option<RefLine>) -> String {
         x_range: None,
         reference,
         legend: true,
-        x_si: true,
-        y_si: false,
+        x_unit: Unit::Si,
+        y_unit: Unit::Plain,
         x_ago: false,
         y_log_auto: false,
         markers: true,
         flagged: &[],
         flag_label: "",
+        gap: None,
     })
     .expect("chart")
 }
@@ -41,13 +42,14 @@ fn flagged_points_get_a_ring_each_and_a_legend_line() {
         x_range: None,
         reference: None,
         legend: true,
-        x_si: true,
-        y_si: false,
+        x_unit: Unit::Si,
+        y_unit: Unit::Plain,
         x_ago: false,
         y_log_auto: false,
         markers: true,
         flagged: &flagged,
         flag_label: "short of target",
+        gap: None,
     })
     .expect("chart");
     assert_eq!(svg.matches("<circle class=\"flagged\"").count(), 1, "{svg}");
@@ -157,13 +159,14 @@ fn the_legend_is_below_the_plot_and_never_over_a_point() {
         x_range: None,
         reference: None,
         legend: true,
-        x_si: true,
-        y_si: false,
+        x_unit: Unit::Si,
+        y_unit: Unit::Plain,
         x_ago: false,
         y_log_auto: true,
         markers: true,
         flagged: &[(9000.0, 900.0)],
         flag_label: "short of target",
+        gap: None,
     })
     .expect("chart");
     let plot = svg
@@ -222,13 +225,14 @@ fn one_slow_point_makes_the_y_axis_logarithmic() {
                 label: "1 ms".into(),
             }),
             legend: true,
-            x_si: true,
-            y_si: false,
+            x_unit: Unit::Si,
+            y_unit: Unit::Plain,
             x_ago: false,
             y_log_auto: true,
             markers: true,
             flagged: &[],
             flag_label: "",
+            gap: None,
         })
         .expect("chart")
     };
@@ -287,13 +291,14 @@ fn an_ago_axis_reads_as_time() {
         x_range: Some((-1.0, 0.0)),
         reference: None,
         legend: false,
-        x_si: false,
-        y_si: true,
+        x_unit: Unit::Plain,
+        y_unit: Unit::Si,
         x_ago: true,
         y_log_auto: false,
         markers: false,
         flagged: &[],
         flag_label: "",
+        gap: None,
     })
     .expect("renders");
     let labels: Vec<&str> = svg.lines().map(str::trim).collect();
@@ -351,4 +356,118 @@ fn a_chart_over_the_largest_float_returns() {
     }];
     let svg = chart(&series, None);
     assert!(svg.contains("<svg"), "{svg}");
+}
+
+/// A time chart over samples with a hole breaks its line there: the part after the hole is
+/// its own `series-continued` polyline, and nothing is drawn across the hole (no zero, no
+/// bridge).
+#[test]
+fn a_gap_in_the_samples_breaks_the_line() {
+    // One sample a second for 20 s, none for 40 s (the daemon was down), then 10 more.
+    let mut points: Vec<(f64, f64)> = (0..20)
+        .map(|i| (f64::from(i) / 60.0 - 1.0, 100.0))
+        .collect();
+    points.extend((60..70).map(|i| (f64::from(i) / 60.0 - 1.2, 100.0)));
+    let series = [Series {
+        name: "t".into(),
+        points,
+    }];
+    let draw = |gap: Option<f64>| {
+        line_chart(&LineChart {
+            title: "t: IOPS",
+            x_desc: "",
+            y_desc: "IOPS",
+            width: 400,
+            height: 150,
+            series: &series,
+            x_range: Some((-2.0, 0.0)),
+            reference: None,
+            legend: false,
+            x_unit: Unit::Plain,
+            y_unit: Unit::Si,
+            x_ago: true,
+            y_log_auto: false,
+            markers: false,
+            flagged: &[],
+            flag_label: "",
+            gap,
+        })
+        .expect("renders")
+    };
+    let svg = draw(Some(5.0 / 60.0));
+    assert_eq!(
+        svg.matches("<polyline class=\"series\"").count(),
+        1,
+        "{svg}"
+    );
+    assert_eq!(
+        svg.matches("<polyline class=\"series series-continued\"")
+            .count(),
+        1,
+        "{svg}"
+    );
+    let coords = |class: &str| -> usize {
+        let key = format!("<polyline class=\"{class}\"");
+        let rest = svg.split(&key).nth(1).expect("polyline");
+        let pts = rest.split("points=\"").nth(1).expect("points");
+        pts.split('"').next().expect("end").split(' ').count()
+    };
+    assert_eq!(coords("series"), 20);
+    assert_eq!(coords("series series-continued"), 10);
+    // The series is still one series.
+    assert!(svg.contains("data-series-count=\"1\""));
+    // Without a gap rule (a sweep's curve) it is one line.
+    let one = draw(None);
+    assert!(!one.contains("series-continued"), "{one}");
+    assert_eq!(
+        split_at_gaps(&[(0.0, 1.0), (1.0, 1.0), (9.0, 1.0)], Some(2.0)).len(),
+        2
+    );
+    assert_eq!(split_at_gaps(&[], Some(2.0)).len(), 1);
+}
+
+/// Axis units: latency in µs switches to ms and s (never "600k" µs), rates are SI with their
+/// unit ("200 MB/s", not "200M"), sizes IEC.
+#[test]
+fn axis_labels_carry_units_that_grow_with_the_values() {
+    assert_eq!(Unit::LatencyUs.label(0.0), "0");
+    assert_eq!(Unit::LatencyUs.label(250.0), "250 µs");
+    assert_eq!(Unit::LatencyUs.label(1500.0), "1.5 ms");
+    assert_eq!(Unit::LatencyUs.label(600_000.0), "600 ms");
+    assert_eq!(Unit::LatencyUs.label(2_000_000.0), "2 s");
+    assert_eq!(Unit::BytesPerSec.label(200e6), "200 MB/s");
+    assert_eq!(Unit::BytesPerSec.label(1.5e9), "1.5 GB/s");
+    assert_eq!(Unit::BytesPerSec.label(0.0), "0 B/s");
+    assert_eq!(Unit::BytesPerSec.label(500.0), "500 B/s");
+    assert_eq!(Unit::Si.label(266_000.0), "266k");
+    assert_eq!(Unit::Bytes.label(4096.0), "4 KiB");
+    assert_eq!(Unit::Bytes.label(1.5 * 1024.0 * 1024.0 * 1024.0), "1.5 GiB");
+    // A p99 chart reaching 600 ms labels its ticks in ms.
+    let series = [Series {
+        name: "t".into(),
+        points: vec![(-1.0, 200_000.0), (-0.5, 600_000.0), (0.0, 400_000.0)],
+    }];
+    let svg = line_chart(&LineChart {
+        title: "t: p99 latency",
+        x_desc: "",
+        y_desc: "p99 latency",
+        width: 400,
+        height: 150,
+        series: &series,
+        x_range: Some((-1.0, 0.0)),
+        reference: None,
+        legend: false,
+        x_unit: Unit::Plain,
+        y_unit: Unit::LatencyUs,
+        x_ago: true,
+        y_log_auto: false,
+        markers: false,
+        flagged: &[],
+        flag_label: "",
+        gap: None,
+    })
+    .expect("renders");
+    let labels: Vec<&str> = svg.lines().map(str::trim).collect();
+    assert!(labels.iter().any(|l| l.ends_with(" ms")), "{svg}");
+    assert!(!labels.iter().any(|l| l.ends_with('k')), "{svg}");
 }

@@ -138,3 +138,78 @@ fn a_running_soak_shows_the_point_being_built() {
     assert_eq!(attr(&svg, "data-series-count"), "3");
     assert!(svg.contains("seconds since the soak started"));
 }
+
+/// A soak stopped for 10 minutes and resumed: the lines break over the time it was down
+/// (the part after it is `series-continued`), never drawn as zero or bridged.
+#[test]
+fn a_restart_gap_breaks_every_line() {
+    let mut h = SoakHistory::default();
+    let point = |t: f64| SoakPoint {
+        t,
+        secs: 60.0,
+        read_ops: 600_000,
+        write_ops: 300_000,
+        lat_avg_us: 200.0,
+        lat_p99_us: 800.0,
+        ..Default::default()
+    };
+    for i in 0..10 {
+        h.push(point(1_000_000.0 + f64::from(i) * 60.0));
+    }
+    for i in 20..30 {
+        h.push(point(1_000_000.0 + f64::from(i) * 60.0));
+    }
+    let svg = soak_chart("t", &h, None);
+    assert_eq!(
+        svg.matches("<polyline class=\"series\"").count(),
+        4,
+        "{svg}"
+    );
+    assert_eq!(
+        svg.matches("<polyline class=\"series series-continued\"")
+            .count(),
+        4,
+        "{svg}"
+    );
+    assert_eq!(attr(&svg, "data-series-count"), "4");
+    // Contiguous points are one line each.
+    let plain = soak_chart("t", &history(|_| 200.0), None);
+    assert!(!plain.contains("series-continued"));
+}
+
+/// A restart is an event with its cause: marked on the chart (with the downtime shaded),
+/// listed in words, and "No events during the soak" is not said.
+#[test]
+fn a_restart_is_an_event_with_its_cause() {
+    use crate::model::soakhist::StopCause;
+    let mut h = history(|_| 200.0);
+    let t0 = 1_000_000.0;
+    h.restart(t0 + 600.0, t0 + 900.0, StopCause::PowerLoss);
+    h.restart(t0 + 3000.0, t0 + 3010.0, StopCause::Signal);
+    let svg = soak_chart("t", &h, None);
+    assert_eq!(attr(&svg, "data-event-count"), "2");
+    assert!(
+        svg.contains("data-kind=\"restart\" data-count=\"1\" data-cause=\"power_loss\""),
+        "{svg}"
+    );
+    assert!(svg.contains("data-cause=\"signal\""), "{svg}");
+    assert!(
+        svg.contains("<rect class=\"event-band\" data-kind=\"restart\""),
+        "{svg}"
+    );
+    let lines = event_lines(&h);
+    assert_eq!(
+        lines,
+        vec![
+            "from 00:10:00 to 00:15:00, restart (power loss: the host rebooted)".to_string(),
+            "from 00:50:00 to 00:50:10, restart (stopped by a signal)".to_string(),
+        ]
+    );
+    let html = lines_html(&h);
+    assert!(!html.contains("No events during the soak"), "{html}");
+    assert!(html.contains("restart (stopped by a signal)"), "{html}");
+    // Through JSON: the cause is kept.
+    let back: SoakHistory =
+        serde_json::from_str(&serde_json::to_string(&h).expect("json")).expect("load");
+    assert_eq!(back.events[0].cause, Some(StopCause::PowerLoss));
+}

@@ -218,14 +218,22 @@ impl Runner {
             tracing::info!(target_name = %self.spec.name, phase = n, phase_index = index,
                 kind = phase.kind(), %jobs, "phase {n} ({}) started", phase.kind());
         }
+        let boot_id = crate::util::host::boot_id();
+        let now = super::now_unix();
+        if resumed && matches!(phase, PhaseSpec::Soak { .. }) {
+            self.soak_restarted(index, loop_count, phase.kind(), boot_id.as_deref(), now);
+        }
         crate::model::results::phase_began(
             &mut self.results.phases,
             index,
             loop_count,
             phase.kind(),
             &record_name(phase),
-            super::now_unix(),
+            now,
         );
+        if let Some(p) = self.results.phases.last_mut() {
+            p.boot_id = boot_id;
+        }
         self.save_results();
         PhaseStart {
             index,
@@ -234,6 +242,48 @@ impl Runner {
             read,
             write,
         }
+    }
+
+    /// A soak phase resumes the record an earlier run left: the restart goes on the soak's
+    /// history as an event, from when that run stopped (its record's end, else the last the
+    /// results file saw of it: the soak entry's last write, the history's end) to now, with
+    /// why it stopped.
+    fn soak_restarted(
+        &mut self,
+        index: usize,
+        loop_count: u64,
+        kind: &str,
+        boot_id: Option<&str>,
+        now: f64,
+    ) {
+        let Some((cause, ended)) = crate::model::results::resume_cause(
+            &self.results.phases,
+            index,
+            loop_count,
+            kind,
+            boot_id,
+        ) else {
+            return;
+        };
+        let last_seen = [
+            ended,
+            self.results
+                .soak
+                .as_ref()
+                .and_then(|s| s.phases.last())
+                .and_then(|p| p.ended),
+            self.soak_history.span().map(|s| s.1),
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|t| t.is_finite() && *t <= now)
+        .fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.max(t))));
+        self.soak_history
+            .restart(last_seen.unwrap_or(now), now, cause);
+        let h = std::sync::Arc::new(self.soak_history.clone());
+        self.snapshot.update(|v| v.soak_history = Some(h));
+        tracing::info!(target_name = %self.spec.name, phase = index + 1, cause = cause.key(),
+            "soak resumed after a restart ({})", cause.words());
     }
 
     /// The phase's record ends now with `status`.
@@ -353,6 +403,20 @@ impl Runner {
         let line = crate::workload::scheduler::phase::steps::end_line(self, start.index, phase)
             .unwrap_or_else(|| t.line.clone());
         self.close_phase_record(crate::model::results::PhaseStatus::Stopped);
+        // A shutdown sets the daemon's stop; a reload stops this target alone.
+        let cause = if self.global_stop.load(std::sync::atomic::Ordering::SeqCst) {
+            crate::model::results::StopCause::Signal
+        } else {
+            crate::model::results::StopCause::Reload
+        };
+        if let Some(p) = self
+            .results
+            .phases
+            .last_mut()
+            .filter(|p| p.status == crate::model::results::PhaseStatus::Stopped)
+        {
+            p.stopped_by = Some(cause);
+        }
         if matches!(phase, PhaseSpec::Soak { .. }) {
             self.record_soak_phase(&t, true);
         } else {
