@@ -13,8 +13,8 @@ fn the_soak_section_names_each_soak_phase_with_its_own_totals() {
     let soak = f[0].results.soak.get_or_insert_with(Default::default);
     soak.plan = Some(crate::model::results::PlanTotals {
         elapsed_secs: 720.0,
-        written_bytes: 3_000_000_000,
-        read_bytes: 1_000_000_000,
+        written_bytes: 3 << 30,
+        read_bytes: 1 << 30,
         ..Default::default()
     });
     soak.phases.push(crate::model::results::SoakPhase {
@@ -36,7 +36,7 @@ fn the_soak_section_names_each_soak_phase_with_its_own_totals() {
     assert!(md.contains(&format!("- {want}")), "{md}");
     // The soak's own duration is labelled so; the whole plan's row comes from soak.plan.
     assert!(page.contains("<th>Soak duration</th>"), "{page}");
-    let whole = "00:12:00, wrote 3.00 GB, read 1.00 GB";
+    let whole = "00:12:00, wrote 3.00 GiB, read 1.00 GiB";
     assert!(
         page.contains(&format!("<th>Whole plan, every phase</th><td>{whole}</td>")),
         "{page}"

@@ -386,7 +386,7 @@ duration = "1h"
     assert_eq!(gone.len(), 1, "{log}");
     let l = gone[0];
     assert!(l.contains(&format!(" path={} ", p(&a))), "{l}");
-    assert!(l.contains(&format!("{} (8.39 MB, ", p(&a))), "{l}");
+    assert!(l.contains(&format!("{} (8.00 MiB, ", p(&a))), "{l}");
     assert_eq!(field(l, "size_bytes"), (8u64 << 20) as f64, "{l}");
     assert!(
         log.find("allow_destroy accepted: ") < log.find("phase 1 (soak) started"),
