@@ -411,28 +411,10 @@ impl WalkMap {
         unit: u64,
         len_units: u64,
     ) {
-        let (leg_index, i, k) = at;
-        let leg = &legs[leg_index];
-        let s = &leg.slices[i];
-        let a = s.from + k;
-        let mut ex = lock(&self.exceptions);
-        for u in unit..unit + len_units {
-            // What the unit held before this write: its exception, else this leg's write of
-            // it one pass earlier, else the older legs.
-            let before = match ex.get(&u) {
-                Some(e) => *e,
-                None if a >= s.from + s.len => {
-                    Expect::Exact(leg.gen_base.wrapping_add((a / s.len - 1) as u32))
-                }
-                None => self.expect_in(&legs[..leg_index], u),
-            };
-            let either = match before {
-                Expect::Exact(g) | Expect::AtLeast(g) | Expect::Generation(g) => Expect::AtLeast(g),
-                _ => Expect::Recovered(None),
-            };
-            ex.insert(u, either);
-        }
-        self.exception_count.store(ex.len(), Ordering::Relaxed);
+        self.set_before(legs, at, (unit, len_units), |before| match before {
+            Expect::Exact(g) | Expect::AtLeast(g) | Expect::Generation(g) => Expect::AtLeast(g),
+            _ => Expect::Recovered(None),
+        });
     }
 
     /// The `k`-th write of slice `i` of `legs[leg_index]` stopped short: it is counted, but
@@ -445,10 +427,22 @@ impl WalkMap {
         unit: u64,
         len_units: u64,
     ) {
+        self.set_before(legs, at, (unit, len_units), |before| before);
+    }
+
+    /// Give each unit of `units` (first, count) the exception `rule(before)`, where `before`
+    /// is what it held before the `k`-th write of slice `i` of `legs[leg_index]`: its
+    /// exception, else this leg's write of it one pass earlier, else the older legs.
+    fn set_before(
+        &self,
+        legs: &[Arc<Leg>],
+        (leg_index, i, k): (usize, usize, u64),
+        (unit, len_units): (u64, u64),
+        rule: impl Fn(Expect) -> Expect,
+    ) {
         if len_units == 0 {
             return;
         }
-        let (leg_index, i, k) = at;
         let leg = &legs[leg_index];
         let s = &leg.slices[i];
         let a = s.from + k;
@@ -461,7 +455,7 @@ impl WalkMap {
                 }
                 None => self.expect_in(&legs[..leg_index], u),
             };
-            ex.insert(u, before);
+            ex.insert(u, rule(before));
         }
         self.exception_count.store(ex.len(), Ordering::Relaxed);
     }
