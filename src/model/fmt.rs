@@ -68,6 +68,15 @@ pub fn fmt_bytes(b: f64) -> String {
     if !b.is_finite() {
         return "-".into();
     }
+    match iec_scale(b) {
+        (_, "B") => format!("{b:.0} B"),
+        (v, unit) => format!("{v:.2} {unit}"),
+    }
+}
+
+/// `b` bytes in the largest IEC unit that leaves at least 1 of it: (1.5, "GiB"). The one
+/// scaling of sizes, for every text and chart tick.
+pub fn iec_scale(b: f64) -> (f64, &'static str) {
     const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     let mut v = b;
     let mut i = 0;
@@ -75,11 +84,7 @@ pub fn fmt_bytes(b: f64) -> String {
         v /= 1024.0;
         i += 1;
     }
-    if i == 0 {
-        format!("{b:.0} B")
-    } else {
-        format!("{v:.2} {}", UNITS[i])
-    }
+    (v, UNITS[i])
 }
 
 /// A drive's capacity: its size in IEC units, then in brackets the decimal figure its

@@ -125,17 +125,11 @@ pub fn latency_label(us: f64) -> String {
 
 /// A size tick from bytes, IEC prefixes: "0", "512 B", "4 KiB", "1.5 GiB".
 pub fn iec_label(b: f64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     if b == 0.0 || !b.is_finite() {
         return plain(b);
     }
-    let mut v = b;
-    let mut u = 0;
-    while v.abs() >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    format!("{} {}", trim(v), UNITS[u])
+    let (v, unit) = crate::model::fmt::iec_scale(b);
+    format!("{} {unit}", trim(v))
 }
 
 /// At most three significant digits past the point, trailing zeros dropped: 2.50 -> "2.5".

@@ -171,12 +171,12 @@ impl crate::workload::worker::BlockHook for WalkHook {
             _ => {
                 debug_assert!(w.open.is_none(), "a block left open");
                 // A new block: the band whose next write it is.
-                let b = (0..w.bands)
-                    .find(|&b| {
-                        w.leg.nth_write(w.slices[b], w.next[b]).0 * VERIFY_UNIT as u64 == offset
-                    })
-                    .unwrap_or(0);
-                let (unit, g) = w.leg.nth_write(w.slices[b], w.next[b]);
+                // Each band's next block is worked out once (one permutation step each).
+                let next = |b: usize| (b, w.leg.nth_write(w.slices[b], w.next[b]));
+                let (b, (unit, g)) = (0..w.bands)
+                    .map(next)
+                    .find(|(_, (u, _))| u * VERIFY_UNIT as u64 == offset)
+                    .unwrap_or_else(|| next(0));
                 debug_assert_eq!(
                     unit * VERIFY_UNIT as u64,
                     offset,
